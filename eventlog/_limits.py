@@ -1,0 +1,60 @@
+"""Every limit of the log in one place, named with the unit last.
+
+The checks at the bottom run at import time so that limits that disagree fail loudly.
+"""
+
+from __future__ import annotations
+
+format_version = 1
+"""Version of the on-disk format written by this code. A log written by a newer version is refused."""
+
+run_id_size_bytes_max = 1024
+"""Longest run id, in UTF-8 bytes."""
+
+event_id_size_bytes_max = 256
+"""Longest caller-chosen event id or checkpoint id, in UTF-8 bytes."""
+
+record_size_bytes_max = 16 * 1024 * 1024
+"""Default limit on one encoded event (before compression); configurable per log."""
+
+snapshot_size_bytes_max = 1024 * 1024 * 1024
+"""Limit on one encoded snapshot of a state (before compression)."""
+
+batch_events_max = 100_000
+"""Most events one `append_many` call may commit at once."""
+
+record_header_size_bytes = 10
+"""Size of the frame header in front of every stored value (see docs/format.md)."""
+
+compress_size_bytes_min = 64
+"""Payloads shorter than this are stored raw: zstd cannot make them smaller."""
+
+dictionary_train_records_min = 2048
+"""Number of stored events after which a zstd dictionary is trained from the log's own data."""
+
+dictionary_sample_records_max = 4096
+"""Most records read to train a dictionary (a bounded sample: training stays short)."""
+
+dictionary_sample_size_bytes_max = 4 * 1024 * 1024
+"""Most bytes read to train a dictionary."""
+
+dictionary_size_bytes = 32 * 1024
+"""Size of a trained zstd dictionary."""
+
+map_size_bytes_initial = 64 * 1024 * 1024
+"""Initial LMDB map size; the map grows by doubling when full."""
+
+map_size_bytes_max = 1 << 40
+"""Largest map the log grows to by itself (1 TiB); past it writes fail with LogFullError."""
+
+read_chunk_entries = 1024
+"""Entries read per read transaction by iterators (a long read never pins the map)."""
+
+lmdb_max_dbs = 16
+"""Named sub-databases an LMDB log may hold."""
+
+assert 0 < run_id_size_bytes_max <= 4096
+assert 0 < record_size_bytes_max <= snapshot_size_bytes_max
+assert dictionary_train_records_min <= dictionary_sample_records_max
+assert map_size_bytes_initial <= map_size_bytes_max
+assert compress_size_bytes_min > record_header_size_bytes

@@ -1,0 +1,51 @@
+"""The records the log keeps beside events: runs, checkpoints, snapshots. Fields are stored as arrays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class RunRecord(msgspec.Struct, array_like=True):
+    """A run as stored under its id in the `runs` table."""
+
+    number: int
+    """Fixed number of the run inside the log; prefixes its keys."""
+    head: int = 0
+    """Offset of the last event."""
+    base: int = 0
+    """Offsets at or below this were pruned; the state at `base` lives in a snapshot."""
+    parent: str | None = None
+    """Run this one was forked from."""
+    fork_offset: int = 0
+    """Offsets up to this are the parent's events, shared."""
+    created_ns: int = 0
+    """When the run was created."""
+    checkpoint_seq: int = 0
+    """Sequence number of the last checkpoint saved (never reused)."""
+    forks: int = 0
+    """Number of runs forked from this one that still exist."""
+
+
+class CheckpointRecord(msgspec.Struct, array_like=True):
+    """A checkpoint as stored; its state is folded (or loaded from a snapshot) when asked for."""
+
+    checkpoint_id: str
+    offset: int
+    created_ns: int
+    reducer: str
+    reducer_version: int
+    metadata: dict[str, Any]
+    superstep: int | None = None
+    completed_nodes: list[str] = []
+    paused_nodes: list[str] = []
+
+
+class SnapshotRecord(msgspec.Struct, array_like=True):
+    """A materialized state at an offset, as canonical msgpack bytes."""
+
+    reducer: str
+    reducer_version: int
+    offset: int
+    state: msgspec.Raw

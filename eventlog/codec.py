@@ -1,0 +1,240 @@
+"""The record pipeline: msgspec encode → zstd compress → frame with checksum, and back.
+
+Every value the log stores is a *frame*::
+
+    byte 0      format version (1)
+    byte 1      compression: 0 raw, 1 zstd, 2 zstd with a trained dictionary
+    bytes 2-5   dictionary id, big-endian u32 (0 when none)
+    bytes 6-9   CRC-32 of bytes 0-5 and the payload, big-endian u32
+    bytes 10-   payload
+
+`frame` and `unframe` are the two halves, side by side; `unframe` checks the version, the
+length and the checksum before it decompresses, and refuses a zstd frame whose declared
+content size is unknown or over the limit before decompressing it.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from collections.abc import Callable
+from typing import Any, Union
+
+import msgspec
+import zstandard
+
+from . import _limits, events
+from .errors import CorruptRecordError, InvalidEventError, RecordTooLargeError
+
+__all__ = ["Codec", "EntryRecord", "frame", "unframe"]
+
+RAW, ZSTD, ZSTD_DICT = 0, 1, 2
+_HEADER = struct.Struct(">BBII")
+_PREFIX = struct.Struct(">BBI")
+assert _HEADER.size == _limits.record_header_size_bytes
+
+
+class EntryRecord(msgspec.Struct, array_like=True):
+    """An event as stored under its run and offset (the key holds run and offset)."""
+
+    position: int
+    """Place in the whole log's commit order."""
+    time_ns: int
+    """Commit time, nanoseconds since the Unix epoch, from the log's clock."""
+    event_id: str
+    """The event's id: the caller's, or one from the log's id source."""
+    meta: dict[str, Any] | None
+    """Caller's metadata, or None."""
+    event: Any
+    """The event (a registered Event kind once decoded)."""
+
+
+def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
+    """Put the header (version, compression, dictionary id, checksum) in front of a payload."""
+    prefix = _PREFIX.pack(_limits.format_version, compression, dict_id)
+    crc = zlib.crc32(payload, zlib.crc32(prefix))
+    return prefix + crc.to_bytes(4, "big") + payload
+
+
+def unframe(value: bytes) -> tuple[int, int, bytes]:
+    """Check a frame and return (compression, dictionary id, payload). Raises CorruptRecordError."""
+    if len(value) < _HEADER.size:
+        raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its header")
+    version, compression, dict_id, crc = _HEADER.unpack_from(value)
+    if version != _limits.format_version:
+        raise CorruptRecordError(f"record format version {version}, expected {_limits.format_version}")
+    payload = memoryview(value)[_HEADER.size :]
+    if zlib.crc32(payload, zlib.crc32(memoryview(value)[:6])) != crc:
+        raise CorruptRecordError("checksum mismatch")
+    if compression not in (RAW, ZSTD, ZSTD_DICT) or (compression == ZSTD_DICT) != (dict_id != 0):
+        raise CorruptRecordError(f"unknown compression {compression} with dictionary {dict_id}")
+    return compression, dict_id, bytes(payload)
+
+
+class Codec:
+    """Encodes and decodes entries and states; one per open log, safe to share between threads.
+
+    `dictionary(dict_id) -> bytes | None` loads a trained dictionary from the log's meta.
+    """
+
+    def __init__(self, dictionary: Callable[[int], bytes | None], record_size_bytes_max: int, level: int = 3) -> None:
+        self._dictionary = dictionary
+        self.record_size_bytes_max = record_size_bytes_max
+        self._level = level
+        self._dicts: dict[int, zstandard.ZstdCompressionDict] = {}
+        self._local = threading.local()
+        self._encoder = msgspec.msgpack.Encoder()
+        self._state_encoder = msgspec.msgpack.Encoder(order="deterministic")
+        self._generation = -1
+        self._entry_decoder: msgspec.msgpack.Decoder[Any] | None = None
+        self._event_decoder: msgspec.msgpack.Decoder[Any] | None = None
+        self._lock = threading.Lock()
+
+    # -- encode ------------------------------------------------------------------------
+
+    def encode_event(self, event: object) -> bytes:
+        """Encode one event alone (used for size checks, ids and export). Refuses non-events."""
+        self.check_event(event)
+        return self._encoder.encode(event)
+
+    def check_event(self, event: object) -> None:
+        """Raise InvalidEventError unless `event` is an instance of a registered kind."""
+        kind = type(event)
+        if not isinstance(event, events.Event) or events.kinds().get(kind.__struct_config__.tag) is not kind:
+            raise InvalidEventError(
+                f"{kind.__module__}.{kind.__qualname__} is not a registered event kind; "
+                "subclass eventlog.Event with a tag and call eventlog.register(kind)"
+            )
+
+    def encode_entry(self, record: EntryRecord, dict_id: int) -> bytes:
+        """Encode, compress and frame an entry. Raises RecordTooLargeError over the limit."""
+        self.check_event(record.event)
+        payload = self._encoder.encode(record)
+        if len(payload) > self.record_size_bytes_max:
+            raise RecordTooLargeError(
+                f"{type(record.event).__name__} encodes to {len(payload)} bytes, over the record "
+                f"limit of {self.record_size_bytes_max} bytes; store large payloads elsewhere and reference them"
+            )
+        return self.compress(payload, dict_id)
+
+    def encode_value(self, value: object, size_bytes_max: int = _limits.snapshot_size_bytes_max) -> bytes:
+        """Encode, compress and frame any msgspec-encodable value deterministically (states, run records)."""
+        payload = self._state_encoder.encode(value)
+        if len(payload) > size_bytes_max:
+            raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
+        return self.compress(payload, 0)
+
+    def encode_state(self, state: object) -> bytes:
+        """The canonical bytes of a state: what determinism is checked on."""
+        return self._state_encoder.encode(state)
+
+    def compress(self, payload: bytes, dict_id: int) -> bytes:
+        """Compress when that makes the record smaller, then frame."""
+        if len(payload) < _limits.compress_size_bytes_min:
+            return frame(payload, RAW, 0)
+        compressed = self._compressor(dict_id).compress(payload)
+        if len(compressed) >= len(payload):
+            return frame(payload, RAW, 0)
+        return frame(compressed, ZSTD_DICT if dict_id else ZSTD, dict_id)
+
+    # -- decode ------------------------------------------------------------------------
+
+    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
+        """Unframe and decompress, bounded. Raises CorruptRecordError."""
+        compression, dict_id, payload = unframe(value)
+        if compression == RAW:
+            return payload
+        limit = self.record_size_bytes_max if size_bytes_max is None else size_bytes_max
+        size = zstandard.frame_content_size(payload) if len(payload) >= 4 else -2
+        if size < 0:
+            raise CorruptRecordError("zstd frame without a declared content size")
+        if size > limit:
+            raise CorruptRecordError(f"zstd frame declares {size} bytes, over the limit of {limit}")
+        try:
+            out = self._decompressor(dict_id).decompress(payload, max_output_size=limit)
+        except zstandard.ZstdError as exc:
+            raise CorruptRecordError(f"zstd: {exc}") from None
+        if len(out) != size:
+            raise CorruptRecordError("decompressed size differs from the declared size")
+        return out
+
+    def decode_entry(self, value: bytes) -> EntryRecord:
+        """Decode a stored entry. Raises CorruptRecordError (the caller adds run and offset)."""
+        payload = self.payload(value)
+        try:
+            return self._decoders()[0].decode(payload)
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable entry: {exc}") from None
+
+    def decode_event(self, data: bytes) -> Any:
+        """Decode an event encoded by `encode_event`."""
+        try:
+            return self._decoders()[1].decode(data)
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable event: {exc}") from None
+
+    def decode_value(self, value: bytes, type: Any, size_bytes_max: int = _limits.snapshot_size_bytes_max) -> Any:
+        """Decode a value framed by `encode_value`."""
+        payload = self.payload(value, size_bytes_max)
+        try:
+            return msgspec.msgpack.decode(payload, type=type)
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable value: {exc}") from None
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _decoders(self) -> tuple[msgspec.msgpack.Decoder[Any], msgspec.msgpack.Decoder[Any]]:
+        generation = events.generation()
+        if generation != self._generation or self._entry_decoder is None or self._event_decoder is None:
+            with self._lock:
+                union = Union[tuple(events.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
+                entry_type = msgspec.defstruct(
+                    "EntryRecord",
+                    [(f, EntryRecord.__annotations__[f]) for f in EntryRecord.__struct_fields__[:-1]]
+                    + [("event", union)],
+                    array_like=True,
+                )
+                self._entry_decoder = msgspec.msgpack.Decoder(entry_type)
+                self._event_decoder = msgspec.msgpack.Decoder(union)
+                self._generation = generation
+        return self._entry_decoder, self._event_decoder
+
+    def _dict(self, dict_id: int) -> zstandard.ZstdCompressionDict:
+        found = self._dicts.get(dict_id)
+        if found is None:
+            data = self._dictionary(dict_id)
+            if data is None:
+                raise CorruptRecordError(f"zstd dictionary {dict_id} is missing from the log's meta")
+            found = self._dicts[dict_id] = zstandard.ZstdCompressionDict(data)
+        return found
+
+    def _compressor(self, dict_id: int) -> zstandard.ZstdCompressor:
+        cache = self._local.__dict__.setdefault("compressors", {})
+        found = cache.get(dict_id)
+        if found is None:
+            if dict_id:
+                found = zstandard.ZstdCompressor(level=self._level, dict_data=self._dict(dict_id), write_checksum=False)
+            else:
+                found = zstandard.ZstdCompressor(level=self._level, write_checksum=False)
+            cache[dict_id] = found
+        return found
+
+    def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
+        cache = self._local.__dict__.setdefault("decompressors", {})
+        found = cache.get(dict_id)
+        if found is None:
+            found = zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()
+            cache[dict_id] = found
+        return found
+
+
+def train_dictionary(samples: list[bytes]) -> bytes | None:
+    """Train a zstd dictionary from raw record payloads; None when the sample is too small."""
+    if len(samples) < 64:
+        return None
+    try:
+        trained = zstandard.train_dictionary(_limits.dictionary_size_bytes, samples)
+    except zstandard.ZstdError:
+        return None
+    return trained.as_bytes()

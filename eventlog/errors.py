@@ -1,0 +1,133 @@
+"""Every error the log raises, under one base class `EventLogError`.
+
+Each message names the run, the offset and what to do where they apply.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointNotFoundError",
+    "ClosedError",
+    "ConflictError",
+    "CorruptRecordError",
+    "EventLogError",
+    "ForkDependencyError",
+    "FormatVersionError",
+    "InvalidEventError",
+    "InvalidRunIdError",
+    "LogFullError",
+    "NotALogError",
+    "OffsetOutOfRangeError",
+    "PrunedError",
+    "ReadOnlyError",
+    "RecordTooLargeError",
+    "RunExistsError",
+    "UnknownRunError",
+]
+
+
+class EventLogError(Exception):
+    """Base class of every error raised by eventlog."""
+
+
+class ConflictError(EventLogError):
+    """`expected_offset` did not match the run's head: another writer appended first."""
+
+    def __init__(self, run_id: str, expected: int, head: int) -> None:
+        self.run_id, self.expected, self.head = run_id, expected, head
+        super().__init__(
+            f"run {run_id!r}: expected head {expected} but head is {head}; "
+            f"re-read the run from offset {expected} and retry"
+        )
+
+
+class UnknownRunError(EventLogError, LookupError):
+    """The run does not exist in this log."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} does not exist in this log")
+
+
+class RunExistsError(EventLogError):
+    """A run with this id exists already (for example the target of a fork)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} exists already; choose another run id")
+
+
+class OffsetOutOfRangeError(EventLogError, IndexError):
+    """An offset outside 0..head of the run."""
+
+    def __init__(self, run_id: str, offset: int, head: int) -> None:
+        self.run_id, self.offset, self.head = run_id, offset, head
+        super().__init__(f"run {run_id!r}: offset {offset} is out of range 0..{head}")
+
+
+class PrunedError(EventLogError):
+    """The offset lies below the run's pruned base."""
+
+    def __init__(self, run_id: str, offset: int, base: int) -> None:
+        self.run_id, self.offset, self.base = run_id, offset, base
+        super().__init__(
+            f"run {run_id!r}: offset {offset} was pruned; the earliest state kept is at offset {base}"
+        )
+
+
+class CorruptRecordError(EventLogError):
+    """A stored record failed its checks (checksum, header, length, decoding)."""
+
+    def __init__(self, what: str, run_id: str | None = None, offset: int | None = None) -> None:
+        self.what, self.run_id, self.offset = what, run_id, offset
+        where = ""
+        if run_id is not None:
+            where = f"run {run_id!r}"
+            if offset is not None:
+                where += f" offset {offset}"
+            where += ": "
+        super().__init__(f"{where}corrupt record: {what}; run `eventlog verify` and restore this run from a copy")
+
+    def at(self, run_id: str | None, offset: int | None) -> CorruptRecordError:
+        """The same error, naming where the record lives."""
+        return CorruptRecordError(self.what, run_id, offset)
+
+
+class FormatVersionError(EventLogError):
+    """The log or a record was written by a newer version of the format."""
+
+
+class NotALogError(EventLogError):
+    """The path is not an eventlog log (or is damaged beyond opening)."""
+
+
+class InvalidEventError(EventLogError, TypeError):
+    """The object is not an instance of a registered event kind."""
+
+
+class InvalidRunIdError(EventLogError, ValueError):
+    """A run id that is empty, not a string, or too long."""
+
+
+class RecordTooLargeError(EventLogError, ValueError):
+    """An event or state larger than the record limit."""
+
+
+class LogFullError(EventLogError):
+    """The disk or the largest allowed map is full; nothing of the failed write was kept."""
+
+
+class ClosedError(EventLogError):
+    """The log was closed."""
+
+
+class ReadOnlyError(EventLogError):
+    """A write to a log opened with readonly=True."""
+
+
+class CheckpointNotFoundError(EventLogError, LookupError):
+    """No checkpoint with this id (or none at all) in the run."""
+
+
+class ForkDependencyError(EventLogError):
+    """The operation would remove events that a fork of the run still reads."""

@@ -1,0 +1,280 @@
+"""Folding: the reducer protocol, `AgentReducer` and its `AgentState`, and `CheckpointPolicy`.
+
+A reducer is a pure, deterministic fold: `apply(state, event) -> state`. `apply` may change
+the state it is given in place and return it (the log only hands it states it owns), but
+its result must depend on nothing but the state and the event: no clock, no randomness, no
+I/O. `verify` re-folds every run and names a checkpoint whose bytes differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from . import events as ev
+
+__all__ = ["AgentReducer", "AgentState", "CheckpointPolicy", "Reducer", "reducer_tag"]
+
+
+@runtime_checkable
+class Reducer(Protocol):
+    """What `state_at`, checkpoints and the recorder fold with."""
+
+    name: str
+    """Stable name; recorded in every checkpoint."""
+    version: int
+    """Bump it whenever `apply` changes: checkpoints of another version are not used."""
+    state_type: Any
+    """The type states decode to (a msgspec Struct, `dict`, or `typing.Any`)."""
+
+    def initial(self) -> Any:
+        """The state at offset 0, before any event."""
+
+    def apply(self, state: Any, event: ev.Event) -> Any:
+        """The state after `event`. May update `state` in place and return it."""
+
+
+def reducer_tag(reducer: Reducer) -> bytes:
+    """The bytes that name a reducer and its version in snapshot keys."""
+    return f"{reducer.name}@{reducer.version}".encode()
+
+
+class AgentState(msgspec.Struct, omit_defaults=True):
+    """What `AgentReducer` folds the standard events into."""
+
+    status: str = "pending"
+    """`pending`, `running`, `paused`, `completed` or `failed`."""
+    values: dict[str, Any] = {}
+    """The graph state: every node update and hand edit merged in order."""
+    messages: list[ev.Message] = []
+    """The conversation: user, assistant (LLM output) and tool messages, in order."""
+    superstep: int = 0
+    """Last superstep completed."""
+    completed_nodes: list[str] = []
+    """Every node completion, in order."""
+    superstep_nodes: list[str] = []
+    """Nodes completed in the superstep in progress (a resume does not run them again)."""
+    next_nodes: list[str] = []
+    """Nodes that run in the next superstep."""
+    paused_nodes: list[str] = []
+    """Nodes waiting for a human."""
+    interrupt: Any = None
+    """The payload and reason of the pending interrupt: `{"reason": ..., "payload": ...}`."""
+    resume_value: Any = None
+    """The last value a human resumed with."""
+    turn: int = 0
+    """Conversation turns started."""
+    llm_calls: int = 0
+    """LLM calls completed."""
+    tool_calls: int = 0
+    """Tool calls completed."""
+    input_tokens: int = 0
+    """Prompt tokens over every LLM call."""
+    output_tokens: int = 0
+    """Completion tokens over every LLM call."""
+    last_error: str | None = None
+    """The latest error of a step, call, turn or the run."""
+    output: Any = None
+    """What the run returned."""
+
+
+def _tool_content(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    return msgspec.json.encode(output, order="deterministic").decode()
+
+
+class AgentReducer:
+    """Folds the standard event kinds into `AgentState`; other kinds leave the state as it is."""
+
+    name = "agent"
+    version = 1
+    state_type = AgentState
+
+    def __init__(self) -> None:
+        s = AgentState
+        handlers: dict[type[ev.Event], Callable[[s, Any], None]] = {
+            ev.RunStarted: self._run_started,
+            ev.RunCompleted: self._run_completed,
+            ev.RunFailed: self._run_failed,
+            ev.TurnStarted: self._turn_started,
+            ev.TurnFailed: self._turn_failed,
+            ev.UserMessage: self._user_message,
+            ev.AssistantMessage: self._assistant_message,
+            ev.LLMCallCompleted: self._llm_completed,
+            ev.LLMCallFailed: self._failed,
+            ev.ToolCallCompleted: self._tool_completed,
+            ev.ToolCallFailed: self._failed,
+            ev.StepStarted: self._step_started,
+            ev.StepCompleted: self._step_completed,
+            ev.StepFailed: self._failed,
+            ev.SuperstepCompleted: self._superstep_completed,
+            ev.StateUpdated: self._state_updated,
+            ev.Interrupted: self._interrupted,
+            ev.Resumed: self._resumed,
+        }
+        self._handlers = handlers
+
+    def initial(self) -> AgentState:
+        return AgentState()
+
+    def apply(self, state: AgentState, event: ev.Event) -> AgentState:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(state, event)
+        return state
+
+    # Each handler updates the state in place.
+
+    def _run_started(self, s: AgentState, e: ev.RunStarted) -> None:
+        s.status = "running"
+        s.values.update(e.input)
+        s.next_nodes = list(e.next_nodes)
+
+    def _run_completed(self, s: AgentState, e: ev.RunCompleted) -> None:
+        s.status = "completed"
+        s.output = e.output
+        s.next_nodes = []
+
+    def _run_failed(self, s: AgentState, e: ev.RunFailed) -> None:
+        s.status = "failed"
+        s.last_error = e.error
+
+    def _turn_started(self, s: AgentState, e: ev.TurnStarted) -> None:
+        s.status = "running"
+        s.turn = e.turn
+
+    def _turn_failed(self, s: AgentState, e: ev.TurnFailed) -> None:
+        s.last_error = e.error
+
+    def _user_message(self, s: AgentState, e: ev.UserMessage) -> None:
+        s.messages.append(ev.Message(role="user", content=e.content))
+
+    def _assistant_message(self, s: AgentState, e: ev.AssistantMessage) -> None:
+        s.messages.append(ev.Message(role="assistant", content=e.content, tool_calls=e.tool_calls))
+
+    def _llm_completed(self, s: AgentState, e: ev.LLMCallCompleted) -> None:
+        s.messages.append(e.output)
+        s.llm_calls += 1
+        s.input_tokens += e.input_tokens
+        s.output_tokens += e.output_tokens
+
+    def _tool_completed(self, s: AgentState, e: ev.ToolCallCompleted) -> None:
+        s.messages.append(ev.Message(role="tool", content=_tool_content(e.output), tool_call_id=e.call_id, name=e.tool))
+        s.tool_calls += 1
+
+    def _failed(self, s: AgentState, e: Any) -> None:
+        s.last_error = e.error
+
+    def _step_started(self, s: AgentState, e: ev.StepStarted) -> None:
+        s.status = "running"
+
+    def _step_completed(self, s: AgentState, e: ev.StepCompleted) -> None:
+        s.values.update(e.update)
+        s.completed_nodes.append(e.node)
+        s.superstep_nodes.append(e.node)
+
+    def _superstep_completed(self, s: AgentState, e: ev.SuperstepCompleted) -> None:
+        s.superstep = e.superstep
+        s.superstep_nodes = []
+        s.next_nodes = list(e.next_nodes)
+
+    def _state_updated(self, s: AgentState, e: ev.StateUpdated) -> None:
+        s.values.update(e.values)
+
+    def _interrupted(self, s: AgentState, e: ev.Interrupted) -> None:
+        s.status = "paused"
+        s.paused_nodes = list(e.nodes)
+        s.interrupt = {"reason": e.reason, "payload": e.payload}
+
+    def _resumed(self, s: AgentState, e: ev.Resumed) -> None:
+        s.status = "running"
+        s.paused_nodes = [n for n in s.paused_nodes if e.nodes and n not in e.nodes]
+        s.interrupt = None
+        s.resume_value = e.value
+
+
+_INTERNAL = (ev.StepCompleted, ev.LLMCallCompleted, ev.ToolCallCompleted, ev.SuperstepCompleted, ev.TurnCompleted)
+
+
+class CheckpointPolicy(msgspec.Struct, frozen=True):
+    """When a recorder checkpoints by itself. Combine fields freely; the constructors name the usual ones.
+
+    - `events=N`: after every N events.
+    - `supersteps=N`: after every N-th completed superstep.
+    - `turns`: at the end of every conversation turn (WayFlow `CONVERSATION_TURNS`).
+    - `llm_turns`: after every LLM answer, and at a turn's end when an LLM answered since
+      the last checkpoint (WayFlow `LLM_TURNS`).
+    - `internal_steps`: after every step, LLM call, tool call, superstep and turn
+      (WayFlow `ALL_INTERNAL_TURNS`).
+    - `final`: when the run completes well (never when it fails).
+    """
+
+    events: int = 0
+    supersteps: int = 0
+    turns: bool = False
+    llm_turns: bool = False
+    internal_steps: bool = False
+    final: bool = True
+
+    @classmethod
+    def every(cls, n: int) -> CheckpointPolicy:
+        """After every `n` events."""
+        if n < 1:
+            raise ValueError("every(n) needs n >= 1")
+        return cls(events=n)
+
+    @classmethod
+    def every_supersteps(cls, n: int = 1) -> CheckpointPolicy:
+        """After every `n`-th superstep (agentmesh's default is 1)."""
+        if n < 1:
+            raise ValueError("every_supersteps(n) needs n >= 1")
+        return cls(supersteps=n)
+
+    @classmethod
+    def conversation_turns(cls) -> CheckpointPolicy:
+        """At the end of every conversation turn (WayFlow `CONVERSATION_TURNS`)."""
+        return cls(turns=True)
+
+    @classmethod
+    def llm_turns_only(cls) -> CheckpointPolicy:
+        """After every LLM answer (WayFlow `LLM_TURNS`)."""
+        return cls(llm_turns=True)
+
+    @classmethod
+    def all_internal_turns(cls) -> CheckpointPolicy:
+        """After every internal step (WayFlow `ALL_INTERNAL_TURNS`)."""
+        return cls(internal_steps=True)
+
+    @classmethod
+    def final_only(cls) -> CheckpointPolicy:
+        """Only when the run completes well."""
+        return cls()
+
+    @classmethod
+    def never(cls) -> CheckpointPolicy:
+        """Never by itself; checkpoints only by hand."""
+        return cls(final=False)
+
+    def wants(self, event: ev.Event, events_since: int, llm_since: bool) -> bool:
+        """True when a checkpoint is due right after `event`.
+
+        `events_since` counts events since the last checkpoint, this one included;
+        `llm_since` tells whether an LLM answered since the last checkpoint.
+        """
+        kind = type(event)
+        if kind is ev.RunCompleted:
+            return self.final
+        if kind is ev.RunFailed:
+            return False
+        if self.events and events_since >= self.events:
+            return True
+        if self.supersteps and kind is ev.SuperstepCompleted:
+            return event.superstep % self.supersteps == 0  # type: ignore[attr-defined]
+        if self.turns and kind is ev.TurnCompleted:
+            return True
+        if self.llm_turns and (kind is ev.LLMCallCompleted or (kind is ev.TurnCompleted and llm_since)):
+            return True
+        return self.internal_steps and kind in _INTERNAL

@@ -1,0 +1,1297 @@
+"""`EventLog`: runs, append, read, feed, state_at, checkpoints, fork, prune, verify.
+
+The log lays its keys out in the store's tables (see docs/format.md) and keeps every rule
+of DESIGN.md: offsets without gaps, append-only entries, fencing, idempotent event ids,
+forks that share their parent's events, and checks on every record read.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from . import _limits
+from ._records import CheckpointRecord, RunRecord, SnapshotRecord
+from .codec import Codec, EntryRecord, train_dictionary
+from .errors import (
+    CheckpointNotFoundError,
+    ConflictError,
+    CorruptRecordError,
+    EventLogError,
+    ForkDependencyError,
+    FormatVersionError,
+    InvalidRunIdError,
+    NotALogError,
+    OffsetOutOfRangeError,
+    PrunedError,
+    RunExistsError,
+    UnknownRunError,
+)
+from .events import Event, LLMCallCompleted
+from .fold import AgentReducer, CheckpointPolicy, Reducer, reducer_tag
+from .store._base import Store, Txn, from_u64, u64
+
+__all__ = ["Checkpoint", "Entry", "EventLog", "Problem", "RunInfo", "VerifyReport"]
+
+_META_FORMAT = b"format"
+_META_POSITION = b"position"
+_META_RUN_NUMBER = b"run_number"
+_META_DICT_CURRENT = b"dict.current"
+_META_DICT_NEXT_TRY = b"dict.next_try"
+_META_DICT = b"dict:"
+
+
+def _default_clock() -> int:
+    return time.time_ns()
+
+
+def _default_ids() -> str:
+    return os.urandom(16).hex()
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """An event as stored: the event plus its offset, position, event_id, time and meta."""
+
+    run_id: str
+    """The run the entry was read from."""
+    offset: int
+    """Place in the run, from 1."""
+    position: int
+    """Place in the whole log's commit order, from 1."""
+    event_id: str
+    """Unique id of the event (the caller's, or one the log made)."""
+    time_ns: int
+    """Commit time in nanoseconds since the Unix epoch."""
+    meta: dict[str, Any] | None
+    """The caller's metadata."""
+    event: Event
+    """The event."""
+
+    @property
+    def time(self) -> _dt.datetime:
+        """Commit time as an aware UTC datetime."""
+        return _dt.datetime.fromtimestamp(self.time_ns / 1e9, tz=_dt.UTC)
+
+
+class RunInfo(msgspec.Struct, frozen=True):
+    """What the log knows of a run without folding it."""
+
+    run_id: str
+    head: int
+    """Offset of the last event (0: no events)."""
+    base: int
+    """Offsets at or below this were pruned."""
+    parent: str | None
+    """The run this one was forked from."""
+    fork_offset: int
+    """Offsets up to this are shared with the parent."""
+    created_ns: int
+    checkpoints: int
+    """Number of checkpoints kept."""
+    forks: int
+    """Number of runs forked from this one."""
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One thing `verify` found wrong."""
+
+    run_id: str | None
+    offset: int | None
+    kind: str
+    """`corrupt`, `gap`, `nondeterministic`, `checkpoint`, `feed` or `meta`."""
+    message: str
+
+
+class VerifyReport(msgspec.Struct):
+    """What `verify` checked and found."""
+
+    runs: int = 0
+    events: int = 0
+    checkpoints: int = 0
+    problems: list[Problem] = []
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+class Checkpoint:
+    """A materialized snapshot of a run's state at an offset, with its metadata.
+
+    `state` is loaded when first read: from the snapshot stored at this offset, or by
+    folding from the nearest one below it.
+    """
+
+    __slots__ = (
+        "_log",
+        "_reducer",
+        "_state",
+        "checkpoint_id",
+        "completed_nodes",
+        "created_ns",
+        "metadata",
+        "offset",
+        "paused_nodes",
+        "reducer",
+        "reducer_version",
+        "run_id",
+        "superstep",
+    )
+
+    def __init__(self, log: EventLog, run_id: str, rec: CheckpointRecord, reducer: Reducer, state: Any = None) -> None:
+        self._log = log
+        self._reducer = reducer
+        self._state = state
+        self.run_id = run_id
+        self.checkpoint_id = rec.checkpoint_id
+        self.offset = rec.offset
+        self.created_ns = rec.created_ns
+        self.reducer = rec.reducer
+        self.reducer_version = rec.reducer_version
+        self.metadata = rec.metadata
+        self.superstep = rec.superstep
+        self.completed_nodes = rec.completed_nodes
+        self.paused_nodes = rec.paused_nodes
+
+    @property
+    def created_at(self) -> _dt.datetime:
+        """When the checkpoint was saved, as an aware UTC datetime."""
+        return _dt.datetime.fromtimestamp(self.created_ns / 1e9, tz=_dt.UTC)
+
+    @property
+    def state(self) -> Any:
+        """The run's state at `offset`, folded by the reducer the checkpoint was loaded with."""
+        if self._state is None:
+            self._state = self._log.state_at(self.run_id, self.offset, reducer=self._reducer)
+        return self._state
+
+    def __repr__(self) -> str:
+        return (
+            f"Checkpoint(run_id={self.run_id!r}, checkpoint_id={self.checkpoint_id!r}, offset={self.offset}, "
+            f"superstep={self.superstep}, created_at={self.created_at.isoformat()})"
+        )
+
+
+class _PendingCheckpoint(msgspec.Struct):
+    """A checkpoint to write in the same transaction as the events before it."""
+
+    record: CheckpointRecord
+    snapshot: bytes | None  # framed SnapshotRecord, or None when not materialized
+    tag: bytes
+
+
+def check_run_id(run_id: object) -> bytes:
+    """The UTF-8 bytes of a valid run id; raises InvalidRunIdError."""
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidRunIdError(f"a run id is a non-empty string, not {run_id!r}")
+    raw = run_id.encode("utf-8", "surrogatepass")
+    if len(raw) > _limits.run_id_size_bytes_max:
+        raise InvalidRunIdError(
+            f"run id of {len(raw)} UTF-8 bytes is over the limit of {_limits.run_id_size_bytes_max}"
+        )
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRunIdError(f"run id {run_id!r} is not valid unicode text") from None
+    return raw
+
+
+def _check_id(what: str, value: object) -> bytes:
+    if not isinstance(value, str) or not value:
+        raise EventLogError(f"{what} must be a non-empty string, not {value!r}")
+    raw = value.encode("utf-8")
+    if len(raw) > _limits.event_id_size_bytes_max:
+        raise EventLogError(f"{what} of {len(raw)} bytes is over the limit of {_limits.event_id_size_bytes_max}")
+    return raw
+
+
+class EventLog:
+    """One log: many runs in one store. Use `eventlog.open` to make one."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], int] | None = None,
+        ids: Callable[[], str] | None = None,
+        record_size_bytes_max: int = _limits.record_size_bytes_max,
+        reducer: Reducer | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock or _default_clock
+        """Returns the time in nanoseconds since the epoch; injected for replayable tests."""
+        self.ids = ids or _default_ids
+        """Returns a new unique id string (event and checkpoint ids)."""
+        self.reducer: Reducer = reducer or AgentReducer()
+        """The reducer used when a call names none."""
+        self.codec = Codec(self._load_dictionary, record_size_bytes_max)
+        self.checkpoints = Checkpoints(self)
+        self._dict_lock = threading.Lock()
+        self._open_meta()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _open_meta(self) -> None:
+        def check(txn: Txn) -> bool:
+            raw = txn.get("meta", _META_FORMAT)
+            if raw is None:
+                if txn.scan("runs", b"", None, limit=1) or txn.scan("events", b"", None, limit=1):
+                    raise NotALogError("the store holds data but no format record; it is not an eventlog log")
+                return False
+            try:
+                version = from_u64(self.codec.payload(raw))
+            except CorruptRecordError as exc:
+                raise NotALogError(f"the log's format record is damaged ({exc.what})") from None
+            if version > _limits.format_version:
+                raise FormatVersionError(
+                    f"the log was written in format version {version}; this eventlog reads up to "
+                    f"{_limits.format_version}. Upgrade eventlog to open it"
+                )
+            return True
+
+        if not self.store.read(check) and not self.store.readonly:
+
+            def init(txn: Txn) -> None:
+                if txn.get("meta", _META_FORMAT) is None:
+                    txn.put("meta", _META_FORMAT, self.codec.compress(u64(_limits.format_version), 0))
+
+            self.store.write(init)
+
+    def close(self) -> None:
+        """Close the log (syncs first under `batch` and `none` durability)."""
+        self.store.close()
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta helpers ------------------------------------------------------------------
+
+    def _meta_int(self, txn: Txn, key: bytes) -> int:
+        raw = txn.get("meta", key)
+        if raw is None:
+            return 0
+        try:
+            return from_u64(self.codec.payload(raw))
+        except CorruptRecordError as exc:
+            raise exc.at(None, None) from None
+
+    def _put_meta_int(self, txn: Txn, key: bytes, value: int) -> None:
+        txn.put("meta", key, self.codec.compress(u64(value), 0))
+
+    def _load_dictionary(self, dict_id: int) -> bytes | None:
+        raw = self.store.read(lambda txn: txn.get("meta", _META_DICT + dict_id.to_bytes(4, "big")))
+        return None if raw is None else self.codec.payload(raw, _limits.dictionary_size_bytes * 4)
+
+    # -- run records -------------------------------------------------------------------
+
+    def _run(self, txn: Txn, run_id: str) -> RunRecord | None:
+        raw = txn.get("runs", check_run_id(run_id))
+        if raw is None:
+            return None
+        try:
+            return self.codec.decode_value(raw, RunRecord)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, None) from None
+
+    def _require(self, txn: Txn, run_id: str) -> RunRecord:
+        rec = self._run(txn, run_id)
+        if rec is None:
+            raise UnknownRunError(run_id)
+        return rec
+
+    def _put_run(self, txn: Txn, run_id: str, rec: RunRecord) -> None:
+        txn.put("runs", run_id.encode(), self.codec.encode_value(rec))
+
+    def _new_run(self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0) -> RunRecord:
+        number = self._meta_int(txn, _META_RUN_NUMBER) + 1
+        self._put_meta_int(txn, _META_RUN_NUMBER, number)
+        txn.put("run_numbers", u64(number), run_id.encode())
+        return RunRecord(number=number, head=at, parent=parent, fork_offset=at, created_ns=now, base=0)
+
+    def head(self, run_id: str) -> int:
+        """Offset of the run's last event; 0 for a run with no events or no run at all."""
+        rec = self.store.read(lambda txn: self._run(txn, run_id))
+        return 0 if rec is None else rec.head
+
+    def runs(self) -> list[str]:
+        """Every run id in the log, in byte order."""
+        return self.store.read(lambda txn: [k.decode() for k, _ in txn.scan("runs", b"", None)])
+
+    def run_info(self, run_id: str) -> RunInfo:
+        """Head, base, parent, fork offset, checkpoint and fork counts of a run."""
+
+        def info(txn: Txn) -> RunInfo:
+            rec = self._require(txn, run_id)
+            n = len(txn.scan("checkpoints", u64(rec.number), u64(rec.number + 1)))
+            return RunInfo(
+                run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks
+            )
+
+        return self.store.read(info)
+
+    # -- append ------------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        event: Event,
+        *,
+        event_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+        expected_offset: int | None = None,
+    ) -> int:
+        """Append one event; return its offset.
+
+        With `event_id`, appending the same id to the run again returns the first offset
+        and writes nothing. With `expected_offset`, raise ConflictError unless the run's
+        head is that offset.
+        """
+        ids = None if event_id is None else [event_id]
+        return self.append_many(run_id, [event], expected_offset=expected_offset, event_ids=ids, meta=meta)[0]
+
+    def append_many(
+        self,
+        run_id: str,
+        events: Iterable[Event],
+        *,
+        expected_offset: int | None = None,
+        event_ids: Sequence[str | None] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> list[int]:
+        """Append events atomically (all or none); return their offsets.
+
+        ConflictError if `expected_offset` is given and the head differs. Events whose
+        `event_ids` entry is already in the run are not written again; their first offsets
+        are returned.
+        """
+        offsets, _ = self._commit(run_id, list(events), expected_offset, event_ids, meta, None)
+        return offsets
+
+    def _prepare(
+        self, run_id: str, events: list[Event], event_ids: Sequence[str | None] | None
+    ) -> tuple[list[str], list[bool]]:
+        check_run_id(run_id)
+        if not events:
+            raise EventLogError("append_many needs at least one event")
+        if len(events) > _limits.batch_events_max:
+            raise EventLogError(f"{len(events)} events in one batch is over the limit of {_limits.batch_events_max}")
+        for e in events:
+            self.codec.check_event(e)
+        if event_ids is None:
+            event_ids = [None] * len(events)
+        if len(event_ids) != len(events):
+            raise EventLogError(f"{len(event_ids)} event ids for {len(events)} events")
+        for given in event_ids:
+            if given is not None:
+                _check_id("event_id", given)
+        given_flags = [i is not None for i in event_ids]
+        ids = [i if i is not None else self.ids() for i in event_ids]
+        return ids, given_flags
+
+    def _commit(
+        self,
+        run_id: str,
+        events: list[Event],
+        expected_offset: int | None,
+        event_ids: Sequence[str | None] | None,
+        meta: dict[str, Any] | None,
+        checkpoint: Callable[[int, int], _PendingCheckpoint | None] | None,
+    ) -> tuple[list[int], int]:
+        """Write events (and a checkpoint after them) in one transaction; return offsets and bytes written."""
+        ids, given = self._prepare(run_id, events, event_ids)
+        run_key = run_id.encode()
+        now = self.clock()
+
+        def write(txn: Txn) -> tuple[list[int], int, bool]:
+            rec = self._run(txn, run_id)
+            if rec is None:
+                rec = self._new_run(txn, run_id, now)
+            known: dict[int, int] = {}
+            for i, (event_id, is_given) in enumerate(zip(ids, given, strict=True)):
+                if is_given:
+                    raw = txn.get("event_ids", u64(rec.number) + event_id.encode())
+                    if raw is not None:
+                        known[i] = from_u64(raw)
+            if known and len(known) == len(events):
+                return [known[i] for i in range(len(events))], 0, False
+            if expected_offset is not None and rec.head != expected_offset:
+                raise ConflictError(run_id, expected_offset, rec.head)
+            position = self._meta_int(txn, _META_POSITION)
+            dict_id = self._meta_int(txn, _META_DICT_CURRENT)
+            prefix = u64(rec.number)
+            offsets: list[int] = []
+            written = 0
+            for i, event in enumerate(events):
+                if i in known:
+                    offsets.append(known[i])
+                    continue
+                rec.head += 1
+                position += 1
+                value = self.codec.encode_entry(EntryRecord(position, now, ids[i], meta, event), dict_id)
+                written += len(value)
+                txn.put("events", prefix + u64(rec.head), value)
+                txn.put("feed", u64(position), prefix + u64(rec.head))
+                if given[i]:
+                    txn.put("event_ids", prefix + ids[i].encode(), u64(rec.head))
+                offsets.append(rec.head)
+            snapshot = False
+            if checkpoint is not None:
+                pending = checkpoint(rec.head, written)
+                if pending is not None:
+                    rec.checkpoint_seq += 1
+                    self._put_checkpoint(txn, rec, pending)
+                    snapshot = True
+            self._put_run(txn, run_id, rec)
+            self._put_meta_int(txn, _META_POSITION, position)
+            if dict_id == 0:
+                self._maybe_train(txn, position)
+            return offsets, written, snapshot
+
+        del run_key
+        offsets, written, checkpointed = self.store.write(write)
+        if checkpointed and getattr(self.store, "durability", "sync") == "batch":
+            self.store.sync()
+        return offsets, written
+
+    def _maybe_train(self, txn: Txn, position: int) -> None:
+        """Train a zstd dictionary from a bounded sample of the log's own records, once enough exist."""
+        next_try = self._meta_int(txn, _META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
+        if position < next_try:
+            return
+        samples: list[bytes] = []
+        size = 0
+        for _, value in txn.scan("events", b"", None, limit=_limits.dictionary_sample_records_max):
+            try:
+                payload = self.codec.payload(value)
+            except CorruptRecordError:
+                continue
+            samples.append(payload)
+            size += len(payload)
+            if size >= _limits.dictionary_sample_size_bytes_max:
+                break
+        trained = train_dictionary(samples)
+        if trained is None:
+            self._put_meta_int(txn, _META_DICT_NEXT_TRY, position * 2)
+            return
+        dict_id = 1
+        txn.put("meta", _META_DICT + dict_id.to_bytes(4, "big"), self.codec.compress(trained, 0))
+        self._put_meta_int(txn, _META_DICT_CURRENT, dict_id)
+
+    # -- read --------------------------------------------------------------------------
+
+    def _segments(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int) -> list[tuple[str, int, int, int]]:
+        """Where offsets (after, upto] of a run are stored: (run id, run number, lo, hi) pieces, in order."""
+        pieces: list[tuple[str, int, int, int]] = []
+        origin = run_id
+        while upto > after:
+            lo = max(rec.fork_offset, after)
+            if upto > lo:
+                if lo < rec.base:
+                    raise PrunedError(origin, lo + 1, rec.base)
+                pieces.append((run_id, rec.number, lo, upto))
+            if rec.parent is None or after >= rec.fork_offset:
+                break
+            upto = min(upto, rec.fork_offset)
+            run_id = rec.parent
+            rec = self._require(txn, run_id)
+        pieces.reverse()
+        return pieces
+
+    def _check_range(self, run_id: str, rec: RunRecord, after: int, upto: int | None) -> int:
+        if upto is None:
+            upto = rec.head
+        if not 0 <= after <= rec.head:
+            raise OffsetOutOfRangeError(run_id, after, rec.head)
+        if not 0 <= upto <= rec.head:
+            raise OffsetOutOfRangeError(run_id, upto, rec.head)
+        return upto
+
+    def _raw_range(
+        self, run_id: str, after: int, upto: int | None, chunk: int
+    ) -> Iterator[tuple[str, int, bytes]]:
+        """(run id, offset, stored value) of offsets (after, upto], each chunk in its own read transaction."""
+        end: int | None = upto
+        while True:
+
+            def read(txn: Txn) -> tuple[int, list[tuple[str, int, bytes]]]:
+                rec = self._require(txn, run_id)
+                stop = self._check_range(run_id, rec, after, end)
+                out: list[tuple[str, int, bytes]] = []
+                for owner, number, lo, hi in self._segments(txn, run_id, rec, after, stop):
+                    want = chunk - len(out)
+                    if want <= 0:
+                        break
+                    pairs = txn.scan("events", u64(number) + u64(lo + 1), u64(number) + u64(hi + 1), limit=want)
+                    expected = lo + 1
+                    for key, value in pairs:
+                        offset = from_u64(key[8:])
+                        if offset != expected:
+                            raise CorruptRecordError(f"offset {expected} is missing", owner, expected)
+                        out.append((owner, offset, value))
+                        expected += 1
+                    if len(pairs) < min(want, hi - lo):
+                        raise CorruptRecordError(f"offset {expected} is missing", owner, expected)
+                return stop, out
+
+            stop, items = self.store.read(read)
+            end = stop
+            yield from items
+            if not items or items[-1][1] >= stop:
+                return
+            after = items[-1][1]
+
+    def _decode(self, run_id: str, offset: int, value: bytes) -> Any:
+        try:
+            return self.codec.decode_entry(value)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, offset) from None
+
+    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
+        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts)."""
+        for owner, offset, value in self._raw_range(run_id, after, upto, _limits.read_chunk_entries):
+            r = self._decode(owner, offset, value)
+            yield Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event)
+
+    def entry(self, run_id: str, offset: int) -> Entry:
+        """The entry at one offset (1..head)."""
+        if offset < 1:
+            raise OffsetOutOfRangeError(run_id, offset, self.head(run_id))
+        for e in self.read(run_id, offset - 1, offset):
+            return e
+        raise OffsetOutOfRangeError(run_id, offset, self.head(run_id))
+
+    def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
+        """Every entry of every run with position > after, in commit order."""
+        count = 0
+        while limit is None or count < limit:
+            want = _limits.read_chunk_entries if limit is None else min(_limits.read_chunk_entries, limit - count)
+
+            def read(txn: Txn, after: int = after, want: int = want) -> list[Entry]:
+                out: list[Entry] = []
+                names: dict[int, str] = {}
+                for key, ref in txn.scan("feed", u64(after + 1), None, limit=want):
+                    number, offset = from_u64(ref[:8]), from_u64(ref[8:16])
+                    if number not in names:
+                        raw = txn.get("run_numbers", ref[:8])
+                        names[number] = raw.decode() if raw is not None else f"#{number}"
+                    value = txn.get("events", ref)
+                    if value is None:
+                        raise CorruptRecordError(f"feed position {from_u64(key)} points at a missing entry", names[number], offset)
+                    r = self._decode(names[number], offset, value)
+                    out.append(Entry(names[number], offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
+                return out
+
+            chunk = self.store.read(read)
+            if not chunk:
+                return
+            yield from chunk
+            count += len(chunk)
+            after = chunk[-1].position
+
+    # -- fold --------------------------------------------------------------------------
+
+    def _find_snapshot(self, txn: Txn, run_id: str, rec: RunRecord, offset: int, tag: bytes) -> tuple[int, bytes] | None:
+        """The nearest snapshot at or below `offset` made by the reducer `tag`: (offset, stored value)."""
+        while True:
+            lo = max(rec.fork_offset, rec.base)
+            prefix = u64(rec.number)
+            if offset >= lo:
+                pos = offset
+                while True:
+                    found = txn.scan("snapshots", prefix + u64(lo), prefix + u64(pos) + b"\xff", reverse=True, limit=16)
+                    for key, value in found:
+                        if key[16:] == tag:
+                            return from_u64(key[8:16]), value
+                    if len(found) < 16:
+                        break
+                    pos = from_u64(found[-1][0][8:16]) - 1
+                    if pos < lo:
+                        break
+            if rec.parent is None or offset <= 0:
+                return None
+            offset = min(offset, rec.fork_offset)
+            run_id = rec.parent
+            rec = self._require(txn, run_id)
+
+    def _load_snapshot(self, run_id: str, value: bytes, reducer: Reducer) -> tuple[int, bytes, Any]:
+        try:
+            snap = self.codec.decode_value(value, SnapshotRecord)
+            state = msgspec.msgpack.decode(snap.state, type=reducer.state_type)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, None) from None
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id) from None
+        return snap.offset, bytes(snap.state), state
+
+    def _start(self, run_id: str, offset: int | None, reducer: Reducer) -> tuple[int, int, Any]:
+        """(offset to fold to, offset of the starting state, starting state)."""
+        tag = reducer_tag(reducer)
+
+        def plan(txn: Txn) -> tuple[int, tuple[int, bytes] | None, int]:
+            rec = self._require(txn, run_id)
+            target = rec.head if offset is None else offset
+            if not 0 <= target <= rec.head:
+                raise OffsetOutOfRangeError(run_id, target, rec.head)
+            return target, self._find_snapshot(txn, run_id, rec, target, tag), rec.base
+
+        target, found, base = self.store.read(plan)
+        if found is None:
+            if base > 0 or self._chain_base(run_id) > 0:
+                raise PrunedError(run_id, target, max(base, self._chain_base(run_id)))
+            return target, 0, reducer.initial()
+        snap_offset, _, state = self._load_snapshot(run_id, found[1], reducer)
+        return target, snap_offset, state
+
+    def _chain_base(self, run_id: str) -> int:
+        def walk(txn: Txn) -> int:
+            rec = self._require(txn, run_id)
+            while rec.parent is not None:
+                if rec.base:
+                    return rec.base
+                rec = self._require(txn, rec.parent)
+            return rec.base
+
+        return self.store.read(walk)
+
+    def _fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer) -> Any:
+        apply = reducer.apply
+        decode = self.codec.decode_entry
+        for owner, offset, value in self._raw_range(run_id, after, upto, 4096):
+            try:
+                event = decode(value).event
+            except CorruptRecordError as exc:
+                raise exc.at(owner, offset) from None
+            state = apply(state, event)
+        return state
+
+    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer | None = None) -> Any:
+        """The run's state after its first `offset` events (default: the head), 0 <= offset <= head.
+
+        Loads the nearest snapshot at or below the offset made by the same reducer name and
+        version, then folds the events after it.
+        """
+        reducer = reducer or self.reducer
+        target, start, state = self._start(run_id, offset, reducer)
+        if target > start:
+            state = self._fold(run_id, state, start, target, reducer)
+        return state
+
+    def recorder(
+        self, run_id: str, *, reducer: Reducer | None = None, policy: CheckpointPolicy | None = None
+    ) -> Recorder:
+        """A writer for one run that keeps its folded state and checkpoints by `policy`.
+
+        It starts from the exact state at the run's head (a resume), and fences its appends
+        with the offset it knows.
+        """
+        return Recorder(self, run_id, reducer or self.reducer, policy or CheckpointPolicy.every(1))
+
+    # -- checkpoints (internal) ----------------------------------------------------------
+
+    def _pending(
+        self,
+        run_id: str,
+        offset: int,
+        state: Any,
+        reducer: Reducer,
+        *,
+        metadata: dict[str, Any] | None,
+        checkpoint_id: str | None,
+        materialize: bool,
+        now: int | None = None,
+    ) -> _PendingCheckpoint:
+        record = CheckpointRecord(
+            checkpoint_id=checkpoint_id or self.ids(),
+            offset=offset,
+            created_ns=self.clock() if now is None else now,
+            reducer=reducer.name,
+            reducer_version=reducer.version,
+            metadata=dict(metadata or {}),
+            superstep=getattr(state, "superstep", None),
+            completed_nodes=list(getattr(state, "completed_nodes", [])),
+            paused_nodes=list(getattr(state, "paused_nodes", [])),
+        )
+        snapshot = None
+        if materialize:
+            raw = msgspec.Raw(self.codec.encode_state(state))
+            snapshot = self.codec.encode_value(SnapshotRecord(reducer.name, reducer.version, offset, raw))
+        return _PendingCheckpoint(record, snapshot, reducer_tag(reducer))
+
+    def _put_checkpoint(self, txn: Txn, rec: RunRecord, pending: _PendingCheckpoint) -> None:
+        prefix = u64(rec.number)
+        txn.put("checkpoints", prefix + u64(rec.checkpoint_seq), self.codec.encode_value(pending.record))
+        txn.put("checkpoint_ids", prefix + pending.record.checkpoint_id.encode(), u64(rec.checkpoint_seq))
+        if pending.snapshot is not None:
+            txn.put("snapshots", prefix + u64(pending.record.offset) + pending.tag, pending.snapshot)
+
+    def _snapshot_due(self, run_id: str, offset: int, reducer: Reducer) -> bool:
+        """Materialize when the events since the nearest snapshot take at least as many bytes as it does.
+
+        Snapshot bytes then stay below the event bytes (storage linear in the events), and a
+        restore folds no more event bytes than the snapshot it starts from.
+        """
+        tag = reducer_tag(reducer)
+
+        def due(txn: Txn) -> bool:
+            rec = self._require(txn, run_id)
+            found = self._find_snapshot(txn, run_id, rec, offset, tag)
+            if found is None:
+                return True
+            snap_offset, value = found
+            if snap_offset == offset:
+                return False
+            budget = len(value)
+            for _, _, event_value in self._raw_range_txn(txn, run_id, rec, snap_offset, offset):
+                budget -= len(event_value)
+                if budget <= 0:
+                    return True
+            return False
+
+        return self.store.read(due)
+
+    def _raw_range_txn(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int) -> Iterator[tuple[str, int, bytes]]:
+        for owner, number, lo, hi in self._segments(txn, run_id, rec, after, upto):
+            for key, value in txn.scan("events", u64(number) + u64(lo + 1), u64(number) + u64(hi + 1)):
+                yield owner, from_u64(key[8:]), value
+
+    # -- fork, prune, delete -------------------------------------------------------------
+
+    def fork(self, run_id: str, at: int, new_run_id: str) -> str:
+        """A new run whose first `at` events are this run's, shared by reference; returns its id."""
+        check_run_id(new_run_id)
+        now = self.clock()
+
+        def write(txn: Txn) -> str:
+            parent = self._require(txn, run_id)
+            if not 0 <= at <= parent.head:
+                raise OffsetOutOfRangeError(run_id, at, parent.head)
+            if at < parent.base:
+                raise PrunedError(run_id, at, parent.base)
+            if self._run(txn, new_run_id) is not None:
+                raise RunExistsError(new_run_id)
+            child = self._new_run(txn, new_run_id, now, parent=run_id, at=at)
+            child.base = 0
+            parent.forks += 1
+            self._put_run(txn, run_id, parent)
+            self._put_run(txn, new_run_id, child)
+            return new_run_id
+
+        return self.store.write(write)
+
+    def prune(self, run_id: str, before: int, *, reducer: Reducer | None = None) -> int:
+        """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
+
+        That checkpoint is materialized (if it was not) and becomes the run's base: the state
+        at any offset from it on stays readable; `state_at` below raises PrunedError. Refused
+        while forks of the run exist. Returns the new base offset.
+        """
+        reducer = reducer or self.reducer
+        keep = None
+        for cp in self.checkpoints.list(run_id, reducer=reducer):
+            if cp.offset <= before and cp.reducer == reducer.name and cp.reducer_version == reducer.version:
+                if keep is None or cp.offset >= keep.offset:
+                    keep = cp
+        if keep is None:
+            raise CheckpointNotFoundError(
+                f"run {run_id!r}: no checkpoint at or below offset {before} to keep; save one first"
+            )
+        info = self.run_info(run_id)
+        if info.forks:
+            raise ForkDependencyError(f"run {run_id!r}: {info.forks} fork(s) read its events; delete them first")
+        base = keep.offset
+        if base <= info.base:
+            return info.base
+        if base <= info.fork_offset:
+            raise ForkDependencyError(f"run {run_id!r}: offsets up to {info.fork_offset} belong to its parent")
+        pending = self._pending(
+            run_id, base, keep.state, reducer, metadata=None, checkpoint_id="-", materialize=True
+        )
+
+        def write(txn: Txn) -> int:
+            rec = self._require(txn, run_id)
+            if rec.forks:
+                raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
+            prefix = u64(rec.number)
+            assert pending.snapshot is not None
+            txn.put("snapshots", prefix + u64(base) + pending.tag, pending.snapshot)
+            for key, value in txn.scan("events", prefix + u64(rec.base + 1), prefix + u64(base + 1)):
+                self._drop_entry(txn, run_id, key, value)
+            for key, value in txn.scan("checkpoints", prefix, u64(rec.number + 1)):
+                cp = self._checkpoint_record(run_id, value)
+                if cp.offset < base:
+                    txn.delete("checkpoints", key)
+                    txn.delete("checkpoint_ids", prefix + cp.checkpoint_id.encode())
+            for key, _ in txn.scan("snapshots", prefix, prefix + u64(base)):
+                txn.delete("snapshots", key)
+            rec.base = base
+            self._put_run(txn, run_id, rec)
+            return base
+
+        return self.store.write(write)
+
+    def _drop_entry(self, txn: Txn, run_id: str, key: bytes, value: bytes) -> None:
+        txn.delete("events", key)
+        try:
+            r = self.codec.decode_entry(value)
+        except CorruptRecordError:
+            return  # a damaged entry being removed; its feed position is skipped by readers
+        txn.delete("feed", u64(r.position))
+        txn.delete("event_ids", key[:8] + r.event_id.encode())
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run: its events, checkpoints and snapshots. Refused while forks of it exist."""
+
+        def write(txn: Txn) -> None:
+            rec = self._require(txn, run_id)
+            if rec.forks:
+                raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
+            prefix, end = u64(rec.number), u64(rec.number + 1)
+            for key, value in txn.scan("events", prefix, end):
+                self._drop_entry(txn, run_id, key, value)
+            for table in ("event_ids", "checkpoints", "checkpoint_ids", "snapshots"):
+                for key, _ in txn.scan(table, prefix, end):
+                    txn.delete(table, key)
+            txn.delete("run_numbers", prefix)
+            txn.delete("runs", run_id.encode())
+            if rec.parent is not None:
+                parent = self._run(txn, rec.parent)
+                if parent is not None:
+                    parent.forks = max(0, parent.forks - 1)
+                    self._put_run(txn, rec.parent, parent)
+
+        self.store.write(write)
+
+    def _checkpoint_record(self, run_id: str, value: bytes) -> CheckpointRecord:
+        try:
+            return self.codec.decode_value(value, CheckpointRecord)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, None) from None
+
+    # -- verify ------------------------------------------------------------------------
+
+    def verify(
+        self,
+        run_id: str | None = None,
+        *,
+        reducer: Reducer | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> VerifyReport:
+        """Check every record's checksum, offsets without gaps, the feed, and that every stored
+        snapshot equals, byte for byte once encoded, a fresh fold from the run's start.
+
+        `progress(n)` is called with the number of events checked since its last call.
+        """
+        reducer = reducer or self.reducer
+        report = VerifyReport(problems=[])
+        try:
+            run_ids = [run_id] if run_id is not None else self.runs()
+        except CorruptRecordError as exc:
+            report.problems.append(Problem(exc.run_id, exc.offset, "corrupt", str(exc)))
+            return report
+        for rid in run_ids:
+            report.runs += 1
+            self._verify_run(rid, reducer, report, progress)
+        if run_id is None:
+            self._verify_feed(report)
+        return report
+
+    def _verify_run(
+        self, run_id: str, reducer: Reducer, report: VerifyReport, progress: Callable[[int], None] | None
+    ) -> None:
+        problems = report.problems
+        tag = reducer_tag(reducer)
+        try:
+            rec = self.store.read(lambda txn: self._require(txn, run_id))
+        except CorruptRecordError as exc:
+            problems.append(Problem(run_id, None, "corrupt", str(exc)))
+            return
+        number = rec.number
+
+        def load(txn: Txn) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+            prefix, end = u64(number), u64(number + 1)
+            return txn.scan("checkpoints", prefix, end), txn.scan("snapshots", prefix, end)
+
+        cps_raw, snaps_raw = self.store.read(load)
+        checkpoints: dict[int, list[CheckpointRecord]] = {}
+        for _, value in cps_raw:
+            report.checkpoints += 1
+            try:
+                cp = self._checkpoint_record(run_id, value)
+            except CorruptRecordError as exc:
+                problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
+                continue
+            checkpoints.setdefault(cp.offset, []).append(cp)
+        snapshots: dict[int, bytes] = {}
+        for key, value in snaps_raw:
+            offset = from_u64(key[8:16])
+            if key[16:] != tag:
+                continue
+            try:
+                _, raw, _ = self._load_snapshot(run_id, value, reducer)
+            except CorruptRecordError as exc:
+                problems.append(Problem(run_id, offset, "corrupt", f"snapshot at offset {offset}: {exc.what}"))
+                continue
+            snapshots[offset] = raw
+        # Fold from the start (or the pruned base) and compare at every checkpoint and snapshot.
+        start = rec.base
+        try:
+            if start:
+                found = snapshots.get(start)
+                if found is None:
+                    problems.append(Problem(run_id, start, "corrupt", f"the base snapshot at offset {start} is missing"))
+                    return
+                state = msgspec.msgpack.decode(found, type=reducer.state_type)
+            else:
+                state = reducer.initial()
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
+            return
+        self._check_point(run_id, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(start))
+        offset = start
+        pending = 0
+        try:
+            for owner, off, value in self._raw_range(run_id, start, rec.head, 4096):
+                offset = off
+                try:
+                    event = self.codec.decode_entry(value).event
+                except CorruptRecordError as exc:
+                    problems.append(Problem(owner, off, "corrupt", str(exc.at(owner, off))))
+                    return
+                state = reducer.apply(state, event)
+                report.events += 1
+                pending += 1
+                if off in snapshots or off in checkpoints:
+                    self._check_point(run_id, off, state, snapshots, checkpoints, reducer, report)
+                if progress is not None and pending >= 1024:
+                    progress(pending)
+                    pending = 0
+        except CorruptRecordError as exc:
+            problems.append(Problem(exc.run_id or run_id, exc.offset, "gap" if "missing" in exc.what else "corrupt", str(exc)))
+        except PrunedError as exc:
+            problems.append(Problem(run_id, exc.offset, "corrupt", str(exc)))
+        if progress is not None and pending:
+            progress(pending)
+        del offset
+
+    def _check_point(
+        self,
+        run_id: str,
+        offset: int,
+        state: Any,
+        snapshots: dict[int, bytes],
+        checkpoints: dict[int, list[CheckpointRecord]],
+        reducer: Reducer,
+        report: VerifyReport,
+        skip_snapshot: bool = False,
+    ) -> None:
+        stored = snapshots.get(offset)
+        if stored is not None and not skip_snapshot and stored != self.codec.encode_state(state):
+            report.problems.append(
+                Problem(
+                    run_id,
+                    offset,
+                    "nondeterministic",
+                    f"run {run_id!r} offset {offset}: the snapshot differs from a fresh fold by "
+                    f"{reducer.name}@{reducer.version}; the reducer is not deterministic or the snapshot is damaged",
+                )
+            )
+        for cp in checkpoints.get(offset, []):
+            if cp.reducer != reducer.name or cp.reducer_version != reducer.version:
+                continue
+            if cp.superstep != getattr(state, "superstep", None) or cp.paused_nodes != list(getattr(state, "paused_nodes", [])):
+                report.problems.append(
+                    Problem(run_id, offset, "checkpoint", f"checkpoint {cp.checkpoint_id!r} disagrees with the fold")
+                )
+
+    def _verify_feed(self, report: VerifyReport) -> None:
+        def check(txn: Txn) -> None:
+            last = 0
+            for key, ref in txn.scan("feed", b"", None):
+                position = from_u64(key)
+                if position <= last or len(ref) != 16:
+                    report.problems.append(Problem(None, None, "feed", f"feed position {position} is malformed"))
+                last = position
+                if txn.get("events", ref) is None:
+                    report.problems.append(
+                        Problem(None, from_u64(ref[8:16]), "feed", f"feed position {position} points at a missing entry")
+                    )
+
+        self.store.read(check)
+
+    # -- stats -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Runs, events, checkpoints, snapshots, bytes on disk and map size."""
+        raw = self.store.stats()
+        return {
+            "runs": raw["entries_runs"],
+            "events": raw["entries_events"],
+            "checkpoints": raw["entries_checkpoints"],
+            "snapshots": raw["entries_snapshots"],
+            "bytes_on_disk": raw["bytes_on_disk"],
+            "map_size_bytes": raw["map_size_bytes"],
+        }
+
+
+class Checkpoints:
+    """`log.checkpoints`: save, load, load_latest, list and delete a run's checkpoints."""
+
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+
+    def save(
+        self,
+        run_id: str,
+        offset: int | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        checkpoint_id: str | None = None,
+        reducer: Reducer | None = None,
+    ) -> Checkpoint:
+        """Save a checkpoint of the run at `offset` (default: the head).
+
+        Saving an id that exists again updates its metadata only; it does not become latest.
+        """
+        log = self._log
+        reducer = reducer or log.reducer
+        if checkpoint_id is not None:
+            _check_id("checkpoint_id", checkpoint_id)
+            existing = self._find(run_id, checkpoint_id)
+            if existing is not None:
+                return self._update_metadata(run_id, existing[0], existing[1], metadata or {}, reducer)
+        state = log.state_at(run_id, offset, reducer=reducer)
+        target = log.head(run_id) if offset is None else offset
+        pending = log._pending(
+            run_id,
+            target,
+            state,
+            reducer,
+            metadata=metadata,
+            checkpoint_id=checkpoint_id,
+            materialize=log._snapshot_due(run_id, target, reducer),
+        )
+
+        def write(txn: Txn) -> None:
+            rec = log._require(txn, run_id)
+            if txn.get("checkpoint_ids", u64(rec.number) + pending.record.checkpoint_id.encode()) is not None:
+                raise EventLogError(f"run {run_id!r}: checkpoint {pending.record.checkpoint_id!r} was saved meanwhile")
+            rec.checkpoint_seq += 1
+            log._put_checkpoint(txn, rec, pending)
+            log._put_run(txn, run_id, rec)
+
+        log.store.write(write)
+        if getattr(log.store, "durability", "sync") == "batch":
+            log.store.sync()
+        return Checkpoint(log, run_id, pending.record, reducer, state)
+
+    def _find(self, run_id: str, checkpoint_id: str) -> tuple[int, CheckpointRecord] | None:
+        log = self._log
+
+        def find(txn: Txn) -> tuple[int, CheckpointRecord] | None:
+            rec = log._require(txn, run_id)
+            seq = txn.get("checkpoint_ids", u64(rec.number) + checkpoint_id.encode())
+            if seq is None:
+                return None
+            value = txn.get("checkpoints", u64(rec.number) + seq)
+            if value is None:
+                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
+            return from_u64(seq), log._checkpoint_record(run_id, value)
+
+        return log.store.read(find)
+
+    def _update_metadata(
+        self, run_id: str, seq: int, record: CheckpointRecord, metadata: dict[str, Any], reducer: Reducer
+    ) -> Checkpoint:
+        log = self._log
+        record.metadata = dict(metadata)
+
+        def write(txn: Txn) -> None:
+            rec = log._require(txn, run_id)
+            txn.put("checkpoints", u64(rec.number) + u64(seq), log.codec.encode_value(record))
+
+        log.store.write(write)
+        return Checkpoint(log, run_id, record, reducer)
+
+    def load(self, run_id: str, checkpoint_id: str, *, reducer: Reducer | None = None) -> Checkpoint:
+        """The checkpoint with this id; CheckpointNotFoundError if there is none."""
+        found = self._find(run_id, checkpoint_id)
+        if found is None:
+            raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+        return Checkpoint(self._log, run_id, found[1], reducer or self._log.reducer)
+
+    def load_latest(self, run_id: str, *, reducer: Reducer | None = None) -> Checkpoint | None:
+        """The checkpoint saved last (after a delete, the one before it), or None."""
+        found = self.list(run_id, limit=1, newest_first=True, reducer=reducer)
+        return found[0] if found else None
+
+    def list(
+        self,
+        run_id: str,
+        limit: int | None = None,
+        *,
+        newest_first: bool = False,
+        reducer: Reducer | None = None,
+    ) -> list[Checkpoint]:
+        """The run's checkpoints, oldest first (or newest first), at most `limit` of them.
+
+        With a limit and oldest first, these are the newest `limit`, still oldest first.
+        """
+        log = self._log
+        reducer = reducer or log.reducer
+
+        def scan(txn: Txn) -> list[bytes]:
+            rec = log._require(txn, run_id)
+            pairs = txn.scan("checkpoints", u64(rec.number), u64(rec.number + 1), reverse=True, limit=limit)
+            return [value for _, value in pairs]
+
+        values = log.store.read(scan)
+        out = [Checkpoint(log, run_id, log._checkpoint_record(run_id, v), reducer) for v in values]
+        if not newest_first:
+            out.reverse()
+        return out
+
+    def delete(self, run_id: str, checkpoint_id: str) -> None:
+        """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it)."""
+        log = self._log
+
+        def write(txn: Txn) -> None:
+            rec = log._require(txn, run_id)
+            key = u64(rec.number) + checkpoint_id.encode()
+            seq = txn.get("checkpoint_ids", key)
+            if seq is None:
+                raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+            txn.delete("checkpoint_ids", key)
+            txn.delete("checkpoints", u64(rec.number) + seq)
+
+        log.store.write(write)
+
+
+class Recorder:
+    """Appends to one run, keeps the folded state in memory, and checkpoints by a policy.
+
+    The checkpoint a policy asks for is written in the same transaction as the event that
+    triggers it. Appends are fenced with the offset the recorder knows: a second writer of
+    the same run makes the next append raise ConflictError (then make a new recorder).
+    """
+
+    def __init__(self, log: EventLog, run_id: str, reducer: Reducer, policy: CheckpointPolicy) -> None:
+        check_run_id(run_id)
+        self.log = log
+        self.run_id = run_id
+        self.reducer = reducer
+        self.policy = policy
+        self.offset = 0
+        self.state: Any = None
+        self._events_since = 0
+        self._llm_since = False
+        self._bytes_since = 0
+        self._snapshot_bytes = 0
+        self._reload()
+
+    def _reload(self) -> None:
+        log = self.log
+        tag = reducer_tag(self.reducer)
+        head = log.head(self.run_id)
+        self.offset = head
+        self.state = log.state_at(self.run_id, head, reducer=self.reducer) if head else self.reducer.initial()
+
+        def sizes(txn: Txn) -> tuple[int, int]:
+            rec = log._run(txn, self.run_id)
+            if rec is None:
+                return 0, 0
+            found = log._find_snapshot(txn, self.run_id, rec, head, tag)
+            start, size = (0, 0) if found is None else (found[0], len(found[1]))
+            since = sum(len(v) for _, _, v in log._raw_range_txn(txn, self.run_id, rec, start, head))
+            return size, since
+
+        self._snapshot_bytes, self._bytes_since = log.store.read(sizes)
+        self._events_since = 0
+        self._llm_since = False
+
+    def append(self, event: Event, *, event_id: str | None = None, meta: dict[str, Any] | None = None) -> int:
+        """Append one event, fold it, and checkpoint if the policy says so; return its offset."""
+        ids = None if event_id is None else [event_id]
+        return self.append_many([event], event_ids=ids, meta=meta)[-1]
+
+    def append_many(
+        self,
+        events: Sequence[Event],
+        *,
+        event_ids: Sequence[str | None] | None = None,
+        meta: dict[str, Any] | None = None,
+        checkpoint_metadata: dict[str, Any] | None = None,
+    ) -> list[int]:
+        """Append events atomically, fold them, and checkpoint once after them if the policy asks."""
+        events = list(events)
+        for e in events:
+            self.log.codec.check_event(e)
+        wants = False
+        events_since, llm_since = self._events_since, self._llm_since
+        apply = self.reducer.apply
+        state = self.state
+        try:
+            for e in events:
+                state = apply(state, e)
+                events_since += 1
+                llm_since = llm_since or isinstance(e, LLMCallCompleted)
+                if self.policy.wants(e, events_since, llm_since):
+                    wants = True
+        except BaseException:
+            self._reload()
+            raise
+        self.state = state
+        pending_fn = None
+        if wants:
+            pending_fn = self._checkpoint_fn(checkpoint_metadata)
+        try:
+            offsets, written = self.log._commit(self.run_id, events, self.offset, event_ids, meta, pending_fn)
+        except BaseException:
+            self._reload()
+            raise
+        self.offset = offsets[-1] if offsets else self.offset
+        self._bytes_since += written
+        if wants:
+            self._after_checkpoint()
+        else:
+            self._events_since, self._llm_since = events_since, llm_since
+        return offsets
+
+    def _checkpoint_fn(self, metadata: dict[str, Any] | None) -> Callable[[int, int], _PendingCheckpoint]:
+        def make(offset: int, written: int) -> _PendingCheckpoint:
+            since = self._bytes_since + written
+            materialize = self._snapshot_bytes == 0 or since >= self._snapshot_bytes
+            pending = self.log._pending(
+                self.run_id, offset, self.state, self.reducer, metadata=metadata, checkpoint_id=None, materialize=materialize
+            )
+            self._last_pending = pending
+            return pending
+
+        self._last_pending: _PendingCheckpoint | None = None
+        return make
+
+    def _after_checkpoint(self) -> None:
+        self._events_since = 0
+        self._llm_since = False
+        pending = self._last_pending
+        if pending is not None and pending.snapshot is not None:
+            self._snapshot_bytes = len(pending.snapshot)
+            self._bytes_since = 0
+
+    def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint:
+        """Save a checkpoint of the recorder's state at its offset now."""
+        cp = self.log.checkpoints.save(
+            self.run_id, self.offset, metadata=metadata, checkpoint_id=checkpoint_id, reducer=self.reducer
+        )
+        self._events_since = 0
+        self._llm_since = False
+        return cp

@@ -1,0 +1,80 @@
+"""The store interface: ordered byte tables read and written in transactions.
+
+A store knows nothing of events, reducers or runs: the log layer lays its keys out in the
+tables below and a store keeps them. Every store passes the same conformance tests
+(tests/test_conformance.py); the in-memory store is the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+TABLES = (
+    "meta",            # format version, zstd dictionaries, counters
+    "runs",            # run id (UTF-8) -> run record
+    "run_numbers",     # run number (u64) -> run id
+    "events",          # run number (u64) + offset (u64) -> entry record
+    "feed",            # position (u64) -> run number (u64) + offset (u64)
+    "event_ids",       # run number (u64) + event id (UTF-8) -> offset (u64)
+    "checkpoints",     # run number (u64) + sequence (u64) -> checkpoint record
+    "checkpoint_ids",  # run number (u64) + checkpoint id (UTF-8) -> sequence (u64)
+    "snapshots",       # run number (u64) + offset (u64) -> snapshot record
+)  # fmt: skip
+"""Every table a store holds, by name."""
+
+
+class Txn(Protocol):
+    """A transaction: a consistent view of every table; a write transaction also changes them."""
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        """The value under `key`, or None."""
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        """Set `key` to `value` (write transactions only)."""
+
+    def delete(self, table: str, key: bytes) -> bool:
+        """Remove `key`; True if it was there (write transactions only)."""
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        """Pairs with start <= key < stop (stop None: no upper bound) in key order, or reversed; at most `limit`."""
+
+
+class Store(Protocol):
+    """One log's storage. Safe to use from many threads; LMDB also from many processes."""
+
+    readonly: bool
+    """True when writes are refused."""
+
+    def read(self, fn: Callable[[Txn], T]) -> T:
+        """Run `fn` in a read transaction and return its result."""
+
+    def write(self, fn: Callable[[Txn], T]) -> T:
+        """Run `fn` in a write transaction; commit when it returns, roll back when it raises.
+
+        `fn` may be called again (after the store grew, say): it must not have side effects
+        outside the transaction. Writes are serialized across threads and processes.
+        """
+
+    def sync(self) -> None:
+        """Make every committed write durable on disk (a no-op where there is no disk)."""
+
+    def close(self) -> None:
+        """Release the store; later calls raise ClosedError."""
+
+    def stats(self) -> dict[str, int]:
+        """Sizes: `bytes_on_disk`, `map_size_bytes` (0 where that means nothing), entries per table."""
+
+
+def u64(n: int) -> bytes:
+    """Fixed-width big-endian key part: byte order is numeric order."""
+    return n.to_bytes(8, "big")
+
+
+def from_u64(b: bytes) -> int:
+    """Inverse of `u64`."""
+    return int.from_bytes(b, "big")

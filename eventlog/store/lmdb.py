@@ -1,0 +1,300 @@
+"""The LMDB store: a directory holding `data.mdb` and `lock.mdb`, one named database per table.
+
+Writes are serialized by LMDB's writer lock across threads and processes; readers never
+block. The map grows by doubling when a write does not fit (py-lmdb refuses
+`set_mapsize` while any transaction of the process is open, so a gate lets open
+transactions finish and holds new ones back while the map grows).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from .. import _limits
+from ..errors import ClosedError, LogFullError, NotALogError, ReadOnlyError
+from ._base import TABLES
+
+T = TypeVar("T")
+
+DURABILITY = ("sync", "batch", "none")
+_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+class _Gate:
+    """Counts open transactions; `exclusive` waits until none is open and lets none begin."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._exclusive = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def exclusive(self, fn: Callable[[], None]) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._exclusive = True
+            try:
+                while self._active:
+                    self._cond.wait()
+                fn()
+            finally:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class _LMDBTxn:
+    __slots__ = ("_dbs", "_txn", "_write")
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any], write: bool) -> None:
+        self._txn, self._dbs, self._write = txn, dbs, write
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._txn.get(key, db=self._dbs[table])
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        if not self._write:
+            raise ReadOnlyError("put in a read transaction")
+        self._txn.put(key, value, db=self._dbs[table])
+
+    def delete(self, table: str, key: bytes) -> bool:
+        if not self._write:
+            raise ReadOnlyError("delete in a read transaction")
+        return self._txn.delete(key, db=self._dbs[table])
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        if limit == 0:
+            return out
+        with self._txn.cursor(db=self._dbs[table]) as cur:
+            if not reverse:
+                if not cur.set_range(start):
+                    return out
+                for key, value in cur:
+                    if stop is not None and key >= stop:
+                        break
+                    out.append((key, value))
+                    if limit is not None and len(out) >= limit:
+                        break
+                return out
+            positioned = cur.set_range(stop) if stop is not None else cur.last()
+            if positioned and stop is not None:
+                positioned = cur.prev()  # first key < stop
+            elif not positioned and stop is not None:
+                positioned = cur.last()  # every key is < stop
+            if not positioned:
+                return out
+            for key, value in cur.iterprev():
+                if key < start:
+                    break
+                out.append((key, value))
+                if limit is not None and len(out) >= limit:
+                    break
+            return out
+
+
+class LMDBStore:
+    """A log in an LMDB directory. `durability` is `sync`, `batch` or `none` (see docs/format.md)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "sync",
+        readonly: bool = False,
+        map_size_bytes: int = _limits.map_size_bytes_initial,
+        map_size_bytes_max: int = _limits.map_size_bytes_max,
+    ) -> None:
+        if durability not in DURABILITY:
+            raise ValueError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
+        self.path = Path(path)
+        self.durability = durability
+        self.readonly = readonly
+        self._map_size_bytes_max = map_size_bytes_max
+        self._gate = _Gate()
+        self._closed = False
+        self._check_path()
+        self._env = self._open_env(map_size_bytes)
+        self._dbs = self._open_dbs()
+
+    # -- opening -----------------------------------------------------------------------
+
+    def _check_path(self) -> None:
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
+        if p.is_dir() and not (p / "data.mdb").exists():
+            if any(p.iterdir()):
+                raise NotALogError(f"{p} is a non-empty directory without a log in it; choose an empty or new directory")
+            if self.readonly:
+                raise NotALogError(f"{p} holds no log to open read-only")
+        if not p.exists():
+            if self.readonly:
+                raise NotALogError(f"{p} does not exist; there is no log to open read-only")
+            p.mkdir(mode=0o700, parents=True)
+
+    def _open_env(self, map_size_bytes: int) -> lmdb.Environment:
+        kwargs: dict[str, Any] = dict(
+            map_size=map_size_bytes,
+            subdir=True,
+            max_dbs=_limits.lmdb_max_dbs,
+            sync=self.durability == "sync",
+            metasync=self.durability == "sync",
+            readonly=self.readonly,
+            mode=0o600,
+            readahead=False,
+            max_spare_txns=4,
+        )
+        try:
+            try:
+                return lmdb.open(str(self.path), **kwargs)
+            except lmdb.Error as exc:
+                if not self.readonly or not _is_errno(exc, errno.EACCES, errno.EROFS):
+                    raise
+                return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
+        except lmdb.Error as exc:
+            raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
+
+    def _open_dbs(self) -> dict[str, Any]:
+        try:
+            with self._env.begin() as txn:
+                names = {bytes(k) for k, _ in txn.cursor()}
+        except lmdb.Error as exc:
+            raise NotALogError(f"{self.path} cannot be read as a log: {exc}") from None
+        ours = {name.encode() for name in TABLES}
+        if names - ours:
+            raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log")
+        if self.readonly:
+            if names != ours:
+                raise NotALogError(f"{self.path} is not a complete eventlog log (missing tables)")
+            return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
+        try:
+            with self._env.begin(write=True) as txn:
+                return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from None
+
+    # -- transactions ------------------------------------------------------------------
+
+    def read(self, fn: Callable[[_LMDBTxn], T]) -> T:
+        while True:
+            self._check_open()
+            self._gate.enter()
+            try:
+                with self._env.begin(buffers=False) as txn:
+                    return fn(_LMDBTxn(txn, self._dbs, write=False))
+            except lmdb.MapResizedError:
+                pass
+            finally:
+                self._gate.leave()
+            self._adopt_map_size()
+
+    def write(self, fn: Callable[[_LMDBTxn], T]) -> T:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path} was opened read-only; open it with readonly=False to write")
+        while True:
+            self._check_open()
+            self._gate.enter()
+            grow = False
+            try:
+                with self._env.begin(write=True) as txn:
+                    return fn(_LMDBTxn(txn, self._dbs, write=True))
+            except lmdb.MapResizedError:
+                pass
+            except lmdb.MapFullError:
+                grow = True
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from None
+            finally:
+                self._gate.leave()
+            if grow:
+                self._grow()
+            else:
+                self._adopt_map_size()
+
+    def _grow(self) -> None:
+        def grow() -> None:
+            size = self._env.info()["map_size"]
+            if size >= self._map_size_bytes_max:
+                raise LogFullError(
+                    f"{self.path}: the map is at its limit of {self._map_size_bytes_max} bytes; "
+                    "prune or delete runs, or open the log with a larger map_size_bytes_max"
+                )
+            self._env.set_mapsize(min(size * 2, self._map_size_bytes_max))
+
+        self._gate.exclusive(grow)
+
+    def _adopt_map_size(self) -> None:
+        self._gate.exclusive(lambda: self._env.set_mapsize(0))
+
+    # -- the rest ----------------------------------------------------------------------
+
+    def sync(self) -> None:
+        self._check_open()
+        if not self.readonly:
+            try:
+                self._env.sync(True)
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if not self.readonly and self.durability != "sync":
+            self._env.sync(True)
+        self._closed = True
+        self._env.close()
+
+    def stats(self) -> dict[str, int]:
+        self._check_open()
+        data = self.path / "data.mdb"
+        st = data.stat()
+        out = {
+            "bytes_on_disk": st.st_blocks * 512,
+            "file_size_bytes": st.st_size,
+            "map_size_bytes": self._env.info()["map_size"],
+        }
+        with self._env.begin() as txn:
+            for name, db in self._dbs.items():
+                out[f"entries_{name}"] = txn.stat(db)["entries"]
+        return out
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the log is closed; open it again with eventlog.open(...)")
+
+
+def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
+    text = str(exc)
+    return any(os.strerror(code) in text for code in codes)
+
+
+def _translate(exc: lmdb.Error, path: Path) -> Exception:
+    if isinstance(exc, lmdb.MapFullError) or _is_errno(exc, *_FULL_ERRNOS):
+        return LogFullError(f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry")
+    if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EROFS):
+        return ReadOnlyError(f"{path}: cannot write ({exc})")
+    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError)):
+        from ..errors import CorruptRecordError
+
+        return CorruptRecordError(f"LMDB reports {exc}")
+    return exc

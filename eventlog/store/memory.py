@@ -1,0 +1,119 @@
+"""The in-memory store: the reference every other store is checked against."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..errors import ClosedError, ReadOnlyError
+from ._base import TABLES
+
+T = TypeVar("T")
+
+
+class _Table:
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.values: dict[bytes, bytes] = {}
+
+
+class _MemoryTxn:
+    def __init__(self, tables: dict[str, _Table], write: bool) -> None:
+        self._tables = tables
+        self._write = write
+        self.undo: list[tuple[str, bytes, bytes | None]] = []
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._tables[table].values.get(key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        if not self._write:
+            raise ReadOnlyError("put in a read transaction")
+        t = self._tables[table]
+        old = t.values.get(key)
+        if old is None:
+            bisect.insort(t.keys, key)
+        t.values[key] = bytes(value)
+        self.undo.append((table, key, old))
+
+    def delete(self, table: str, key: bytes) -> bool:
+        if not self._write:
+            raise ReadOnlyError("delete in a read transaction")
+        t = self._tables[table]
+        old = t.values.pop(key, None)
+        if old is None:
+            return False
+        del t.keys[bisect.bisect_left(t.keys, key)]
+        self.undo.append((table, key, old))
+        return True
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        t = self._tables[table]
+        lo = bisect.bisect_left(t.keys, start)
+        hi = len(t.keys) if stop is None else bisect.bisect_left(t.keys, stop)
+        keys = t.keys[lo:hi]
+        if reverse:
+            keys.reverse()
+        if limit is not None:
+            keys = keys[:limit]
+        return [(k, t.values[k]) for k in keys]
+
+    def rollback(self) -> None:
+        for table, key, old in reversed(self.undo):
+            t = self._tables[table]
+            if old is None:
+                del t.values[key]
+                del t.keys[bisect.bisect_left(t.keys, key)]
+            else:
+                if key not in t.values:
+                    bisect.insort(t.keys, key)
+                t.values[key] = old
+
+
+class MemoryStore:
+    """Tables in dictionaries with sorted keys, one lock. Lost when the process ends."""
+
+    readonly = False
+
+    def __init__(self) -> None:
+        self._tables = {name: _Table() for name in TABLES}
+        self._lock = threading.RLock()
+        self._closed = False
+
+    def read(self, fn: Callable[[_MemoryTxn], T]) -> T:
+        with self._lock:
+            self._check_open()
+            return fn(_MemoryTxn(self._tables, write=False))
+
+    def write(self, fn: Callable[[_MemoryTxn], T]) -> T:
+        with self._lock:
+            self._check_open()
+            txn = _MemoryTxn(self._tables, write=True)
+            try:
+                return fn(txn)
+            except BaseException:
+                txn.rollback()
+                raise
+
+    def sync(self) -> None:
+        self._check_open()
+
+    def close(self) -> None:
+        self._closed = True
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            size = sum(len(k) + len(v) for t in self._tables.values() for k, v in t.values.items())
+            out = {"bytes_on_disk": 0, "bytes_stored": size, "map_size_bytes": 0}
+            out.update({f"entries_{name}": len(t.keys) for name, t in self._tables.items()})
+            return out
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the log is closed; open it again with eventlog.open(...)")

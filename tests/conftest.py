@@ -1,0 +1,73 @@
+"""Shared fixtures: every store the suite runs against, opened on a real directory or server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import eventlog
+
+BACKENDS = ["memory", "lmdb", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The name of each store in turn; postgres skips unless EVENTLOG_TEST_PG_DSN is set."""
+    name: str = request.param
+    if name == "postgres":
+        if not os.environ.get("EVENTLOG_TEST_PG_DSN"):
+            pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
+        try:
+            import eventlog.store.postgres  # noqa: F401
+        except ImportError as exc:
+            pytest.skip(f"PostgreSQL store unavailable: {exc}")
+    return name
+
+
+@pytest.fixture
+def open_log(backend: str, tmp_path: Path) -> Iterator[Callable[..., eventlog.EventLog]]:
+    """`open_log(**kw)` opens the same log each call (a reopen keeps what was written; memory: same store)."""
+    opened: list[eventlog.EventLog] = []
+    memory_store: list[Any] = []
+
+    def make(**kw: Any) -> eventlog.EventLog:
+        if backend == "memory":
+            from eventlog.store import MemoryStore
+
+            if not memory_store:
+                memory_store.append(MemoryStore())
+            store = memory_store[0]
+            store._closed = False
+            log = eventlog.EventLog(store, **kw)
+        elif backend == "lmdb":
+            log = eventlog.open(tmp_path / "log", **kw)
+        else:
+            from eventlog.store.postgres import PostgresStore
+
+            schema = f"t_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+            store = PostgresStore(os.environ["EVENTLOG_TEST_PG_DSN"], schema=schema)
+            log = eventlog.EventLog(store, **kw)
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        try:
+            log.close()
+        except eventlog.EventLogError:
+            pass
+    if backend == "postgres" and opened:
+        from eventlog.store.postgres import PostgresStore
+
+        schema = f"t_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+        PostgresStore.drop_schema(os.environ["EVENTLOG_TEST_PG_DSN"], schema)
+
+
+@pytest.fixture
+def log(open_log: Callable[..., eventlog.EventLog]) -> eventlog.EventLog:
+    """A fresh log on each backend."""
+    return open_log()

@@ -1,0 +1,181 @@
+"""python -m tools.bench [SUITE ...] [--quick] [--json FILE] [--list]
+
+Runs the named suites (all of them when none is named), prints a table of figures with
+each eventlog figure's ratio to its floor, a table of the project's targets (met / missed),
+and writes everything as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from importlib import metadata
+from typing import Any
+
+from . import SUITES
+from ._common import Context, SuiteResult, fmt_num
+
+_PACKAGES = (
+    "msgspec", "zstandard", "lmdb", "langgraph", "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite", "langgraph-checkpoint-lmdb", "langchain-core", "matplotlib",
+)  # fmt: skip
+
+
+def machine() -> dict[str, Any]:
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = None
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_bytes": mem,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "packages": versions,
+    }
+
+
+def print_tables(results: list[SuiteResult]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # plain text when rich is missing
+        for r in results:
+            print(f"== {r.name}" + (f" (skipped: {r.skipped})" if r.skipped else ""))
+            for row in r.rows:
+                ratio = f" x{row.ratio:.2f} of floor" if row.ratio is not None else ""
+                print(f"  {row.system:28} {row.metric:40} {fmt_num(row.value):>14} {row.unit}{ratio} {row.note}")
+            for t in r.targets:
+                print(f"  [{'met' if t.met else 'MISSED'}] {t.name}: {fmt_num(t.value)} {t.unit} ({t.op} {fmt_num(t.threshold)})")
+        return
+    console = Console(width=160)
+    table = Table(title="eventlog benchmarks", show_lines=False)
+    for col, kw in (
+        ("suite", {}), ("system", {}), ("metric", {}), ("value", {"justify": "right"}),
+        ("unit", {}), ("÷ floor", {"justify": "right"}), ("note", {"overflow": "fold"}),
+    ):  # fmt: skip
+        table.add_column(col, **kw)
+    for r in results:
+        if r.skipped:
+            table.add_row(r.name, "—", f"skipped: {r.skipped}", "", "", "", "")
+            continue
+        for i, row in enumerate(r.rows):
+            table.add_row(
+                r.name if i == 0 else "",
+                row.system,
+                row.metric,
+                fmt_num(row.value),
+                row.unit,
+                f"{row.ratio:.2f}" if row.ratio is not None else "",
+                row.note,
+            )
+        table.add_section()
+    console.print(table)
+    targets = Table(title="targets")
+    for col in ("suite", "target", "figure", "needs", "result"):
+        targets.add_column(col)
+    for r in results:
+        for t in r.targets:
+            targets.add_row(
+                r.name,
+                t.name,
+                f"{fmt_num(t.value)} {t.unit}",
+                f"{t.op} {fmt_num(t.threshold)} {t.unit}",
+                "[green]met[/green]" if t.met else "[red]missed[/red]",
+            )
+    console.print(targets)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.split("\n\n")[1])
+    parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"suites to run (default: all): {', '.join(SUITES)}")
+    parser.add_argument("--quick", action="store_true", help="smoke run: small sizes, a few seconds per suite")
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    parser.add_argument("--list", action="store_true", help="list the suites and what each measures")
+    parser.add_argument("--workdir", help="scratch directory (default: a new temporary directory, removed after)")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for name, mod in SUITES.items():
+            doc = (importlib.import_module(mod).__doc__ or "").strip().split("\n\n")[0]
+            print(f"{name}\n    {' '.join(doc.split())}\n")
+        return 0
+    unknown = [s for s in args.suites if s not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(SUITES)}")
+    names = args.suites or list(SUITES)
+
+    base = args.workdir or tempfile.mkdtemp(prefix="eventlog-bench-")
+    results: list[SuiteResult] = []
+    failed = False
+    started = time.perf_counter()
+    for name in names:
+        module = importlib.import_module(SUITES[name])
+        description = " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
+        workdir = os.path.join(base, name)
+        os.makedirs(workdir, exist_ok=True)
+        print(f"running {name}{' (quick)' if args.quick else ''} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            result = module.run(Context(quick=args.quick, workdir=workdir))
+        except Exception:
+            failed = True
+            traceback.print_exc()
+            result = SuiteResult(name, description, skipped="error: " + traceback.format_exc(limit=1).strip().splitlines()[-1])
+        result.name = name
+        result.description = result.description or description
+        result.seconds = time.perf_counter() - t0
+        if result.skipped and not result.skipped.startswith("error"):
+            print(f"  skipped {name}: {result.skipped}", flush=True)
+        results.append(result)
+        shutil.rmtree(workdir, ignore_errors=True)
+    if not args.workdir:
+        shutil.rmtree(base, ignore_errors=True)
+
+    print_tables(results)
+    total = time.perf_counter() - started
+    print(f"total {total:.1f} s")
+    doc = {
+        "command": "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "quick": args.quick,
+        "seconds": round(total, 3),
+        "machine": machine(),
+        "suites": {r.name: r.as_dict() for r in results},
+        "targets": [dict(t.as_dict(), suite=r.name) for r in results for t in r.targets],
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2, default=float)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

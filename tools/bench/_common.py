@@ -1,0 +1,286 @@
+"""Shared helpers of the benchmark suites: workloads, timing, sizes, targets and results."""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+# -- results -----------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """One of the project's targets, judged against a measured figure."""
+
+    name: str
+    value: float
+    threshold: float
+    op: str  # ">=" or "<="
+    unit: str = ""
+
+    @property
+    def met(self) -> bool:
+        return self.value >= self.threshold if self.op == ">=" else self.value <= self.threshold
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "threshold": self.threshold,
+            "op": self.op,
+            "unit": self.unit,
+            "met": self.met,
+        }
+
+
+@dataclass
+class Row:
+    """One line of the printed table: a system, a figure, and its ratio to the floor."""
+
+    system: str
+    metric: str
+    value: float
+    unit: str
+    ratio: float | None = None  # eventlog figure / floor figure (1.0 = as fast as the floor)
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "metric": self.metric,
+            "value": self.value,
+            "unit": self.unit,
+            "ratio_to_floor": self.ratio,
+            "note": self.note,
+        }
+
+
+@dataclass
+class SuiteResult:
+    name: str
+    description: str
+    rows: list[Row] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
+    seconds: float = 0.0
+
+    def row(self, *args: Any, **kwargs: Any) -> Row:
+        r = Row(*args, **kwargs)
+        self.rows.append(r)
+        return r
+
+    def target(self, *args: Any, **kwargs: Any) -> Target:
+        t = Target(*args, **kwargs)
+        self.targets.append(t)
+        return t
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "skipped": self.skipped,
+            "seconds": round(self.seconds, 3),
+            "metrics": self.metrics,
+            "rows": [r.as_dict() for r in self.rows],
+            "targets": [t.as_dict() for t in self.targets],
+        }
+
+
+@dataclass
+class Context:
+    """What every suite gets: the quick flag and a scratch directory of its own."""
+
+    quick: bool
+    workdir: str
+
+    def path(self, name: str) -> str:
+        p = os.path.join(self.workdir, name)
+        return p
+
+    def n(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+
+# -- timing ------------------------------------------------------------------------------
+
+
+def best_of(repeats: int, fn: Callable[[], Any]) -> float:
+    """Smallest wall time of `repeats` calls of `fn`, in seconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by nearest rank on sorted values."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(q / 100.0 * (len(s) - 1)))))
+    return s[k]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+# -- sizes -------------------------------------------------------------------------------
+
+
+def disk_bytes(path: str) -> int:
+    """Bytes a file or directory takes on disk: allocated blocks (sparse holes do not count)."""
+    total = 0
+    if os.path.isfile(path):
+        st = os.stat(path)
+        return min(st.st_size, st.st_blocks * 512) if st.st_blocks else st.st_size
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            st = os.stat(os.path.join(root, f))
+            total += min(st.st_size, st.st_blocks * 512) if st.st_blocks else st.st_size
+    return total
+
+
+def lmdb_used_bytes(env: Any) -> int:
+    """Pages an LMDB environment has used (high-water mark) times the page size."""
+    info = env.info()
+    stat = env.stat()
+    return (info["last_pgno"] + 1) * stat["psize"]
+
+
+# -- text and workloads ------------------------------------------------------------------
+
+_WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at "
+    "which but have an they you were her she there been one all we their has would when "
+    "what so if more will about can other into some could them than then its only time "
+    "agent model tool call result search query document answer context token step node "
+    "graph state value update message user assistant function argument return error retry "
+    "weather city temperature forecast price order customer account invoice payment shipping "
+    "report summary analysis data table column row index file path directory config option "
+    "request response status code server client session cache memory disk write read "
+    "python function class method object list dict string number integer float boolean "
+    "please thanks could you help me find check explain show compare list describe write "
+    "yesterday today tomorrow morning evening week month year first second third last next"
+).split()
+
+
+class Text:
+    """Deterministic pseudo-English text: compressible like real prose, never a repeated block."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self._rng = random.Random(seed)
+
+    def words(self, chars: int) -> str:
+        rng = self._rng
+        out: list[str] = []
+        n = 0
+        while n < chars:
+            w = rng.choice(_WORDS)
+            if rng.random() < 0.08:
+                w = f"{w}{rng.randint(0, 9999)}"
+            out.append(w)
+            n += len(w) + 1
+        s = " ".join(out)
+        return s[:chars]
+
+    def ident(self) -> str:
+        return f"{self._rng.getrandbits(64):016x}"
+
+    def randint(self, a: int, b: int) -> int:
+        return self._rng.randint(a, b)
+
+
+def agent_events(n: int, seed: int = 1) -> list[Any]:
+    """`n` events of an agent run, about 600 bytes each encoded: LLM calls with tool calls,
+    tool results, user messages and graph steps, in the order an agent produces them."""
+    from eventlog import events as ev
+
+    t = Text(seed)
+    out: list[Any] = []
+    superstep = 0
+    while len(out) < n:
+        superstep += 1
+        cid = t.ident()
+        kind = superstep % 4
+        if kind == 0:
+            out.append(ev.UserMessage(content=t.words(560)))
+        elif kind == 1:
+            out.append(
+                ev.LLMCallCompleted(
+                    call_id=cid,
+                    model="gpt-4o-mini-2024-07-18",
+                    output=ev.Message(
+                        role="assistant",
+                        content=t.words(380),
+                        tool_calls=[
+                            ev.ToolCall(id=f"call_{cid}", name="search", arguments={"query": t.words(60), "k": 5})
+                        ],
+                    ),
+                    input_tokens=t.randint(200, 4000),
+                    output_tokens=t.randint(20, 400),
+                    latency_ms=float(t.randint(100, 3000)),
+                )
+            )
+        elif kind == 2:
+            out.append(
+                ev.ToolCallCompleted(
+                    call_id=f"call_{cid}",
+                    tool="search",
+                    output={"hits": [t.words(150) for _ in range(3)], "took_ms": t.randint(1, 500)},
+                    latency_ms=float(t.randint(1, 500)),
+                )
+            )
+        else:
+            out.append(
+                ev.StepCompleted(
+                    node=f"node_{superstep % 7}",
+                    superstep=superstep,
+                    update={"summary": t.words(480), "step": superstep, "score": t.randint(0, 100) / 100.0},
+                )
+            )
+    return out[:n]
+
+
+def workflow_events(n: int, seed: int = 2) -> list[Any]:
+    """`n` graph-workflow events of about 600 bytes each whose folded state stays bounded:
+    nodes overwrite a fixed set of keys (the usual shape of a long LangGraph-style run)."""
+    from eventlog import events as ev
+
+    t = Text(seed)
+    keys = [f"k{i}" for i in range(16)]
+    pool = [t.words(520) for _ in range(64)]  # reused blocks keep generation cheap for 1M events
+    out: list[Any] = []
+    for i in range(n):
+        superstep = i // 3 + 1
+        out.append(
+            ev.StepCompleted(
+                node=f"node_{i % 5}",
+                superstep=superstep,
+                update={keys[i % 16]: pool[(i * 7) % 64] + f" #{i}", "step": i, "score": (i % 100) / 100.0},
+            )
+        )
+    return out
+
+
+def chunks(seq: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+def fmt_num(v: float) -> str:
+    if v != v:  # nan
+        return "n/a"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:,.1f}"
+    return f"{v:,.3g}"

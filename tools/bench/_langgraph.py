@@ -1,0 +1,171 @@
+"""LangGraph chat drivers for the chat suite: one StateGraph chatbot, checkpointed by each saver.
+
+The graph is the smallest LangGraph chatbot: a `messages` channel reduced by `add_messages`
+(or by `DeltaChannel(_messages_delta_reducer)`, LangGraph's delta channel) and one node that
+returns the assistant's reply. Every turn is one `graph.invoke` with the user's message and
+`durability="exit"`, so each saver writes one checkpoint per turn — the same cadence as
+eventlog's checkpoint every turn.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+SYSTEMS = ("langgraph-memory", "langgraph-sqlite", "langgraph-sqlite-delta", "langgraph-lmdb")
+
+
+def missing() -> str | None:
+    """Why the LangGraph drivers cannot run, or None when they can."""
+    try:
+        import langgraph  # noqa: F401
+        from langgraph.checkpoint.memory import InMemorySaver  # noqa: F401
+    except ImportError as exc:
+        return f"langgraph is not installed ({exc}); pip install 'eventlog[bench]'"
+    return None
+
+
+def delta_available() -> bool:
+    try:
+        from langgraph.channels.delta import DeltaChannel  # noqa: F401
+        from langgraph.graph.message import _messages_delta_reducer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def lmdb_saver_available() -> bool:
+    try:
+        import langgraph_checkpoint_lmdb  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def sqlite_available() -> bool:
+    try:
+        import langgraph.checkpoint.sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _bytes_in(obj: Any) -> int:
+    """Bytes held in the bytes objects of a nested structure (InMemorySaver's storage)."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return len(obj)
+    if isinstance(obj, str):
+        return len(obj.encode())
+    if isinstance(obj, dict):
+        return sum(_bytes_in(k) + _bytes_in(v) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return sum(_bytes_in(v) for v in obj)
+    return 0
+
+
+def _build(checkpointer: Any, delta: bool, replies: list[str]) -> Any:
+    from typing_extensions import TypedDict
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    if delta:
+        from langgraph.channels.delta import DeltaChannel
+        from langgraph.graph.message import _messages_delta_reducer
+
+        reducer: Any = DeltaChannel(_messages_delta_reducer)
+    else:
+        reducer = add_messages
+    # functional form: the annotation is evaluated here, not from a string
+    State = TypedDict("State", {"messages": Annotated[list, reducer]})  # noqa: N806
+
+    def chatbot(state: Any) -> dict[str, Any]:
+        turn = (len(state["messages"]) + 1) // 2  # the user's message of this turn is in
+        return {"messages": [AIMessage(content=replies[turn - 1], id=f"a{turn}")]}
+
+    g = StateGraph(State)
+    g.add_node("chatbot", chatbot)
+    g.add_edge(START, "chatbot")
+    return g.compile(checkpointer=checkpointer)
+
+
+def run_chat(
+    system: str,
+    workdir: str,
+    users: list[str],
+    replies: list[str],
+    sample_turns: set[int],
+) -> dict[str, Any]:
+    """Play the chat through LangGraph with the given saver.
+
+    Returns {"latency_ms": [per turn], "bytes": {turn: bytes on disk (or serialized, in memory)},
+    "durability": text}.
+    """
+    from langchain_core.messages import HumanMessage
+
+    os.makedirs(workdir, exist_ok=True)
+    closers: list[Callable[[], None]] = []
+    delta = system == "langgraph-sqlite-delta"
+    if system == "langgraph-memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        saver = InMemorySaver()
+        durability = "in memory (no disk); bytes are the saver's serialized blobs"
+
+        def size() -> int:
+            return _bytes_in(saver.storage) + _bytes_in(saver.blobs) + _bytes_in(saver.writes)
+
+    elif system in ("langgraph-sqlite", "langgraph-sqlite-delta"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = os.path.join(workdir, "checkpoints.sqlite")
+        conn = sqlite3.connect(path, check_same_thread=False)
+        saver = SqliteSaver(conn)
+        closers.append(conn.close)
+        durability = "SQLite WAL, synchronous=FULL (sqlite3 default)"
+
+        def size() -> int:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return sum(
+                os.path.getsize(p) for p in (path, path + "-wal", path + "-shm") if os.path.exists(p)
+            )
+
+    elif system == "langgraph-lmdb":
+        import lmdb
+        from langgraph_checkpoint_lmdb import LMDBSaver
+
+        path = os.path.join(workdir, "lmdb")
+        env = lmdb.open(path, map_size=16 << 30, max_dbs=10)
+        saver = LMDBSaver(env)
+        closers.append(env.close)
+        durability = "LMDB sync=True (fsync per commit)"
+
+        def size() -> int:
+            from ._common import lmdb_used_bytes
+
+            return lmdb_used_bytes(env)
+
+    else:
+        raise ValueError(system)
+
+    graph = _build(saver, delta, replies)
+    config = {"configurable": {"thread_id": "chat-1"}}
+    latency: list[float] = []
+    sizes: dict[int, int] = {}
+    for i, text in enumerate(users):
+        turn = i + 1
+        msg = HumanMessage(content=text, id=f"u{turn}")
+        t0 = time.perf_counter()
+        graph.invoke({"messages": [msg]}, config, durability="exit")
+        latency.append((time.perf_counter() - t0) * 1000.0)
+        if turn in sample_turns:
+            sizes[turn] = size()
+    # sanity: the saver holds the whole conversation
+    state = graph.get_state(config)
+    n_messages = len(state.values["messages"])
+    for close in closers:
+        close()
+    return {"latency_ms": latency, "bytes": sizes, "durability": durability, "messages": n_messages}

@@ -1,0 +1,97 @@
+"""Concurrent durable appends: 8 threads each appending single events to a run of its own.
+
+eventlog with durability="sync" shares one open log between 8 threads; every `append`
+returns only once its event is durable, so throughput above the single-thread rate comes
+from group commit (several threads' events in one transaction and one fsync). Compared
+with the single-thread `append` rate measured in the same suite, and with raw LMDB
+doing the same from 8 threads (LMDB serializes writers: one fsync per put).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from ._common import Context, SuiteResult, agent_events
+from .floors import Floor
+
+THREADS = 8
+
+
+def _threads(n_threads: int, work: Callable[[int], None]) -> float:
+    barrier = threading.Barrier(n_threads + 1)
+    errors: list[BaseException] = []
+
+    def body(k: int) -> None:
+        barrier.wait()
+        try:
+            work(k)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def run(ctx: Context) -> SuiteResult:
+    import eventlog
+
+    res = SuiteResult("append_threads", __doc__.strip().splitlines()[0])
+    per_thread = ctx.n(500, 50)
+    single_n = ctx.n(1_000, 100)
+    events = agent_events(max(per_thread, single_n))
+
+    log = eventlog.open(ctx.path("log"), durability="sync")
+    floor = Floor(ctx.path("floor"), sync=True)
+    try:
+        log.append("warm", events[0])
+        t0 = time.perf_counter()
+        for e in events[:single_n]:
+            log.append("single", e)
+        single_rate = single_n / (time.perf_counter() - t0)
+
+        def log_work(k: int) -> None:
+            run_id = f"thread-{k}"
+            append = log.append
+            for e in events[:per_thread]:
+                append(run_id, e)
+
+        log_elapsed = _threads(THREADS, log_work)
+        for k in range(THREADS):
+            assert log.head(f"thread-{k}") == per_thread
+
+        def floor_work(k: int) -> None:
+            for i, e in enumerate(events[:per_thread], 1):
+                floor.append_one(k + 1, i, e)
+
+        floor_elapsed = _threads(THREADS, floor_work)
+    finally:
+        log.close()
+        floor.close()
+
+    total = THREADS * per_thread
+    log_rate = total / log_elapsed
+    floor_rate = total / floor_elapsed
+    res.row("eventlog", "append, sync, 1 thread", single_rate, "appends/s")
+    res.row("eventlog", f"append, sync, {THREADS} threads", log_rate, "appends/s", note=f"{log_rate / single_rate:.1f}x 1 thread")
+    res.row("raw LMDB", f"put + commit, sync, {THREADS} threads", floor_rate, "appends/s")
+    res.metrics.update(
+        threads=THREADS,
+        events_per_thread=per_thread,
+        single_thread_appends_per_s=single_rate,
+        threads_appends_per_s=log_rate,
+        speedup=log_rate / single_rate,
+        raw_lmdb_threads_appends_per_s=floor_rate,
+    )
+    res.target(f"{THREADS} threads ÷ 1 thread (group commit)", log_rate / single_rate, 10.0, ">=", "x")
+    return res
