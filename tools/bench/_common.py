@@ -53,7 +53,7 @@ class Row:
         return {
             "system": self.system,
             "metric": self.metric,
-            "value": self.value,
+            "value": None if self.value != self.value else self.value,  # NaN is not JSON
             "unit": self.unit,
             "ratio_to_floor": self.ratio,
             "note": self.note,

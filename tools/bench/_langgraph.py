@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from ._common import disk_bytes
+
 SYSTEMS = ("langgraph-memory", "langgraph-sqlite", "langgraph-sqlite-delta", "langgraph-lmdb")
 
 
@@ -129,9 +131,7 @@ def run_chat(
 
         def size() -> int:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            return sum(
-                os.path.getsize(p) for p in (path, path + "-wal", path + "-shm") if os.path.exists(p)
-            )
+            return disk_bytes(workdir)
 
     elif system == "langgraph-lmdb":
         import lmdb
@@ -144,9 +144,7 @@ def run_chat(
         durability = "LMDB sync=True (fsync per commit)"
 
         def size() -> int:
-            from ._common import lmdb_used_bytes
-
-            return lmdb_used_bytes(env)
+            return disk_bytes(path)
 
     else:
         raise ValueError(system)
