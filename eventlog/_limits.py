@@ -27,10 +27,17 @@ record_header_size_bytes = 10
 """Size of the frame header in front of every stored value (see docs/format.md)."""
 
 compress_size_bytes_min = 64
-"""Payloads shorter than this are stored raw: zstd cannot make them smaller."""
+"""With a trained dictionary, payloads shorter than this are stored raw: zstd cannot make them smaller."""
+
+compress_nodict_size_bytes_min = 1024
+"""Without a dictionary, payloads shorter than this are stored raw: zstd gains little on them and
+decompressing a small frame without a dictionary costs more than reading it raw."""
 
 dictionary_train_records_min = 2048
-"""Number of stored events after which a zstd dictionary is trained from the log's own data."""
+"""Number of stored events after which the first zstd dictionary is trained from the log's own data."""
+
+dictionary_retrain_factor = 16
+"""A new dictionary is trained each time the log's event count grows by this factor (2048, 32768, ...)."""
 
 dictionary_sample_records_max = 4096
 """Most records read to train a dictionary (a bounded sample: training stays short)."""
@@ -57,4 +64,5 @@ assert 0 < run_id_size_bytes_max <= 4096
 assert 0 < record_size_bytes_max <= snapshot_size_bytes_max
 assert dictionary_train_records_min <= dictionary_sample_records_max
 assert map_size_bytes_initial <= map_size_bytes_max
-assert compress_size_bytes_min > record_header_size_bytes
+assert record_header_size_bytes < compress_size_bytes_min <= compress_nodict_size_bytes_min
+assert dictionary_retrain_factor >= 2

@@ -2,10 +2,10 @@
 
 Every value the log stores is a *frame*::
 
-    byte 0      format version (1)
-    byte 1      compression: 0 raw, 1 zstd, 2 zstd with a trained dictionary
-    bytes 2-5   dictionary id, big-endian u32 (0 when none)
-    bytes 6-9   CRC-32 of bytes 0-5 and the payload, big-endian u32
+    bytes 0-3   CRC-32 of bytes 4 to the end, big-endian u32
+    byte 4      format version (1)
+    byte 5      compression: 0 raw, 1 zstd, 2 zstd with a trained dictionary
+    bytes 6-9   dictionary id, big-endian u32 (0 when none)
     bytes 10-   payload
 
 `frame` and `unframe` are the two halves, side by side; `unframe` checks the version, the
@@ -30,7 +30,7 @@ from .errors import CorruptRecordError, InvalidEventError, RecordTooLargeError
 __all__ = ["Codec", "EntryRecord", "frame", "unframe"]
 
 RAW, ZSTD, ZSTD_DICT = 0, 1, 2
-_HEADER = struct.Struct(">BBII")
+_HEADER = struct.Struct(">IBBI")
 _PREFIX = struct.Struct(">BBI")
 assert _HEADER.size == _limits.record_header_size_bytes
 
@@ -51,25 +51,24 @@ class EntryRecord(msgspec.Struct, array_like=True):
 
 
 def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
-    """Put the header (version, compression, dictionary id, checksum) in front of a payload."""
-    prefix = _PREFIX.pack(_limits.format_version, compression, dict_id)
-    crc = zlib.crc32(payload, zlib.crc32(prefix))
-    return prefix + crc.to_bytes(4, "big") + payload
+    """Put the header (checksum, version, compression, dictionary id) in front of a payload."""
+    body = _PREFIX.pack(_limits.format_version, compression, dict_id) + payload
+    return zlib.crc32(body).to_bytes(4, "big") + body
 
 
-def unframe(value: bytes) -> tuple[int, int, bytes]:
+def unframe(value: bytes) -> tuple[int, int, memoryview]:
     """Check a frame and return (compression, dictionary id, payload). Raises CorruptRecordError."""
     if len(value) < _HEADER.size:
         raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its header")
-    version, compression, dict_id, crc = _HEADER.unpack_from(value)
+    crc, version, compression, dict_id = _HEADER.unpack_from(value)
+    view = memoryview(value)
+    if zlib.crc32(view[4:]) != crc:
+        raise CorruptRecordError("checksum mismatch")
     if version != _limits.format_version:
         raise CorruptRecordError(f"record format version {version}, expected {_limits.format_version}")
-    payload = memoryview(value)[_HEADER.size :]
-    if zlib.crc32(payload, zlib.crc32(memoryview(value)[:6])) != crc:
-        raise CorruptRecordError("checksum mismatch")
     if compression not in (RAW, ZSTD, ZSTD_DICT) or (compression == ZSTD_DICT) != (dict_id != 0):
         raise CorruptRecordError(f"unknown compression {compression} with dictionary {dict_id}")
-    return compression, dict_id, bytes(payload)
+    return compression, dict_id, view[_HEADER.size :]
 
 
 class Codec:
@@ -101,7 +100,7 @@ class Codec:
     def check_event(self, event: object) -> None:
         """Raise InvalidEventError unless `event` is an instance of a registered kind."""
         kind = type(event)
-        if not isinstance(event, events.Event) or events.kinds().get(kind.__struct_config__.tag) is not kind:
+        if not isinstance(event, events.Event) or events._registry.get(kind.__struct_config__.tag) is not kind:
             raise InvalidEventError(
                 f"{kind.__module__}.{kind.__qualname__} is not a registered event kind; "
                 "subclass eventlog.Event with a tag and call eventlog.register(kind)"
@@ -131,7 +130,7 @@ class Codec:
 
     def compress(self, payload: bytes, dict_id: int) -> bytes:
         """Compress when that makes the record smaller, then frame."""
-        if len(payload) < _limits.compress_size_bytes_min:
+        if len(payload) < (_limits.compress_size_bytes_min if dict_id else _limits.compress_nodict_size_bytes_min):
             return frame(payload, RAW, 0)
         compressed = self._compressor(dict_id).compress(payload)
         if len(compressed) >= len(payload):
@@ -140,7 +139,7 @@ class Codec:
 
     # -- decode ------------------------------------------------------------------------
 
-    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
+    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes | memoryview:
         """Unframe and decompress, bounded. Raises CorruptRecordError."""
         compression, dict_id, payload = unframe(value)
         if compression == RAW:
@@ -162,8 +161,11 @@ class Codec:
     def decode_entry(self, value: bytes) -> EntryRecord:
         """Decode a stored entry. Raises CorruptRecordError (the caller adds run and offset)."""
         payload = self.payload(value)
+        decoder = self._entry_decoder
+        if decoder is None or self._generation != events._generation:
+            decoder = self._decoders()[0]
         try:
-            return self._decoders()[0].decode(payload)
+            return decoder.decode(payload)
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
             raise CorruptRecordError(f"undecodable entry: {exc}") from None
 
@@ -210,7 +212,10 @@ class Codec:
         return found
 
     def _compressor(self, dict_id: int) -> zstandard.ZstdCompressor:
-        cache = self._local.__dict__.setdefault("compressors", {})
+        try:
+            cache = self._local.compressors
+        except AttributeError:
+            cache = self._local.compressors = {}
         found = cache.get(dict_id)
         if found is None:
             if dict_id:
@@ -221,7 +226,10 @@ class Codec:
         return found
 
     def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
-        cache = self._local.__dict__.setdefault("decompressors", {})
+        try:
+            cache = self._local.decompressors
+        except AttributeError:
+            cache = self._local.decompressors = {}
         found = cache.get(dict_id)
         if found is None:
             found = zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()

@@ -53,7 +53,7 @@ class AgentState(msgspec.Struct, omit_defaults=True):
     superstep: int = 0
     """Last superstep completed."""
     completed_nodes: list[str] = []
-    """Every node completion, in order."""
+    """Every node that has completed at least once, in order of first completion."""
     superstep_nodes: list[str] = []
     """Nodes completed in the superstep in progress (a resume does not run them again)."""
     next_nodes: list[str] = []
@@ -173,7 +173,8 @@ class AgentReducer:
 
     def _step_completed(self, s: AgentState, e: ev.StepCompleted) -> None:
         s.values.update(e.update)
-        s.completed_nodes.append(e.node)
+        if e.node not in s.completed_nodes:
+            s.completed_nodes.append(e.node)
         s.superstep_nodes.append(e.node)
 
     def _superstep_completed(self, s: AgentState, e: ev.SuperstepCompleted) -> None:

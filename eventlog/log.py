@@ -290,7 +290,7 @@ class EventLog:
 
     def _load_dictionary(self, dict_id: int) -> bytes | None:
         raw = self.store.read(lambda txn: txn.get("meta", _META_DICT + dict_id.to_bytes(4, "big")))
-        return None if raw is None else self.codec.payload(raw, _limits.dictionary_size_bytes * 4)
+        return None if raw is None else bytes(self.codec.payload(raw, _limits.dictionary_size_bytes * 4))
 
     # -- run records -------------------------------------------------------------------
 
@@ -453,8 +453,7 @@ class EventLog:
                     snapshot = True
             self._put_run(txn, run_id, rec)
             self._put_meta_int(txn, _META_POSITION, position)
-            if dict_id == 0:
-                self._maybe_train(txn, position)
+            self._maybe_train(txn, position)
             return offsets, written, snapshot
 
         del run_key
@@ -464,15 +463,19 @@ class EventLog:
         return offsets, written
 
     def _maybe_train(self, txn: Txn, position: int) -> None:
-        """Train a zstd dictionary from a bounded sample of the log's own records, once enough exist."""
+        """Train a zstd dictionary from a bounded sample of the log's latest records, on a
+        geometric schedule (2048 events, then 16 times more each time)."""
         next_try = self._meta_int(txn, _META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
         if position < next_try:
             return
         samples: list[bytes] = []
         size = 0
-        for _, value in txn.scan("events", b"", None, limit=_limits.dictionary_sample_records_max):
+        for _, ref in txn.scan("feed", b"", None, reverse=True, limit=_limits.dictionary_sample_records_max):
+            value = txn.get("events", ref)
+            if value is None:
+                continue
             try:
-                payload = self.codec.payload(value)
+                payload = bytes(self.codec.payload(value))
             except CorruptRecordError:
                 continue
             samples.append(payload)
@@ -483,9 +486,10 @@ class EventLog:
         if trained is None:
             self._put_meta_int(txn, _META_DICT_NEXT_TRY, position * 2)
             return
-        dict_id = 1
+        dict_id = self._meta_int(txn, _META_DICT_CURRENT) + 1
         txn.put("meta", _META_DICT + dict_id.to_bytes(4, "big"), self.codec.compress(trained, 0))
         self._put_meta_int(txn, _META_DICT_CURRENT, dict_id)
+        self._put_meta_int(txn, _META_DICT_NEXT_TRY, position * _limits.dictionary_retrain_factor)
 
     # -- read --------------------------------------------------------------------------
 
@@ -668,10 +672,10 @@ class EventLog:
         decode = self.codec.decode_entry
         for owner, offset, value in self._raw_range(run_id, after, upto, 4096):
             try:
-                event = decode(value).event
+                record = decode(value)
             except CorruptRecordError as exc:
                 raise exc.at(owner, offset) from None
-            state = apply(state, event)
+            state = apply(state, record.event)
         return state
 
     def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer | None = None) -> Any:
