@@ -8,6 +8,7 @@ forks that share their parent's events, and checks on every record read.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import threading
 import time
@@ -187,6 +188,18 @@ class _PendingCheckpoint(msgspec.Struct):
     tag: bytes
 
 
+_RUN_KEY_INLINE_BYTES_MAX = 448
+
+
+def run_key(run_id: str) -> bytes:
+    """The `runs` table key of a run id: its UTF-8 bytes, or, for an id over 448 bytes (LMDB keys
+    hold at most 511), its first 448 bytes, 0xff (a byte UTF-8 never holds) and the SHA-256 of the id."""
+    raw = run_id.encode("utf-8")
+    if len(raw) <= _RUN_KEY_INLINE_BYTES_MAX:
+        return raw
+    return raw[:_RUN_KEY_INLINE_BYTES_MAX] + b"\xff" + hashlib.sha256(raw).digest()
+
+
 def check_run_id(run_id: object) -> bytes:
     """The UTF-8 bytes of a valid run id; raises InvalidRunIdError."""
     if not isinstance(run_id, str) or not run_id:
@@ -295,7 +308,8 @@ class EventLog:
     # -- run records -------------------------------------------------------------------
 
     def _run(self, txn: Txn, run_id: str) -> RunRecord | None:
-        raw = txn.get("runs", check_run_id(run_id))
+        check_run_id(run_id)
+        raw = txn.get("runs", run_key(run_id))
         if raw is None:
             return None
         try:
@@ -310,7 +324,7 @@ class EventLog:
         return rec
 
     def _put_run(self, txn: Txn, run_id: str, rec: RunRecord) -> None:
-        txn.put("runs", run_id.encode(), self.codec.encode_value(rec))
+        txn.put("runs", run_key(run_id), self.codec.encode_value(rec))
 
     def _new_run(self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0) -> RunRecord:
         number = self._meta_int(txn, _META_RUN_NUMBER) + 1
@@ -325,7 +339,20 @@ class EventLog:
 
     def runs(self) -> list[str]:
         """Every run id in the log, in byte order."""
-        return self.store.read(lambda txn: [k.decode() for k, _ in txn.scan("runs", b"", None)])
+
+        def scan(txn: Txn) -> list[str]:
+            out: list[bytes] = []
+            for key, value in txn.scan("runs", b"", None):
+                if b"\xff" in key:  # a long id, keyed by its hash: its full id is in run_numbers
+                    number = self.codec.decode_value(value, RunRecord).number
+                    full = txn.get("run_numbers", u64(number))
+                    if full is None:
+                        raise CorruptRecordError(f"run number {number} has no id in run_numbers")
+                    key = full
+                out.append(bytes(key))
+            return [k.decode() for k in sorted(out)]
+
+        return self.store.read(scan)
 
     def run_info(self, run_id: str) -> RunInfo:
         """Head, base, parent, fork offset, checkpoint and fork counts of a run."""
@@ -866,7 +893,7 @@ class EventLog:
                 for key, _ in txn.scan(table, prefix, end):
                     txn.delete(table, key)
             txn.delete("run_numbers", prefix)
-            txn.delete("runs", run_id.encode())
+            txn.delete("runs", run_key(run_id))
             if rec.parent is not None:
                 parent = self._run(txn, rec.parent)
                 if parent is not None:

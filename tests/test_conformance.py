@@ -22,8 +22,8 @@ from eventlog.events import (
 OpenLog = Callable[..., eventlog.EventLog]
 
 
-def step(i: int, node: str = "n") -> StepCompleted:
-    return StepCompleted(node=node, superstep=i, update={"i": i})
+def step(i: int, node: str | None = None) -> StepCompleted:
+    return StepCompleted(node=node or f"n{i}", superstep=i, update={"i": i})
 
 
 def offsets_of(log: eventlog.EventLog, run_id: str, after: int = 0, upto: int | None = None) -> list[int]:
@@ -329,7 +329,7 @@ def test_checkpoints_save_load_list_delete(log: eventlog.EventLog) -> None:
     assert (loaded.run_id, loaded.offset, loaded.metadata, loaded.reducer, loaded.reducer_version) == (
         "r", 2, {"n": 1}, "agent", 1,
     )
-    assert loaded.superstep == 0 and loaded.completed_nodes == ["n", "n"] and loaded.paused_nodes == []
+    assert loaded.superstep == 0 and loaded.completed_nodes == ["n1", "n2"] and loaded.paused_nodes == []
     assert loaded.state.values == {"i": 2}
     assert log.run_info("r").checkpoints == 3
 
