@@ -180,6 +180,35 @@ class Checkpoint:
         )
 
 
+class _Request:
+    """One append waiting for (or in) a group commit."""
+
+    __slots__ = (
+        "checkpoint", "done", "error", "events", "expected_offset", "given", "ids", "lead",
+        "meta", "offsets", "run_id", "time_ns", "writing", "written",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        run_id: str,
+        events: list[Event],
+        expected_offset: int | None,
+        ids: list[str],
+        given: list[bool],
+        meta: dict[str, Any] | None,
+        checkpoint: Callable[[int, int], _PendingCheckpoint | None] | None,
+        time_ns: int,
+    ) -> None:
+        self.run_id, self.events, self.expected_offset = run_id, events, expected_offset
+        self.ids, self.given, self.meta, self.checkpoint, self.time_ns = ids, given, meta, checkpoint, time_ns
+        self.offsets: list[int] = []
+        self.written = 0
+        self.error: BaseException | None = None
+        self.lead = False
+        self.writing = False
+        self.done = threading.Event()
+
+
 class _PendingCheckpoint(msgspec.Struct):
     """A checkpoint to write in the same transaction as the events before it."""
 
@@ -246,7 +275,9 @@ class EventLog:
         """The reducer used when a call names none."""
         self.codec = Codec(self._load_dictionary, record_size_bytes_max)
         self.checkpoints = Checkpoints(self)
-        self._dict_lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Request] = []
+        self._leading = False
         self._open_meta()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -376,15 +407,19 @@ class EventLog:
         event_id: str | None = None,
         meta: dict[str, Any] | None = None,
         expected_offset: int | None = None,
+        time_ns: int | None = None,
     ) -> int:
         """Append one event; return its offset.
 
         With `event_id`, appending the same id to the run again returns the first offset
         and writes nothing. With `expected_offset`, raise ConflictError unless the run's
-        head is that offset.
+        head is that offset. `time_ns` sets the entry's time instead of the log's clock
+        (an import keeps entry times exactly).
         """
         ids = None if event_id is None else [event_id]
-        return self.append_many(run_id, [event], expected_offset=expected_offset, event_ids=ids, meta=meta)[0]
+        return self.append_many(
+            run_id, [event], expected_offset=expected_offset, event_ids=ids, meta=meta, time_ns=time_ns
+        )[0]
 
     def append_many(
         self,
@@ -394,14 +429,15 @@ class EventLog:
         expected_offset: int | None = None,
         event_ids: Sequence[str | None] | None = None,
         meta: dict[str, Any] | None = None,
+        time_ns: int | None = None,
     ) -> list[int]:
         """Append events atomically (all or none); return their offsets.
 
         ConflictError if `expected_offset` is given and the head differs. Events whose
         `event_ids` entry is already in the run are not written again; their first offsets
-        are returned.
+        are returned. `time_ns` sets the entries' time instead of the log's clock.
         """
-        offsets, _ = self._commit(run_id, list(events), expected_offset, event_ids, meta, None)
+        offsets, _ = self._commit(run_id, list(events), expected_offset, event_ids, meta, None, time_ns)
         return offsets
 
     def _prepare(
@@ -433,61 +469,132 @@ class EventLog:
         event_ids: Sequence[str | None] | None,
         meta: dict[str, Any] | None,
         checkpoint: Callable[[int, int], _PendingCheckpoint | None] | None,
+        time_ns: int | None = None,
     ) -> tuple[list[int], int]:
-        """Write events (and a checkpoint after them) in one transaction; return offsets and bytes written."""
-        ids, given = self._prepare(run_id, events, event_ids)
-        run_key = run_id.encode()
-        now = self.clock()
+        """Write events (and a checkpoint after them) in one transaction; return offsets and bytes written.
 
-        def write(txn: Txn) -> tuple[list[int], int, bool]:
-            rec = self._run(txn, run_id)
-            if rec is None:
-                rec = self._new_run(txn, run_id, now)
-            known: dict[int, int] = {}
-            for i, (event_id, is_given) in enumerate(zip(ids, given, strict=True)):
+        Group commit: while one thread commits, the requests of other threads queue up and
+        the next leader commits them all in one transaction (one fsync for many appends).
+        """
+        ids, given = self._prepare(run_id, events, event_ids)
+        request = _Request(run_id, events, expected_offset, ids, given, meta, checkpoint,
+                           self.clock() if time_ns is None else time_ns)  # fmt: skip
+        with self._queue_lock:
+            self._queue.append(request)
+            lead = not self._leading
+            if lead:
+                self._leading = True
+        if not lead:
+            request.done.wait()
+            lead = request.lead
+        if lead:
+            self._lead()
+        if request.error is not None:
+            raise request.error
+        return request.offsets, request.written
+
+    def _lead(self) -> None:
+        """Commit every queued request in one transaction, then hand leadership to the next waiter."""
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        if batch:
+            self._commit_batch(batch)
+        with self._queue_lock:
+            if self._queue:
+                successor = self._queue[0]
+                successor.lead = True
+                successor.done.set()
+            else:
+                self._leading = False
+        for request in batch:
+            request.done.set()
+
+    def _commit_batch(self, batch: list[_Request]) -> None:
+        def write(txn: Txn) -> bool:
+            checkpointed = False
+            # A dictionary trained in this transaction is used from the next one on, once committed.
+            dict_id = self._meta_int(txn, _META_DICT_CURRENT)
+            for request in batch:
+                request.error = None
+                request.writing = False
+                try:
+                    checkpointed |= self._write_request(txn, request, dict_id)
+                except EventLogError as exc:
+                    if request.writing:
+                        raise  # some of it was written: abort the transaction
+                    request.error = exc  # wrote nothing: every check runs before the first put
+            return checkpointed
+
+        try:
+            checkpointed = self.store.write(write)
+        except BaseException as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+            for request in batch:  # one failed the whole transaction: commit each alone
+                self._commit_batch([request])
+            return
+        if checkpointed and getattr(self.store, "durability", "sync") == "batch":
+            self.store.sync()
+
+    def _write_request(self, txn: Txn, r: _Request, dict_id: int) -> bool:
+        """Apply one append request inside a write transaction; raises before writing anything."""
+        rec = self._run(txn, r.run_id)
+        head = 0 if rec is None else rec.head
+        known: dict[int, int] = {}
+        if rec is not None:
+            for i, (event_id, is_given) in enumerate(zip(r.ids, r.given, strict=True)):
                 if is_given:
                     raw = txn.get("event_ids", u64(rec.number) + event_id.encode())
                     if raw is not None:
                         known[i] = from_u64(raw)
-            if known and len(known) == len(events):
-                return [known[i] for i in range(len(events))], 0, False
-            if expected_offset is not None and rec.head != expected_offset:
-                raise ConflictError(run_id, expected_offset, rec.head)
-            position = self._meta_int(txn, _META_POSITION)
-            dict_id = self._meta_int(txn, _META_DICT_CURRENT)
-            prefix = u64(rec.number)
-            offsets: list[int] = []
-            written = 0
-            for i, event in enumerate(events):
-                if i in known:
-                    offsets.append(known[i])
-                    continue
-                rec.head += 1
-                position += 1
-                value = self.codec.encode_entry(EntryRecord(position, now, ids[i], meta, event), dict_id)
-                written += len(value)
-                txn.put("events", prefix + u64(rec.head), value)
-                txn.put("feed", u64(position), prefix + u64(rec.head))
-                if given[i]:
-                    txn.put("event_ids", prefix + ids[i].encode(), u64(rec.head))
-                offsets.append(rec.head)
-            snapshot = False
-            if checkpoint is not None:
-                pending = checkpoint(rec.head, written)
-                if pending is not None:
-                    rec.checkpoint_seq += 1
-                    self._put_checkpoint(txn, rec, pending)
-                    snapshot = True
-            self._put_run(txn, run_id, rec)
-            self._put_meta_int(txn, _META_POSITION, position)
-            self._maybe_train(txn, position)
-            return offsets, written, snapshot
-
-        del run_key
-        offsets, written, checkpointed = self.store.write(write)
-        if checkpointed and getattr(self.store, "durability", "sync") == "batch":
-            self.store.sync()
-        return offsets, written
+        if known and len(known) == len(r.events):
+            r.offsets, r.written = [known[i] for i in range(len(r.events))], 0
+            return False
+        if r.expected_offset is not None and head != r.expected_offset:
+            raise ConflictError(r.run_id, r.expected_offset, head)
+        position = self._meta_int(txn, _META_POSITION)
+        # Encode everything first: a record over the limit raises before anything is written.
+        values: list[tuple[int, bytes]] = []
+        first_of: dict[str, int] = {}
+        offset = head
+        for i, event in enumerate(r.events):
+            if i in known or (r.given[i] and r.ids[i] in first_of):
+                continue
+            offset += 1
+            position += 1
+            values.append((i, self.codec.encode_entry(EntryRecord(position, r.time_ns, r.ids[i], r.meta, event), dict_id)))
+            if r.given[i]:
+                first_of[r.ids[i]] = offset
+        r.writing = True
+        if rec is None:
+            rec = self._new_run(txn, r.run_id, r.time_ns)
+        prefix = u64(rec.number)
+        position -= len(values)
+        offsets: dict[int, int] = dict(known)
+        written = 0
+        for i, value in values:
+            rec.head += 1
+            position += 1
+            written += len(value)
+            txn.put("events", prefix + u64(rec.head), value)
+            txn.put("feed", u64(position), prefix + u64(rec.head))
+            if r.given[i]:
+                txn.put("event_ids", prefix + r.ids[i].encode(), u64(rec.head))
+            offsets[i] = rec.head
+        r.offsets = [offsets[i] if i in offsets else first_of[r.ids[i]] for i in range(len(r.events))]
+        r.written = written
+        checkpointed = False
+        if r.checkpoint is not None:
+            pending = r.checkpoint(rec.head, written)
+            if pending is not None:
+                rec.checkpoint_seq += 1
+                self._put_checkpoint(txn, rec, pending)
+                checkpointed = True
+        self._put_run(txn, r.run_id, rec)
+        self._put_meta_int(txn, _META_POSITION, position)
+        self._maybe_train(txn, position)
+        return checkpointed
 
     def _maybe_train(self, txn: Txn, position: int) -> None:
         """Train a zstd dictionary from a bounded sample of the log's latest records, on a
@@ -1061,10 +1168,15 @@ class EventLog:
 
     # -- stats -------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """Runs, events, checkpoints, snapshots, bytes on disk and map size."""
+    def stats(self, *, scan: bool = False) -> dict[str, Any]:
+        """Runs, events, checkpoints, snapshots, bytes on disk and map size.
+
+        With `scan`, also read every stored event record (headers only, nothing is
+        decompressed): `event_bytes_stored` (framed, as kept), `event_bytes_raw` (encoded,
+        before compression) and `compression_ratio` (raw / stored; 1.0 for an empty log).
+        """
         raw = self.store.stats()
-        return {
+        out: dict[str, Any] = {
             "runs": raw["entries_runs"],
             "events": raw["entries_events"],
             "checkpoints": raw["entries_checkpoints"],
@@ -1072,6 +1184,33 @@ class EventLog:
             "bytes_on_disk": raw["bytes_on_disk"],
             "map_size_bytes": raw["map_size_bytes"],
         }
+        if scan:
+            stored, encoded = self._event_sizes()
+            out["event_bytes_stored"] = stored
+            out["event_bytes_raw"] = encoded
+            out["compression_ratio"] = encoded / stored if stored else 1.0
+        return out
+
+    def _event_sizes(self) -> tuple[int, int]:
+        """(stored bytes, bytes before compression) of every event record, read in chunks."""
+        import zstandard
+
+        from .codec import RAW, unframe
+
+        stored = encoded = 0
+        start = b""
+        while True:
+            chunk = self.store.read(lambda txn, start=start: txn.scan("events", start, None, limit=4096))
+            for _, value in chunk:
+                stored += len(value)
+                try:
+                    compression, _, payload = unframe(value)
+                except CorruptRecordError:
+                    continue  # verify names it; a size is not worth failing over
+                encoded += len(payload) if compression == RAW else max(zstandard.frame_content_size(payload), 0)
+            if len(chunk) < 4096:
+                return stored, encoded
+            start = chunk[-1][0] + b"\x00"
 
 
 class Checkpoints:

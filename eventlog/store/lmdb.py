@@ -134,7 +134,12 @@ class LMDBStore:
         self._closed = False
         self._check_path()
         self._env = self._open_env(map_size_bytes)
-        self._dbs = self._open_dbs()
+        try:
+            self._check_size()
+            self._dbs = self._open_dbs()
+        except BaseException:
+            self._env.close()
+            raise
 
     # -- opening -----------------------------------------------------------------------
 
@@ -174,6 +179,39 @@ class LMDBStore:
         except lmdb.Error as exc:
             raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
 
+    def _check_size(self) -> None:
+        """Refuse (read-only) or zero-pad (writable) a data file shorter than the pages its meta names.
+
+        LMDB maps the file, and touching a mapped page past the end of the file kills the
+        process with SIGBUS. Padded pages read as zeros, which LMDB and the record checksums
+        report as corruption. A healthy file may also end before its last page when that page
+        was freed unwritten; padding it changes nothing.
+        """
+        data = self.path / "data.mdb"
+
+        def shortfall() -> tuple[int, int]:
+            need = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
+            return os.stat(data).st_size, need
+
+        try:
+            if self.readonly:
+                size, need = shortfall()
+                if size < need:
+                    from ..errors import CorruptRecordError
+
+                    raise CorruptRecordError(
+                        f"{data} is {size} bytes but the log's pages reach {need} bytes: the file was "
+                        "truncated; restore it from a copy (or, if it only ends in unwritten free pages, "
+                        "open it once writable)"
+                    )
+                return
+            with self._env.begin(write=True):  # the writer lock: no other process extends the file now
+                size, need = shortfall()
+                if size < need:
+                    os.truncate(data, need)  # grows only: `need` is above the size read under the lock
+        except (lmdb.Error, OSError) as exc:
+            raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
+
     def _open_dbs(self) -> dict[str, Any]:
         try:
             with self._env.begin() as txn:
@@ -204,6 +242,8 @@ class LMDBStore:
                     return fn(_LMDBTxn(txn, self._dbs, write=False))
             except lmdb.MapResizedError:
                 pass
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from None
             finally:
                 self._gate.leave()
             self._adopt_map_size()
