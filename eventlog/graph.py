@@ -1,0 +1,469 @@
+"""A small graph executor that checkpoints through the log: nodes, edges, supersteps, interrupts.
+
+    from eventlog.graph import END, Graph
+
+    graph = Graph("three-step")
+    graph.add_node("step1", lambda values: {"value": 10})
+    graph.add_node("step2", lambda values: {"value": values["value"] + 10})
+    graph.add_edge("step1", "step2")
+    graph.set_entry("step1")
+    graph.add_edge("step2", END)
+
+    runner = graph.compile(log)                 # a checkpoint after every superstep
+    state = runner.run("run-1", {"value": 0})   # AgentState: status, values, superstep, ...
+
+How a run goes. A superstep runs every active node, one after the other in node-name order;
+each node gets a copy of the values as they were when the superstep began (plus any edit made
+by hand since), so siblings do not see each other's updates, and their updates merge in
+node-name order (the later name wins on a shared key). Then the edges of every node of the
+superstep pick the next active nodes; none left means the run completed. Every step start,
+completion and failure, every superstep, interrupt, resume and hand edit is an event appended
+through a `Recorder`, which checkpoints by the runner's `CheckpointPolicy`.
+
+What a resume relies on: only the log. `resume(run_id)` folds the run up to its head (the
+last committed event, not the last checkpoint), skips the nodes of the superstep in progress
+whose `StepCompleted` is already there, and goes on. A process killed in the middle of a
+superstep loses at most the node that was running.
+
+Human in the loop: a node raises (or returns) `Interrupt(reason, payload)`; the run pauses,
+the node is recorded as paused and a checkpoint is taken. `resume(run_id, value=...)` runs the
+node again; a node that takes a second argument gets a `Context` whose `resume_value` is the
+value and whose `interrupt(reason, payload)` returns it instead of raising.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import EventLogError, RunExistsError, UnknownRunError
+from .events import (
+    Event,
+    Interrupted,
+    Resumed,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    StateUpdated,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    SuperstepCompleted,
+)
+from .fold import AgentReducer, AgentState, CheckpointPolicy
+from .log import Checkpoint, EventLog, Recorder
+
+__all__ = [
+    "END",
+    "START",
+    "CompiledGraph",
+    "Context",
+    "Graph",
+    "GraphError",
+    "Interrupt",
+    "NodeFailedError",
+    "RunNotPausedError",
+    "RunPausedError",
+]
+
+START = "__start__"
+"""The virtual node before the entry: `add_edge(START, "first")` is `set_entry("first")`."""
+END = "__end__"
+"""The virtual node after the last: an edge to END ends that branch."""
+
+_MISSING: Any = object()
+_RESERVED = (START, END)
+
+
+class GraphError(EventLogError):
+    """A graph that cannot run as built, or a run that cannot do what was asked."""
+
+
+class NodeFailedError(GraphError):
+    """A node (or a router) raised; the run is failed and `resume` retries from the log's head."""
+
+    def __init__(self, run_id: str, node: str, superstep: int, offset: int, error: BaseException) -> None:
+        self.run_id, self.node, self.superstep, self.offset, self.error = run_id, node, superstep, offset, error
+        super().__init__(
+            f"run {run_id!r}: node {node!r} failed in superstep {superstep} (offset {offset}): "
+            f"{type(error).__name__}: {error}; fix the cause and call resume({run_id!r})"
+        )
+
+
+class RunPausedError(GraphError):
+    """The run waits for a human: resume it with a value."""
+
+
+class RunNotPausedError(GraphError):
+    """A resume value was given to a run that is not paused."""
+
+
+class Interrupt(Exception):  # noqa: N818 - it is a signal, not an error
+    """Raise (or return) it from a node to pause the run for a human."""
+
+    def __init__(self, reason: str = "", payload: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.payload = payload
+
+
+class Context:
+    """What a node that takes a second argument receives: where it runs and what a human said."""
+
+    __slots__ = ("_answers", "_asked", "node", "run_id", "superstep")
+
+    def __init__(self, run_id: str, node: str, superstep: int, answers: list[Any]) -> None:
+        self.run_id = run_id
+        self.node = node
+        self.superstep = superstep
+        self._answers = answers
+        self._asked = 0
+
+    @property
+    def resumed(self) -> bool:
+        """True when a human answered an interrupt of this node in this superstep."""
+        return bool(self._answers)
+
+    @property
+    def resume_value(self) -> Any:
+        """The latest value a human resumed this node with in this superstep (None if none)."""
+        return self._answers[-1] if self._answers else None
+
+    def interrupt(self, reason: str = "", payload: Any = None) -> Any:
+        """Pause for a human, or return their answer once the run was resumed with one.
+
+        The n-th call in a node returns the n-th answer given to that node in this superstep,
+        so a node may ask several questions one after the other.
+        """
+        self._asked += 1
+        if self._asked <= len(self._answers):
+            return self._answers[self._asked - 1]
+        raise Interrupt(reason, payload)
+
+
+Node = Callable[..., Any]
+Router = Callable[[dict[str, Any]], "str | Sequence[str]"]
+Listener = Callable[[Event, int, "Checkpoint | None"], None]
+
+
+class _Edge:
+    __slots__ = ("mapping", "router", "target")
+
+    def __init__(self, target: str | None, router: Router | None, mapping: Mapping[Any, str] | None) -> None:
+        self.target, self.router, self.mapping = target, router, mapping
+
+
+def _wants_context(fn: Node) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+class Graph:
+    """A graph of named nodes with static and conditional edges, an entry and END."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self._nodes: dict[str, tuple[Node, bool]] = {}
+        self._edges: dict[str, list[_Edge]] = {}
+        self._entry: list[str] = []
+
+    def add_node(self, name: str, fn: Node) -> Graph:
+        """Add a node: `fn(values) -> update dict | None | Interrupt`, or `fn(values, context)`."""
+        if not isinstance(name, str) or not name or name in _RESERVED:
+            raise GraphError(f"graph {self.name!r}: {name!r} is not a valid node name")
+        if name in self._nodes:
+            raise GraphError(f"graph {self.name!r}: node {name!r} exists already")
+        if not callable(fn):
+            raise GraphError(f"graph {self.name!r}: node {name!r} is not callable")
+        self._nodes[name] = (fn, _wants_context(fn))
+        return self
+
+    def set_entry(self, *names: str) -> Graph:
+        """The node (or nodes) that run in the first superstep."""
+        self._entry = list(names)
+        return self
+
+    def add_edge(self, source: str, target: str) -> Graph:
+        """After `source` completes, `target` runs in the next superstep (END: nothing does)."""
+        if source == START:
+            self._entry.append(target)
+        else:
+            self._edges.setdefault(source, []).append(_Edge(target, None, None))
+        return self
+
+    def add_conditional_edges(self, source: str, router: Router, mapping: Mapping[Any, str] | None = None) -> Graph:
+        """After `source` completes, `router(values)` names the next node(s), or END.
+
+        The router sees the values merged at the end of the superstep. It returns a node
+        name, a list of names, or a key of `mapping`. Its choice is recorded in the log
+        (`SuperstepCompleted.next_nodes`), so a resume does not call it again.
+        """
+        if not callable(router):
+            raise GraphError(f"graph {self.name!r}: the router of {source!r} is not callable")
+        self._edges.setdefault(source, []).append(_Edge(None, router, dict(mapping) if mapping else None))
+        return self
+
+    def _check(self) -> None:
+        if not self._entry:
+            raise GraphError(f"graph {self.name!r} has no entry: call set_entry(name) or add_edge(START, name)")
+        known = set(self._nodes) | {END}
+        for name in self._entry:
+            if name not in self._nodes:
+                raise GraphError(f"graph {self.name!r}: entry {name!r} is not a node")
+        for source, edges in self._edges.items():
+            if source not in self._nodes:
+                raise GraphError(f"graph {self.name!r}: edge from unknown node {source!r}")
+            for edge in edges:
+                targets = [edge.target] if edge.target is not None else list((edge.mapping or {}).values())
+                for t in targets:
+                    if t not in known:
+                        raise GraphError(f"graph {self.name!r}: edge {source!r} -> {t!r} goes to no node")
+
+    def compile(
+        self,
+        log: EventLog,
+        *,
+        policy: CheckpointPolicy | None = None,
+        listener: Listener | None = None,
+        max_supersteps: int = 100,
+    ) -> CompiledGraph:
+        """A runner of this graph on `log`, checkpointing by `policy` (default: every superstep).
+
+        `listener(event, offset, checkpoint)` is called after each event is appended, with the
+        checkpoint that event's append took (or None).
+        """
+        self._check()
+        return CompiledGraph(self, log, policy or CheckpointPolicy.every_supersteps(1), listener, max_supersteps)
+
+
+class _Superstep:
+    """What a drive needs to know about the superstep in progress (rebuilt from the log on resume)."""
+
+    __slots__ = ("answers", "base")
+
+    def __init__(self, base: dict[str, Any], answers: dict[str, list[Any]]) -> None:
+        self.base = base
+        self.answers = answers
+
+
+class CompiledGraph:
+    """Runs a graph on a log: `run`, `resume`, `update_state`, `get_state`."""
+
+    def __init__(
+        self, graph: Graph, log: EventLog, policy: CheckpointPolicy, listener: Listener | None, max_supersteps: int
+    ) -> None:
+        self.graph = graph
+        self.log = log
+        self.policy = policy
+        self.listener = listener
+        self.max_supersteps = max_supersteps
+        self.reducer = AgentReducer()
+
+    # -- public ------------------------------------------------------------------------
+
+    def run(self, run_id: str, input: Mapping[str, Any] | None = None) -> AgentState:  # noqa: A002
+        """Start a new run with `input` as its first values and drive it until it ends or pauses."""
+        rec = self._recorder(run_id)
+        if rec.offset:
+            raise RunExistsError(run_id)
+        entry = sorted(set(self.graph._entry))
+        self._append(rec, [RunStarted(input=dict(input or {}), next_nodes=entry, graph=self.graph.name)])
+        return self._drive(rec, _Superstep(copy.deepcopy(rec.state.values), {}))
+
+    def resume(
+        self,
+        run_id: str,
+        value: Any = _MISSING,
+        *,
+        from_checkpoint: str | None = None,
+        new_run_id: str | None = None,
+    ) -> AgentState:
+        """Continue a run from the exact state at the head of its log.
+
+        With `value`, answer the interrupt the run is paused at. With `from_checkpoint`, fork
+        the run at that checkpoint's offset into `new_run_id` (default `<run_id>@<offset>`)
+        and continue the fork; the original run is left as it is.
+        """
+        if from_checkpoint is not None:
+            cp = self.log.checkpoints.load(run_id, from_checkpoint, reducer=self.reducer)
+            run_id = self.log.fork(run_id, cp.offset, new_run_id or f"{run_id}@{cp.offset}")
+        elif new_run_id is not None:
+            raise GraphError(f"run {run_id!r}: new_run_id needs from_checkpoint (the checkpoint to fork at)")
+        rec = self._recorder(run_id)
+        state: AgentState = rec.state
+        if rec.offset == 0 or state.status == "pending":
+            raise UnknownRunError(run_id) if rec.offset == 0 else GraphError(f"run {run_id!r} has not started: call run()")
+        if state.status == "completed":
+            if value is not _MISSING:
+                raise RunNotPausedError(f"run {run_id!r} completed at offset {rec.offset}; there is nothing to resume")
+            return copy.deepcopy(state)
+        if state.status == "paused":
+            if value is _MISSING:
+                raise RunPausedError(
+                    f"run {run_id!r} is paused at offset {rec.offset} waiting for {', '.join(state.paused_nodes)}"
+                    f" ({(state.interrupt or {}).get('reason', '')!r}); resume it with value=..."
+                )
+            self._append(rec, [Resumed(value=value, nodes=list(state.paused_nodes))])
+        elif value is not _MISSING:
+            raise RunNotPausedError(f"run {run_id!r} is {state.status} at offset {rec.offset}, not paused; drop value=")
+        return self._drive(rec, self._superstep_from_log(run_id, rec))
+
+    def update_state(self, run_id: str, values: Mapping[str, Any], as_node: str | None = None) -> int:
+        """Edit the run's values by hand (a StateUpdated event); return its offset.
+
+        Nodes that run afterwards in the superstep in progress see the edit. `as_node` names
+        the node the edit is attributed to.
+        """
+        if as_node is not None and as_node not in self.graph._nodes:
+            raise GraphError(f"run {run_id!r}: as_node {as_node!r} is not a node of graph {self.graph.name!r}")
+        rec = self._recorder(run_id)
+        if rec.offset == 0:
+            raise UnknownRunError(run_id)
+        return self._append(rec, [StateUpdated(values=dict(values), as_node=as_node)])
+
+    def get_state(self, run_id: str, offset: int | None = None) -> AgentState:
+        """The run's state at `offset` (default: its head)."""
+        state: AgentState = self.log.state_at(run_id, offset, reducer=self.reducer)
+        return state
+
+    # -- driving -----------------------------------------------------------------------
+
+    def _recorder(self, run_id: str) -> Recorder:
+        return self.log.recorder(run_id, reducer=self.reducer, policy=self.policy)
+
+    def _append(self, rec: Recorder, events: list[Event], metadata: dict[str, Any] | None = None) -> int:
+        before = self._latest_id(rec.run_id) if self.listener else None
+        offsets = rec.append_many(events, checkpoint_metadata={"graph": self.graph.name, **(metadata or {})})
+        if self.listener is not None:
+            cp = self.log.checkpoints.load_latest(rec.run_id, reducer=self.reducer)
+            taken = cp if cp is not None and cp.checkpoint_id != before and cp.offset == offsets[-1] else None
+            for i, (event, offset) in enumerate(zip(events, offsets, strict=True)):
+                self.listener(event, offset, taken if i == len(events) - 1 else None)
+        return offsets[-1]
+
+    def _latest_id(self, run_id: str) -> str | None:
+        if self.log.head(run_id) == 0:
+            return None
+        cp = self.log.checkpoints.load_latest(run_id, reducer=self.reducer)
+        return None if cp is None else cp.checkpoint_id
+
+    def _superstep_from_log(self, run_id: str, rec: Recorder) -> _Superstep:
+        """The values at the start of the superstep in progress plus hand edits, and the answers given."""
+        state: AgentState = rec.state
+        start = self._scan_start(run_id, state.superstep)
+        begin = start
+        answers: dict[str, list[Any]] = {}
+        edits: dict[str, Any] = {}
+        for entry in self.log.read(run_id, after=start):
+            e = entry.event
+            if isinstance(e, SuperstepCompleted | RunStarted):
+                begin, answers, edits = entry.offset, {}, {}
+            elif isinstance(e, StateUpdated):
+                edits.update(e.values)
+            elif isinstance(e, Resumed):
+                for node in e.nodes:
+                    answers.setdefault(node, []).append(e.value)
+            elif isinstance(e, StepCompleted):
+                answers.pop(e.node, None)
+        base = copy.deepcopy(self.log.state_at(run_id, begin, reducer=self.reducer).values)
+        base.update(copy.deepcopy(edits))
+        return _Superstep(base, answers)
+
+    def _scan_start(self, run_id: str, superstep: int) -> int:
+        """An offset at or before the last superstep boundary: a checkpoint of an earlier superstep."""
+        floor = self.log.run_info(run_id).base
+        for cp in self.log.checkpoints.list(run_id, newest_first=True, reducer=self.reducer):
+            if cp.superstep is not None and cp.superstep < superstep and cp.offset >= floor:
+                return cp.offset
+        return floor
+
+    def _drive(self, rec: Recorder, step: _Superstep) -> AgentState:
+        run_id = rec.run_id
+        while True:
+            state: AgentState = rec.state
+            nodes = list(state.next_nodes)
+            if not nodes:
+                self._append(rec, [RunCompleted()])
+                return copy.deepcopy(rec.state)
+            superstep = state.superstep + 1
+            if superstep > self.max_supersteps:
+                error = f"run {run_id!r} reached the limit of {self.max_supersteps} supersteps at offset {rec.offset}"
+                self._append(rec, [RunFailed(error=error)])
+                raise GraphError(error)
+            done = set(state.superstep_nodes)
+            for node in sorted(set(nodes)):
+                if node in done:
+                    continue
+                paused = self._run_node(rec, node, superstep, step)
+                if paused:
+                    return copy.deepcopy(rec.state)
+            following = self._route(rec, sorted(set(nodes)), superstep)
+            if not following:  # the end: one append, so one checkpoint covers the superstep and the run
+                self._append(rec, [SuperstepCompleted(superstep=superstep), RunCompleted()])
+                return copy.deepcopy(rec.state)
+            self._append(rec, [SuperstepCompleted(superstep=superstep, next_nodes=following)])
+            step = _Superstep(copy.deepcopy(rec.state.values), {})
+
+    def _run_node(self, rec: Recorder, node: str, superstep: int, step: _Superstep) -> bool:
+        """Run one node and append what happened; True when it paused the run."""
+        fn, wants_context = self.graph._nodes[node]
+        self._append(rec, [StepStarted(node=node, superstep=superstep)])
+        values = copy.deepcopy(step.base)
+        try:
+            if wants_context:
+                result = fn(values, Context(rec.run_id, node, superstep, list(step.answers.get(node, []))))
+            else:
+                result = fn(values)
+            if isinstance(result, Interrupt):
+                raise result
+            if result is not None and not isinstance(result, Mapping):
+                raise TypeError(f"node {node!r} returned {type(result).__name__}; return a dict of updates or None")
+        except Interrupt as signal:
+            event = Interrupted(nodes=[node], reason=signal.reason, payload=signal.payload)
+            rec.append(event)
+            cp = rec.checkpoint(metadata={"graph": self.graph.name, "source": "interrupt"})
+            if self.listener is not None:
+                self.listener(event, rec.offset, cp)
+            return True
+        except Exception as exc:
+            self._fail(rec, node, superstep, exc, step_failed=True)
+        self._append(rec, [StepCompleted(node=node, superstep=superstep, update=dict(result or {}))])
+        return False
+
+    def _fail(self, rec: Recorder, node: str, superstep: int, exc: Exception, *, step_failed: bool) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        events: list[Event] = [RunFailed(error=error, node=node)]
+        if step_failed:
+            events.insert(0, StepFailed(node=node, superstep=superstep, error=error))
+        offset = self._append(rec, events)
+        raise NodeFailedError(rec.run_id, node, superstep, offset, exc) from exc
+
+    def _route(self, rec: Recorder, nodes: Iterable[str], superstep: int) -> list[str]:
+        """The nodes of the next superstep, from the edges of every node of this one."""
+        following: set[str] = set()
+        for node in nodes:
+            edges = self.graph._edges.get(node, [])
+            for edge in edges:
+                if edge.target is not None:
+                    following.add(edge.target)
+                    continue
+                assert edge.router is not None
+                try:
+                    chosen = edge.router(copy.deepcopy(rec.state.values))
+                    names = [chosen] if isinstance(chosen, str) or not isinstance(chosen, Iterable) else list(chosen)
+                    if edge.mapping is not None:
+                        names = [edge.mapping[n] for n in names]
+                    for name in names:
+                        if name != END and name not in self.graph._nodes:
+                            raise GraphError(f"the router of {node!r} chose {name!r}, which is not a node")
+                except Exception as exc:
+                    self._fail(rec, node, superstep, exc, step_failed=False)
+                following.update(names)
+        following.discard(END)
+        return sorted(following)
