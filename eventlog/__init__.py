@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from . import _limits, events
 from .errors import (
@@ -88,7 +89,8 @@ def open(  # noqa: A001 - the library's entry point, like io.open
     map_size_bytes_max: int = _limits.map_size_bytes_max,
     reducer: Reducer | None = None,
 ) -> EventLog:
-    """Open (creating if missing) the log at `path`: an LMDB directory, or ":memory:".
+    """Open (creating if missing) the log at `path`: an LMDB directory, ":memory:", or a
+    PostgreSQL URL (`postgresql://user@host/db?schema=NAME`; the schema defaults to `eventlog`).
 
     `durability`: `sync` (fsync at every commit, the default), `batch` (fsync at checkpoint
     boundaries and on close) or `none` (the OS decides). A killed process loses no committed
@@ -99,8 +101,14 @@ def open(  # noqa: A001 - the library's entry point, like io.open
     """
     from .store import LMDBStore, MemoryStore
 
+    store: Any
     if str(path) == ":memory:":
         store = MemoryStore()
+    elif str(path).startswith(("postgresql://", "postgres://")):
+        from .store.postgres import PostgresStore, split_dsn
+
+        dsn, schema = split_dsn(str(path))
+        store = PostgresStore(dsn, schema=schema, readonly=readonly)
     else:
         store = LMDBStore(
             path,
