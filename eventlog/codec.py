@@ -145,7 +145,10 @@ class Codec:
         if compression == RAW:
             return payload
         limit = self.record_size_bytes_max if size_bytes_max is None else size_bytes_max
-        size = zstandard.frame_content_size(payload) if len(payload) >= 4 else -2
+        try:
+            size = zstandard.frame_content_size(payload) if len(payload) >= 4 else -2
+        except zstandard.ZstdError as exc:
+            raise CorruptRecordError(f"zstd frame header: {exc}") from None
         if size < 0:
             raise CorruptRecordError("zstd frame without a declared content size")
         if size > limit:
