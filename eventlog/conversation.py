@@ -1,0 +1,423 @@
+"""A conversation loop that checkpoints through the log: user turns, LLM calls, tool calls.
+
+    from eventlog.conversation import Agent
+    from eventlog.events import Message
+
+    def llm(messages: list[Message]) -> Message:        # any callable: messages in, message out
+        return Message(role="assistant", content="Hello!")
+
+    agent = Agent(llm, tools={}, model="scripted")
+    chat = agent.start_conversation(log, "chat-1")       # new, or the run's state at its head
+    reply = chat.send("Hi")                              # one turn
+    reply.message.content                                # 'Hello!'
+
+A turn: `TurnStarted` and the user's `UserMessage`, then the LLM is called with the
+conversation's messages (`LLMCallStarted`, `LLMCallCompleted` with its output, token usage and
+latency); while its answer asks for tools, each tool runs (`ToolCallStarted`,
+`ToolCallCompleted`) and the LLM is called again; the turn ends (`TurnCompleted`) with an
+answer that asks for no tool. An LLM or tool that raises ends the turn with `TurnFailed`.
+
+`LLMCallStarted` records how many of the run's messages the prompt held
+(`context_messages`), not the messages again: storage stays linear in the conversation.
+
+Checkpoints follow WayFlow's intervals, given as a `CheckpointPolicy`:
+`conversation_turns()` (the default) checkpoints at the end of every turn;
+`llm_turns_only()` after every LLM answer (the last one of a turn shares its checkpoint with
+the turn's end); `all_internal_turns()` after every LLM answer and every tool call. A turn
+that pauses for a human's approval is checkpointed where it pauses. A failed turn writes no
+final checkpoint.
+
+A tool named in `confirm` pauses the turn before it runs (`Interrupted`, with the call in the
+payload); `resume(value)` records the answer (`Resumed`): a true value runs the tool, a false
+one does not, and the LLM is told it was declined.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from .errors import EventLogError
+from .events import (
+    Event,
+    Interrupted,
+    LLMCallCompleted,
+    LLMCallFailed,
+    LLMCallStarted,
+    Message,
+    Resumed,
+    ToolCall,
+    ToolCallCompleted,
+    ToolCallFailed,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    TurnStarted,
+    UserMessage,
+)
+from .fold import AgentReducer, AgentState, CheckpointPolicy
+from .log import Checkpoint, EventLog, Recorder
+
+__all__ = [
+    "DECLINED",
+    "Agent",
+    "Completion",
+    "Conversation",
+    "ConversationError",
+    "ConversationPausedError",
+    "RestoreWithMessagesError",
+    "TurnFailedError",
+    "TurnResult",
+]
+
+DECLINED = "declined by the user"
+"""The result a tool call gets when a human declines it; the LLM reads it as the tool's output."""
+
+
+class ConversationError(EventLogError):
+    """A conversation cannot do what was asked."""
+
+
+class RestoreWithMessagesError(ConversationError, ValueError):
+    """A conversation was restored from a checkpoint and given new messages in the same call."""
+
+
+class ConversationPausedError(ConversationError):
+    """The turn waits for a human's answer: call `resume(value)`."""
+
+
+class TurnFailedError(ConversationError):
+    """An LLM or a tool raised; the turn ended with TurnFailed (no final checkpoint)."""
+
+    def __init__(self, conversation_id: str, turn: int, offset: int, what: str, error: BaseException) -> None:
+        self.conversation_id, self.turn, self.offset, self.error = conversation_id, turn, offset, error
+        super().__init__(
+            f"conversation {conversation_id!r}: turn {turn} failed at offset {offset}: {what} raised "
+            f"{type(error).__name__}: {error}"
+        )
+
+
+class Completion(msgspec.Struct, frozen=True):
+    """What an LLM may return instead of a bare Message, to report its token usage."""
+
+    message: Message
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class TurnResult(msgspec.Struct, frozen=True):
+    """How `send`, `execute` or `resume` ended."""
+
+    status: str
+    """`answered` (the turn completed) or `paused` (waiting for `resume(value)`)."""
+    turn: int
+    """Number of the turn."""
+    offset: int
+    """Head of the conversation's run afterwards."""
+    message: Message | None = None
+    """The assistant's answer, when answered."""
+    interrupt: Any = None
+    """`{"reason": ..., "payload": {"call_id", "tool", "arguments"}}`, when paused."""
+
+
+LLM = Callable[[list[Message]], "Message | Completion"]
+
+
+def _new_id() -> str:
+    return os.urandom(8).hex()
+
+
+class Agent:
+    """An LLM and its tools; `start_conversation` binds them to a run of a log."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        model: str = "llm",
+        policy: CheckpointPolicy | None = None,
+        confirm: Collection[str] = (),
+        clock: Callable[[], float] = time.perf_counter,
+        ids: Callable[[], str] = _new_id,
+        max_llm_calls_per_turn: int = 16,
+    ) -> None:
+        """`clock` returns seconds (latencies are its differences); `ids` makes LLM call ids."""
+        self.llm = llm
+        self.tools = dict(tools or {})
+        self.model = model
+        self.policy = policy or CheckpointPolicy.conversation_turns()
+        self.confirm = frozenset(confirm)
+        unknown = self.confirm - set(self.tools)
+        if unknown:
+            raise ConversationError(f"confirm names tools that do not exist: {sorted(unknown)}")
+        self.clock = clock
+        self.ids = ids
+        self.max_llm_calls_per_turn = max_llm_calls_per_turn
+
+    def start_conversation(
+        self,
+        log: EventLog,
+        conversation_id: str,
+        *,
+        messages: Sequence[str] | str | None = None,
+        checkpoint_id: str | None = None,
+        new_conversation_id: str | None = None,
+    ) -> Conversation:
+        """The conversation `conversation_id`: a new one, or an existing one at its head.
+
+        With `checkpoint_id`, rewind: fork the conversation at that checkpoint into
+        `new_conversation_id` (default `<id>@<offset>`) and continue there; the original
+        stays as it was. Passing `messages` as well is refused (RestoreWithMessagesError):
+        restore first, then send. `messages` are user messages that open the next turn.
+        """
+        if checkpoint_id is not None:
+            if messages:
+                raise RestoreWithMessagesError(
+                    f"conversation {conversation_id!r}: cannot restore checkpoint {checkpoint_id!r} and pass "
+                    f"new messages in the same call; restore the conversation first, then send the message"
+                )
+            cp = log.checkpoints.load(conversation_id, checkpoint_id)
+            target = new_conversation_id or f"{conversation_id}@{cp.offset}"
+            log.fork(conversation_id, cp.offset, target)
+            chat = Conversation(self, log, target)
+            chat.restored_from = cp
+            return chat
+        if new_conversation_id is not None:
+            raise ConversationError(
+                f"conversation {conversation_id!r}: new_conversation_id needs checkpoint_id (the checkpoint to fork at)"
+            )
+        chat = Conversation(self, log, conversation_id)
+        if isinstance(messages, str):
+            messages = [messages]
+        for text in messages or []:
+            chat.append_user_message(text)
+        return chat
+
+
+class Conversation:
+    """One conversation: a run of the log driven by an Agent."""
+
+    def __init__(self, agent: Agent, log: EventLog, conversation_id: str) -> None:
+        self.agent = agent
+        self.log = log
+        self.conversation_id = conversation_id
+        self.reducer = AgentReducer()
+        self.restored_from: Checkpoint | None = None
+        """The checkpoint a rewind started from."""
+        self._rec: Recorder = log.recorder(conversation_id, reducer=self.reducer, policy=agent.policy)
+        self._pending: list[str] = []
+        self._last: Event | None = None
+        if self._rec.offset:
+            self._last = next(iter(log.read(conversation_id, after=self._rec.offset - 1))).event
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        """A copy of the folded state at the head."""
+        return copy.deepcopy(self._rec.state)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation's messages: user, assistant and tool, in order."""
+        return list(self._rec.state.messages)
+
+    @property
+    def turn(self) -> int:
+        """Turns started so far."""
+        return int(self._rec.state.turn)
+
+    @property
+    def offset(self) -> int:
+        """Head of the conversation's run."""
+        return self._rec.offset
+
+    @property
+    def turn_open(self) -> bool:
+        """True while a turn has started and neither completed nor failed (after a crash, say)."""
+        return self.turn > 0 and not isinstance(self._last, TurnCompleted | TurnFailed)
+
+    @property
+    def paused(self) -> bool:
+        """True while the turn waits for `resume(value)`."""
+        return self._rec.state.status == "paused"
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """The conversation's checkpoints, oldest first."""
+        if not self._rec.offset:
+            return []
+        return self.log.checkpoints.list(self.conversation_id, reducer=self.reducer)
+
+    # -- driving -----------------------------------------------------------------------
+
+    def append_user_message(self, content: str) -> None:
+        """Queue a user message; the next `execute` opens a turn with it."""
+        if not isinstance(content, str):
+            raise TypeError(f"a user message is a str, not {type(content).__name__}")
+        self._pending.append(content)
+
+    def send(self, content: str) -> TurnResult:
+        """One turn: the user's message, then the LLM and tools until the assistant answers."""
+        self.append_user_message(content)
+        return self.execute()
+
+    def execute(self) -> TurnResult:
+        """Run a turn with the queued user messages, or finish the turn left open."""
+        if self.paused:
+            raise ConversationPausedError(self._paused_text())
+        if self._pending:
+            if self.turn_open:
+                raise ConversationError(
+                    f"conversation {self.conversation_id!r}: turn {self.turn} is still open at offset "
+                    f"{self.offset}; call execute() without a new message to finish it first"
+                )
+            turn = self.turn + 1
+            events: list[Event] = [TurnStarted(turn=turn)] + [UserMessage(content=m) for m in self._pending]
+            self._pending = []
+            self._append(events)
+        elif not self.turn_open:
+            raise ConversationError(
+                f"conversation {self.conversation_id!r} has no open turn at offset {self.offset}; "
+                f"send a user message"
+            )
+        return self._loop()
+
+    def resume(self, value: Any) -> TurnResult:
+        """Answer the pending approval (a true value runs the tool, a false one declines it) and go on."""
+        if not self.paused:
+            raise ConversationError(
+                f"conversation {self.conversation_id!r} is not paused at offset {self.offset}; nothing to resume"
+            )
+        self._append([Resumed(value=value, nodes=list(self._rec.state.paused_nodes))])
+        return self._loop()
+
+    def _paused_text(self) -> str:
+        reason = (self._rec.state.interrupt or {}).get("reason", "")
+        return (
+            f"conversation {self.conversation_id!r} is paused at offset {self.offset} ({reason}); "
+            f"answer with resume(value)"
+        )
+
+    def _append(self, events: list[Event], reason: str = "internal_turn_boundary") -> int:
+        offsets = self._rec.append_many(
+            events, checkpoint_metadata={"save_reason": reason, "turn": int(self._rec.state.turn)}
+        )
+        self._last = events[-1]
+        return offsets[-1]
+
+    def _loop(self) -> TurnResult:
+        state: AgentState = self._rec.state
+        turn = int(state.turn)
+        calls = 0
+        while True:
+            for call in _pending_tool_calls(self._rec.state.messages):
+                paused = self._tool(call, turn)
+                if paused is not None:
+                    return paused
+            if calls >= self.agent.max_llm_calls_per_turn:
+                error = RuntimeError(f"more than {self.agent.max_llm_calls_per_turn} LLM calls in one turn")
+                offset = self._append([TurnFailed(turn=turn, error=str(error))])
+                raise TurnFailedError(self.conversation_id, turn, offset, "the agent", error)
+            calls += 1
+            message = self._llm(turn)
+            if not message.tool_calls:
+                return TurnResult("answered", turn, self.offset, message=message)
+
+    def _llm(self, turn: int) -> Message:
+        agent = self.agent
+        call_id = agent.ids()
+        prompt = list(self._rec.state.messages)
+        self._append([LLMCallStarted(call_id=call_id, model=agent.model, context_messages=len(prompt))])
+        t0 = agent.clock()
+        try:
+            out = agent.llm(prompt)
+            completion = out if isinstance(out, Completion) else Completion(out)
+            if not isinstance(completion.message, Message):
+                raise TypeError(f"the LLM returned {type(out).__name__}; return a Message or a Completion")
+        except Exception as exc:
+            latency = (agent.clock() - t0) * 1000.0
+            error = f"{type(exc).__name__}: {exc}"
+            offset = self._append(
+                [
+                    LLMCallFailed(call_id=call_id, model=agent.model, error=error, latency_ms=latency),
+                    TurnFailed(turn=turn, error=error),
+                ]
+            )
+            raise TurnFailedError(self.conversation_id, turn, offset, f"LLM call {call_id}", exc) from exc
+        latency = (agent.clock() - t0) * 1000.0
+        message = completion.message
+        done = LLMCallCompleted(
+            call_id=call_id,
+            model=agent.model,
+            output=message,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            latency_ms=latency,
+        )
+        if message.tool_calls:
+            self._append([done])
+        else:  # the turn's end: one append, so one checkpoint covers the answer and the turn
+            self._append([done, TurnCompleted(turn=turn)], reason="conversation_turn")
+        return message
+
+    def _approved(self, call: ToolCall) -> bool | None:
+        """The human's answer for a call that needs one: True, False, or None when not asked yet."""
+        last = self._last
+        if isinstance(last, Resumed) and call.id in last.nodes:
+            return bool(last.value)
+        if isinstance(last, ToolCallStarted) and last.call_id == call.id:
+            return True
+        return None
+
+    def _tool(self, call: ToolCall, turn: int) -> TurnResult | None:
+        agent = self.agent
+        if call.name in agent.confirm:
+            answer = self._approved(call)
+            if answer is None:
+                payload = {"call_id": call.id, "tool": call.name, "arguments": dict(call.arguments)}
+                self._append([Interrupted(nodes=[call.id], reason=f"approve {call.name}", payload=payload)])
+                self._rec.checkpoint(metadata={"save_reason": "interrupt", "turn": turn})
+                return TurnResult("paused", turn, self.offset, interrupt=copy.deepcopy(self._rec.state.interrupt))
+            if answer is False:
+                self._append([ToolCallCompleted(call_id=call.id, tool=call.name, output=DECLINED)])
+                return None
+        if not isinstance(self._last, ToolCallStarted) or self._last.call_id != call.id:
+            self._append([ToolCallStarted(call_id=call.id, tool=call.name, arguments=dict(call.arguments))])
+        t0 = agent.clock()
+        try:
+            fn = agent.tools.get(call.name)
+            if fn is None:
+                raise LookupError(f"no tool named {call.name!r}; tools: {sorted(agent.tools)}")
+            output = fn(**call.arguments)
+        except Exception as exc:
+            latency = (agent.clock() - t0) * 1000.0
+            error = f"{type(exc).__name__}: {exc}"
+            offset = self._append(
+                [
+                    ToolCallFailed(call_id=call.id, tool=call.name, error=error, latency_ms=latency),
+                    TurnFailed(turn=turn, error=error),
+                ]
+            )
+            raise TurnFailedError(self.conversation_id, turn, offset, f"tool {call.name!r}", exc) from exc
+        latency = (agent.clock() - t0) * 1000.0
+        self._append([ToolCallCompleted(call_id=call.id, tool=call.name, output=output, latency_ms=latency)])
+        return None
+
+
+def _pending_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """Tool calls of the last assistant message that no tool message answers yet."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if message.role == "tool" and message.tool_call_id is not None:
+            answered.add(message.tool_call_id)
+        elif message.role == "assistant":
+            return [c for c in message.tool_calls if c.id not in answered]
+        else:
+            return []
+    return []
