@@ -654,39 +654,52 @@ class EventLog:
             raise OffsetOutOfRangeError(run_id, upto, rec.head)
         return upto
 
-    def _raw_range(
+    def _raw_chunks(
         self, run_id: str, after: int, upto: int | None, chunk: int
-    ) -> Iterator[tuple[str, int, bytes]]:
-        """(run id, offset, stored value) of offsets (after, upto], each chunk in its own read transaction."""
+    ) -> Iterator[tuple[str, int, list[bytes]]]:
+        """Stored values of offsets (after, upto] as (owner run id, first offset, values) pieces,
+        each chunk read in its own read transaction (a long read never pins the map)."""
         end: int | None = upto
         while True:
 
-            def read(txn: Txn) -> tuple[int, list[tuple[str, int, bytes]]]:
+            def read(txn: Txn) -> tuple[int, list[tuple[str, int, list[bytes]]]]:
                 rec = self._require(txn, run_id)
                 stop = self._check_range(run_id, rec, after, end)
-                out: list[tuple[str, int, bytes]] = []
+                out: list[tuple[str, int, list[bytes]]] = []
+                room = chunk
                 for owner, number, lo, hi in self._segments(txn, run_id, rec, after, stop):
-                    want = chunk - len(out)
-                    if want <= 0:
+                    if room <= 0:
                         break
-                    pairs = txn.scan("events", u64(number) + u64(lo + 1), u64(number) + u64(hi + 1), limit=want)
-                    expected = lo + 1
-                    for key, value in pairs:
-                        offset = from_u64(key[8:])
-                        if offset != expected:
-                            raise CorruptRecordError(f"offset {expected} is missing", owner, expected)
-                        out.append((owner, offset, value))
-                        expected += 1
-                    if len(pairs) < min(want, hi - lo):
+                    prefix = u64(number)
+                    pairs = txn.scan("events", prefix + u64(lo + 1), prefix + u64(hi + 1), limit=room)
+                    want = min(room, hi - lo)
+                    # Keys are unique and sorted: the right count and last key mean no gap.
+                    if len(pairs) != want or (pairs and from_u64(pairs[-1][0][8:]) != lo + want):
+                        expected = lo + 1
+                        for key, _ in pairs:
+                            if from_u64(key[8:]) != expected:
+                                break
+                            expected += 1
                         raise CorruptRecordError(f"offset {expected} is missing", owner, expected)
+                    out.append((owner, lo + 1, [value for _, value in pairs]))
+                    room -= want
                 return stop, out
 
-            stop, items = self.store.read(read)
+            stop, pieces = self.store.read(read)
             end = stop
-            yield from items
-            if not items or items[-1][1] >= stop:
+            last = after
+            for owner, first, values in pieces:
+                yield owner, first, values
+                last = first + len(values) - 1
+            if not pieces or last >= stop:
                 return
-            after = items[-1][1]
+            after = last
+
+    def _raw_range(self, run_id: str, after: int, upto: int | None, chunk: int) -> Iterator[tuple[str, int, bytes]]:
+        """(owner run id, offset, stored value) of offsets (after, upto], in order."""
+        for owner, first, values in self._raw_chunks(run_id, after, upto, chunk):
+            for i, value in enumerate(values):
+                yield owner, first + i, value
 
     def _decode(self, run_id: str, offset: int, value: bytes) -> Any:
         try:
@@ -804,12 +817,13 @@ class EventLog:
     def _fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer) -> Any:
         apply = reducer.apply
         decode = self.codec.decode_entry
-        for owner, offset, value in self._raw_range(run_id, after, upto, 4096):
+        for owner, first, values in self._raw_chunks(run_id, after, upto, 4096):
             try:
-                record = decode(value)
+                for value in values:
+                    state = apply(state, decode(value).event)
             except CorruptRecordError as exc:
+                offset = first + values.index(value)
                 raise exc.at(owner, offset) from None
-            state = apply(state, record.event)
         return state
 
     def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer | None = None) -> Any:
