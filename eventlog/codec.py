@@ -109,7 +109,13 @@ class Codec:
     def encode_entry(self, record: EntryRecord, dict_id: int) -> bytes:
         """Encode, compress and frame an entry. Raises RecordTooLargeError over the limit."""
         self.check_event(record.event)
-        payload = self._encoder.encode(record)
+        try:
+            payload = self._encoder.encode(record)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidEventError(
+                f"{type(record.event).__name__} (or its meta) cannot be encoded: {exc}; events hold "
+                "msgpack values only (str, int within 64 bits, float, bool, None, bytes, lists, dicts)"
+            ) from None
         if len(payload) > self.record_size_bytes_max:
             raise RecordTooLargeError(
                 f"{type(record.event).__name__} encodes to {len(payload)} bytes, over the record "
