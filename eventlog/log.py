@@ -929,6 +929,11 @@ class EventLog:
                 raise OffsetOutOfRangeError(run_id, at, parent.head)
             if at < parent.base:
                 raise PrunedError(run_id, at, parent.base)
+            owner = parent
+            while owner.parent is not None and at <= owner.fork_offset:  # offsets shared from an ancestor
+                owner = self._require(txn, owner.parent)
+                if at < owner.base:
+                    raise PrunedError(run_id, at, owner.base)
             if self._run(txn, new_run_id) is not None:
                 raise RunExistsError(new_run_id)
             child = self._new_run(txn, new_run_id, now, parent=run_id, at=at)
@@ -1103,9 +1108,15 @@ class EventLog:
                     problems.append(Problem(run_id, start, "corrupt", f"the base snapshot at offset {start} is missing"))
                     return
                 state = msgspec.msgpack.decode(found, type=reducer.state_type)
+            elif rec.parent is not None and self._chain_base(run_id):
+                # A fork of a pruned run starts at its ancestor's base snapshot.
+                _, start, state = self._start(run_id, self._chain_base(run_id), reducer)
             else:
                 state = reducer.initial()
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
+            return
+        except (CorruptRecordError, PrunedError) as exc:
             problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
             return
         self._check_point(run_id, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(start))
