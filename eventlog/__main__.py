@@ -1,0 +1,5 @@
+"""`python -m eventlog`: the `eventlog` command."""
+
+from .cli import main
+
+raise SystemExit(main())
