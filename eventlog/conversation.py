@@ -260,6 +260,13 @@ class Conversation:
         """Queue a user message; the next `execute` opens a turn with it."""
         if not isinstance(content, str):
             raise TypeError(f"a user message is a str, not {type(content).__name__}")
+        if self.paused:
+            raise ConversationPausedError(self._paused_text())
+        if self.turn_open:
+            raise ConversationError(
+                f"conversation {self.conversation_id!r}: turn {self.turn} is still open at offset "
+                f"{self.offset}; call execute() without a new message to finish it first"
+            )
         self._pending.append(content)
 
     def send(self, content: str) -> TurnResult:
@@ -272,11 +279,6 @@ class Conversation:
         if self.paused:
             raise ConversationPausedError(self._paused_text())
         if self._pending:
-            if self.turn_open:
-                raise ConversationError(
-                    f"conversation {self.conversation_id!r}: turn {self.turn} is still open at offset "
-                    f"{self.offset}; call execute() without a new message to finish it first"
-                )
             turn = self.turn + 1
             events: list[Event] = [TurnStarted(turn=turn)] + [UserMessage(content=m) for m in self._pending]
             self._pending = []

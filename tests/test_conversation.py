@@ -1,0 +1,335 @@
+"""The conversation loop on a real LMDB directory: turns, LLM and tool events, checkpoint intervals, restore."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import eventlog
+from eventlog.conversation import (
+    DECLINED,
+    Agent,
+    Completion,
+    ConversationError,
+    ConversationPausedError,
+    RestoreWithMessagesError,
+    TurnFailedError,
+)
+from eventlog.events import (
+    LLMCallCompleted,
+    LLMCallFailed,
+    LLMCallStarted,
+    Message,
+    ToolCall,
+    ToolCallCompleted,
+    ToolCallFailed,
+    TurnFailed,
+)
+
+CheckpointPolicy = eventlog.CheckpointPolicy
+
+
+def scripted(messages: list[Message]) -> Completion:
+    """A deterministic LLM: `weather CITY` and `book N` ask for a tool; a tool result is summed up."""
+    last = messages[-1]
+    if last.role == "tool":
+        return Completion(Message(role="assistant", content=f"done: {last.content}"), len(messages), 3)
+    text = last.content
+    call_id = f"call-{len(messages)}"
+    if text.startswith("weather "):
+        call = ToolCall(id=call_id, name="weather", arguments={"city": text.split()[1]})
+        return Completion(Message(role="assistant", tool_calls=[call]), len(messages), 5)
+    if text.startswith("book "):
+        call = ToolCall(id=call_id, name="book", arguments={"people": int(text.split()[1])})
+        return Completion(Message(role="assistant", tool_calls=[call]), len(messages), 5)
+    if text.startswith("ask "):
+        call = ToolCall(id=call_id, name=text.split()[1], arguments={})
+        return Completion(Message(role="assistant", tool_calls=[call]), len(messages), 5)
+    return Completion(Message(role="assistant", content=f"echo: {text}"), len(messages), 2)
+
+
+booked: list[int] = []
+
+
+def weather(city: str) -> dict[str, Any]:
+    return {"city": city, "celsius": 18}
+
+
+def book(people: int) -> str:
+    booked.append(people)
+    return f"table for {people}"
+
+
+def broken() -> None:
+    raise OSError("tool down")
+
+
+def make_agent(policy: CheckpointPolicy | None = None, **kw: Any) -> Agent:
+    tools = {"weather": weather, "book": book, "broken": broken}
+    return Agent(kw.pop("llm", scripted), tools, model="scripted-1", policy=policy, **kw)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "log"
+
+
+@pytest.fixture
+def log(path: Path):
+    with eventlog.open(path) as opened:
+        yield opened
+
+
+def kinds(log: eventlog.EventLog, run_id: str) -> list[str]:
+    return [type(e.event).__name__ for e in log.read(run_id)]
+
+
+def test_a_turn_with_a_tool_call(log: eventlog.EventLog) -> None:
+    ticks = itertools.count()
+    agent = make_agent(clock=lambda: next(ticks) * 0.25)
+    chat = agent.start_conversation(log, "chat")
+    reply = chat.send("weather Paris")
+    assert reply.status == "answered" and reply.turn == 1
+    assert reply.message == Message(role="assistant", content='done: {"celsius":18,"city":"Paris"}')
+    assert kinds(log, "chat") == [
+        "TurnStarted",
+        "UserMessage",
+        "LLMCallStarted",
+        "LLMCallCompleted",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "LLMCallStarted",
+        "LLMCallCompleted",
+        "TurnCompleted",
+    ]
+    events = [e.event for e in log.read("chat")]
+    starts = [e for e in events if isinstance(e, LLMCallStarted)]
+    assert [s.context_messages for s in starts] == [1, 3]  # a count of the run's messages, not the messages
+    assert all(s.messages == [] and s.model == "scripted-1" for s in starts)
+    done = [e for e in events if isinstance(e, LLMCallCompleted)]
+    assert [(d.call_id, d.input_tokens, d.output_tokens, d.latency_ms) for d in done] == [
+        (starts[0].call_id, 1, 5, 250.0),
+        (starts[1].call_id, 3, 3, 250.0),
+    ]
+    tool = next(e for e in events if isinstance(e, ToolCallCompleted))
+    assert (tool.call_id, tool.tool, tool.output, tool.latency_ms) == ("call-1", "weather", weather("Paris"), 250.0)
+    state = chat.state
+    assert (state.turn, state.llm_calls, state.tool_calls, state.input_tokens, state.output_tokens) == (1, 2, 1, 4, 8)
+    assert [m.role for m in chat.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_storage_stays_linear_in_the_conversation(log: eventlog.EventLog) -> None:
+    chat = make_agent(CheckpointPolicy.never()).start_conversation(log, "long")
+    sizes = []
+    for i in range(40):
+        before = log.head("long")
+        chat.send(f"message number {i:04d}")
+        sizes.append(sum(len(msgspec.msgpack.encode(e.event)) for e in log.read("long", after=before)))
+    assert len(chat.messages) == 80
+    assert max(sizes) == min(sizes)  # turn 40 stores no more than turn 1: the history is not stored again
+
+
+# WayFlow's intervals, counted per policy on the same two turns: one with a tool call (two LLM
+# calls, one tool call), one without (one LLM call).
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (CheckpointPolicy.conversation_turns(), [(9, "conversation_turn"), (14, "conversation_turn")]),
+        (
+            CheckpointPolicy.llm_turns_only(),
+            [(4, "internal_turn_boundary"), (9, "conversation_turn"), (14, "conversation_turn")],
+        ),
+        (
+            CheckpointPolicy.all_internal_turns(),
+            [
+                (4, "internal_turn_boundary"),
+                (6, "internal_turn_boundary"),
+                (9, "conversation_turn"),
+                (14, "conversation_turn"),
+            ],
+        ),
+    ],
+    ids=["conversation_turns", "llm_turns", "all_internal_turns"],
+)
+def test_checkpoint_counts_per_interval(log: eventlog.EventLog, policy: CheckpointPolicy, expected) -> None:
+    chat = make_agent(policy).start_conversation(log, "chat")
+    chat.send("weather Oslo")
+    chat.send("thanks")
+    cps = log.checkpoints.list("chat")
+    assert [(cp.offset, cp.metadata["save_reason"]) for cp in cps] == expected
+    assert cps[-1].state.turn == 2 and len(cps[-1].state.messages) == 6
+
+
+def test_default_interval_is_one_checkpoint_per_turn(log: eventlog.EventLog) -> None:
+    chat = make_agent().start_conversation(log, "chat")
+    for i in range(3):
+        chat.send(f"hello {i}")
+        assert len(log.checkpoints.list("chat")) == i + 1
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [CheckpointPolicy.conversation_turns(), CheckpointPolicy.llm_turns_only(), CheckpointPolicy.all_internal_turns()],
+    ids=["conversation_turns", "llm_turns", "all_internal_turns"],
+)
+def test_a_failed_turn_writes_no_final_checkpoint(log: eventlog.EventLog, policy: CheckpointPolicy) -> None:
+    chat = make_agent(policy).start_conversation(log, "chat")
+    with pytest.raises(TurnFailedError) as info:
+        chat.send("ask broken")
+    err = info.value
+    assert isinstance(err.__cause__, OSError) and err.turn == 1 and f"offset {err.offset}" in str(err)
+    assert kinds(log, "chat")[-2:] == ["ToolCallFailed", "TurnFailed"]
+    failed_at = log.head("chat")
+    cps = log.checkpoints.list("chat")
+    assert all(cp.offset < failed_at and cp.metadata["save_reason"] != "conversation_turn" for cp in cps)
+    if policy == CheckpointPolicy.conversation_turns():
+        assert cps == []
+    # the next turn starts afresh
+    assert chat.send("hello").status == "answered"
+    assert chat.turn == 2
+
+
+def test_failed_llm_call(log: eventlog.EventLog) -> None:
+    def down(messages: list[Message]) -> Message:
+        raise TimeoutError("no answer")
+
+    chat = make_agent(llm=down).start_conversation(log, "chat")
+    with pytest.raises(TurnFailedError, match="TimeoutError: no answer"):
+        chat.send("hi")
+    events = [e.event for e in log.read("chat")]
+    assert isinstance(events[-2], LLMCallFailed) and isinstance(events[-1], TurnFailed)
+    assert log.checkpoints.list("chat") == []
+    assert chat.state.last_error == "TimeoutError: no answer"
+
+
+def test_unknown_tool_and_too_many_calls(log: eventlog.EventLog) -> None:
+    chat = make_agent().start_conversation(log, "chat")
+    with pytest.raises(TurnFailedError, match="no tool named 'nope'"):
+        chat.send("ask nope")
+    assert isinstance(list(log.read("chat"))[-2].event, ToolCallFailed)
+
+    def loops(messages: list[Message]) -> Message:
+        return Message(role="assistant", tool_calls=[ToolCall(id=f"c{len(messages)}", name="weather", arguments={"city": "X"})])
+
+    chat2 = make_agent(llm=loops, max_llm_calls_per_turn=3).start_conversation(log, "loop")
+    with pytest.raises(TurnFailedError, match="more than 3 LLM calls"):
+        chat2.send("go")
+
+
+def test_restart_resumes_the_latest(path: Path) -> None:
+    agent = make_agent()
+    with eventlog.open(path) as log:
+        chat = agent.start_conversation(log, "chat")
+        chat.send("weather Lima")
+        chat.send("thanks")
+        messages, head = chat.messages, log.head("chat")
+    with eventlog.open(path) as log:  # a new log object on the same directory: a restart
+        chat = agent.start_conversation(log, "chat")
+        assert chat.messages == messages and chat.offset == head and chat.turn == 2 and not chat.turn_open
+        latest = log.checkpoints.load_latest("chat")
+        assert latest is not None and latest.offset == head and latest.state.messages == messages
+        reply = chat.send("bye")
+        assert reply.turn == 3 and reply.message.content == "echo: bye"
+        start = [e.event for e in log.read("chat", after=head) if isinstance(e.event, LLMCallStarted)][0]
+        assert start.context_messages == len(messages) + 1
+
+
+def test_rewind_to_previous_checkpoint_forks(log: eventlog.EventLog) -> None:
+    agent = make_agent()
+    chat = agent.start_conversation(log, "chat")
+    chat.send("weather Rome")
+    chat.send("thanks")
+    original_head, original_messages = log.head("chat"), chat.messages
+    cps = log.checkpoints.list("chat")
+    previous = cps[-2]
+    rewound = agent.start_conversation(log, "chat", checkpoint_id=previous.checkpoint_id, new_conversation_id="chat-b")
+    assert rewound.conversation_id == "chat-b" and rewound.restored_from.checkpoint_id == previous.checkpoint_id
+    assert rewound.messages == original_messages[:4] and rewound.turn == 1
+    reply = rewound.send("weather Oslo")
+    assert reply.turn == 2 and "Oslo" in reply.message.content
+    # the original stays as it was, listed beside the fork
+    assert set(log.runs()) >= {"chat", "chat-b"}
+    assert log.head("chat") == original_head and log.state_at("chat").messages == original_messages
+    assert [cp.checkpoint_id for cp in log.checkpoints.list("chat")] == [cp.checkpoint_id for cp in cps]
+    assert log.run_info("chat-b").parent == "chat" and log.run_info("chat-b").fork_offset == previous.offset
+    default = agent.start_conversation(log, "chat", checkpoint_id=previous.checkpoint_id)
+    assert default.conversation_id == f"chat@{previous.offset}"
+
+
+def test_restore_with_new_messages_is_refused(log: eventlog.EventLog) -> None:
+    agent = make_agent()
+    agent.start_conversation(log, "chat").send("hi")
+    cp = log.checkpoints.load_latest("chat")
+    runs = log.runs()
+    with pytest.raises(RestoreWithMessagesError, match="cannot restore checkpoint .* and pass new messages") as info:
+        agent.start_conversation(log, "chat", checkpoint_id=cp.checkpoint_id, messages=["again"])
+    assert isinstance(info.value, ValueError) and isinstance(info.value, eventlog.EventLogError)
+    assert log.runs() == runs  # nothing was written
+    with pytest.raises(ConversationError, match="needs checkpoint_id"):
+        agent.start_conversation(log, "chat", new_conversation_id="x")
+
+
+def test_messages_open_the_next_turn(log: eventlog.EventLog) -> None:
+    chat = make_agent().start_conversation(log, "chat", messages="first")
+    assert log.head("chat") == 0  # queued, not yet run
+    assert chat.execute().message.content == "echo: first"
+    with pytest.raises(ConversationError, match="no open turn"):
+        chat.execute()
+
+
+def test_human_approval_pause_and_resume(path: Path) -> None:
+    booked.clear()
+    agent = make_agent(confirm={"book"})
+    with eventlog.open(path) as log:
+        chat = agent.start_conversation(log, "chat")
+        result = chat.send("book 4")
+        assert result.status == "paused" and chat.paused and booked == []
+        assert result.interrupt == {
+            "reason": "approve book",
+            "payload": {"call_id": "call-1", "tool": "book", "arguments": {"people": 4}},
+        }
+        latest = log.checkpoints.load_latest("chat")
+        assert latest.offset == log.head("chat") and latest.paused_nodes == ["call-1"]
+        with pytest.raises(ConversationPausedError, match="resume"):
+            chat.send("hello?")
+    with eventlog.open(path) as log:  # the human answers after a restart
+        chat = agent.start_conversation(log, "chat")
+        assert chat.paused
+        reply = chat.resume(True)
+        assert reply.status == "answered" and reply.message.content == "done: table for 4"
+        assert booked == [4]
+        assert kinds(log, "chat")[4:8] == ["Interrupted", "Resumed", "ToolCallStarted", "ToolCallCompleted"]
+        assert chat.state.resume_value is True
+        with pytest.raises(ConversationError, match="not paused"):
+            chat.resume(True)
+        # declined: the tool does not run and the LLM reads that it was declined
+        assert chat.send("book 2").status == "paused"
+        reply = chat.resume(False)
+        assert booked == [4] and reply.message.content == f"done: {DECLINED}"
+
+
+def test_a_turn_left_open_by_a_crash_is_finished(path: Path) -> None:
+    class Crash(BaseException):
+        pass
+
+    def crashing(city: str) -> dict[str, Any]:
+        raise Crash
+
+    with eventlog.open(path) as log:
+        chat = Agent(scripted, {"weather": crashing}).start_conversation(log, "chat")
+        with pytest.raises(Crash):
+            chat.send("weather Kyiv")
+        assert kinds(log, "chat")[-1] == "ToolCallStarted"
+    with eventlog.open(path) as log:
+        chat = Agent(scripted, {"weather": weather}).start_conversation(log, "chat")
+        assert chat.turn_open
+        with pytest.raises(ConversationError, match="still open"):
+            chat.send("another")
+        reply = chat.execute()
+        assert reply.turn == 1 and "Kyiv" in reply.message.content
+        assert kinds(log, "chat").count("ToolCallStarted") == 1  # the started call is completed, not started again
+        assert not chat.turn_open
