@@ -800,7 +800,10 @@ class EventLog:
             if base > 0 or self._chain_base(run_id) > 0:
                 raise PrunedError(run_id, target, max(base, self._chain_base(run_id)))
             return target, 0, reducer.initial()
-        snap_offset, _, state = self._load_snapshot(run_id, found[1], reducer)
+        try:
+            snap_offset, _, state = self._load_snapshot(run_id, found[1], reducer)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, found[0]) from None  # name the snapshot's offset
         return target, snap_offset, state
 
     def _chain_base(self, run_id: str) -> int:
