@@ -57,8 +57,30 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
+        "loadavg_at_start": os.getloadavg(),
         "packages": versions,
     }
+
+
+def fsync_probe(commits: int = 200) -> float:
+    """Raw LMDB one-put commits per second with sync: how busy the disk is right now."""
+    import lmdb
+
+    d = tempfile.mkdtemp(prefix="eventlog-probe-")
+    try:
+        env = lmdb.open(d, map_size=64 << 20, sync=True, metasync=True)
+        with env.begin(write=True) as txn:  # grow the file first: file growth costs extra
+            for i in range(commits):
+                txn.put(i.to_bytes(8, "big"), b"x" * 400)
+        t0 = time.perf_counter()
+        for i in range(commits):
+            with env.begin(write=True) as txn:
+                txn.put(i.to_bytes(8, "big"), b"y" * 400)
+        rate = commits / (time.perf_counter() - t0)
+        env.close()
+        return rate
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def print_tables(results: list[SuiteResult]) -> None:
@@ -132,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     names = args.suites or list(SUITES)
 
     base = args.workdir or tempfile.mkdtemp(prefix="eventlog-bench-")
+    probe_start = fsync_probe(50 if args.quick else 300)
+    print(f"disk probe: {probe_start:,.0f} synced LMDB commits/s; load average {os.getloadavg()[0]:.2f}", flush=True)
     results: list[SuiteResult] = []
     failed = False
     started = time.perf_counter()
@@ -151,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         result.name = name
         result.description = result.description or description
         result.seconds = time.perf_counter() - t0
+        result.metrics.setdefault("loadavg_1min_after", round(os.getloadavg()[0], 2))
         if result.skipped and not result.skipped.startswith("error"):
             print(f"  skipped {name}: {result.skipped}", flush=True)
         results.append(result)
@@ -161,10 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(results)
     total = time.perf_counter() - started
     print(f"total {total:.1f} s")
+    probe_end = fsync_probe(50 if args.quick else 300)
+    print(f"disk probe at the end: {probe_end:,.0f} synced LMDB commits/s")
     doc = {
         "command": "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "quick": args.quick,
         "seconds": round(total, 3),
+        "loadavg_at_end": os.getloadavg(),
+        "fsync_probe_commits_per_s": {"start": probe_start, "end": probe_end},
         "machine": machine(),
         "suites": {r.name: r.as_dict() for r in results},
         "targets": [dict(t.as_dict(), suite=r.name) for r in results for t in r.targets],

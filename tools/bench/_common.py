@@ -156,6 +156,33 @@ def lmdb_used_bytes(env: Any) -> int:
     return (info["last_pgno"] + 1) * stat["psize"]
 
 
+def lmdb_live_bytes(path: str) -> int:
+    """Bytes of the pages an LMDB directory's databases hold now (what a compacting copy
+    keeps): branch, leaf and overflow pages of the main and every named database, plus the
+    two meta pages. Free pages that LMDB keeps for reuse are not counted."""
+    import lmdb
+
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=64, subdir=True)
+    try:
+        def pages(st: dict[str, int]) -> int:
+            return st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+
+        main = env.stat()
+        total = pages(main) + 2
+        with env.begin() as txn:
+            names = [bytes(k) for k, _ in txn.cursor()]
+        for name in names:
+            try:
+                db = env.open_db(name, create=False)
+            except lmdb.Error:
+                continue
+            with env.begin() as txn:
+                total += pages(txn.stat(db))
+        return total * main["psize"]
+    finally:
+        env.close()
+
+
 # -- text and workloads ------------------------------------------------------------------
 
 _WORDS = (
@@ -251,24 +278,30 @@ def agent_events(n: int, seed: int = 1) -> list[Any]:
 
 
 def workflow_events(n: int, seed: int = 2) -> list[Any]:
-    """`n` graph-workflow events of about 600 bytes each whose folded state stays bounded:
-    nodes overwrite a fixed set of keys (the usual shape of a long LangGraph-style run)."""
+    """`n` graph-workflow events, about 600 bytes each on average, whose folded values stay
+    bounded: each superstep is three nodes' `StepCompleted` (about 770 bytes; updates overwrite
+    a fixed set of keys, the usual shape of a long LangGraph-style run) and one
+    `SuperstepCompleted`."""
     from eventlog import events as ev
 
     t = Text(seed)
     keys = [f"k{i}" for i in range(16)]
-    pool = [t.words(520) for _ in range(64)]  # reused blocks keep generation cheap for 1M events
+    pool = [t.words(680) for _ in range(64)]  # reused blocks keep generation cheap for 1M events
     out: list[Any] = []
-    for i in range(n):
-        superstep = i // 3 + 1
-        out.append(
-            ev.StepCompleted(
-                node=f"node_{i % 5}",
-                superstep=superstep,
-                update={keys[i % 16]: pool[(i * 7) % 64] + f" #{i}", "step": i, "score": (i % 100) / 100.0},
+    i = 0
+    while len(out) < n:
+        superstep = len(out) // 4 + 1
+        for j in range(3):
+            out.append(
+                ev.StepCompleted(
+                    node=f"node_{j}",
+                    superstep=superstep,
+                    update={keys[i % 16]: pool[(i * 7) % 64] + f" #{i}", "step": i, "score": (i % 100) / 100.0},
+                )
             )
-        )
-    return out
+            i += 1
+        out.append(ev.SuperstepCompleted(superstep=superstep, next_nodes=["node_0", "node_1", "node_2"]))
+    return out[:n]
 
 
 def chunks(seq: list[Any], size: int) -> Iterator[list[Any]]:
