@@ -90,7 +90,9 @@ class _Fail(Exception):
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    wide = None if stream.isatty() or "COLUMNS" in os.environ else 160  # piped: do not fold at 80
+    return Console(file=stream, highlight=False, soft_wrap=False, width=wide)
 
 
 def _emit_json(value: Any) -> None:
@@ -101,8 +103,9 @@ def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[An
     from rich.table import Table
 
     table = Table(title=title, header_style="bold", show_lines=False)
-    for name in columns:
-        table.add_column(name, overflow="fold")
+    for i, name in enumerate(columns):
+        last = i == len(columns) - 1
+        table.add_column(name, overflow="fold", no_wrap=not last)
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     _console().print(table)

@@ -1,0 +1,614 @@
+"""The `eventlog` command against a real LMDB log made by the demo.
+
+Every subcommand runs in-process through `eventlog.cli.main` (a few through a real
+subprocess); `--json` output is checked against the library's own answers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import eventlog
+from eventlog import cli
+from eventlog.events import (
+    Interrupted,
+    LLMCallCompleted,
+    Message,
+    Resumed,
+    RunCompleted,
+    RunStarted,
+    StateUpdated,
+    StepCompleted,
+    SuperstepCompleted,
+    ToolCallCompleted,
+    TurnCompleted,
+    TurnStarted,
+    UserMessage,
+)
+from eventlog.transfer import export_runs, import_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _demo_available() -> bool:
+    return importlib.util.find_spec("eventlog.demo") is not None
+
+
+def _library_log(path: Path) -> None:
+    """A log like the demo's, written with the library: a graph run with an interrupt, a chat, forks."""
+    with eventlog.open(path) as log:
+        rec = log.recorder("graph-1", policy=eventlog.CheckpointPolicy.every_supersteps(1))
+        rec.append(RunStarted(input={"topic": "tides"}, next_nodes=["plan"], graph="research"))
+        rec.append(StepCompleted(node="plan", superstep=1, update={"plan": ["read", "write"]}))
+        rec.append(SuperstepCompleted(superstep=1, next_nodes=["read", "write"]))
+        rec.append(StepCompleted(node="read", superstep=2, update={"notes": "high tide at 6"}))
+        rec.append(StepCompleted(node="write", superstep=2, update={"draft": "Tides rise twice a day."}))
+        rec.append(SuperstepCompleted(superstep=2, next_nodes=["review"]))
+        rec.append(Interrupted(nodes=["review"], reason="approve the draft", payload={"draft": 1}))
+        rec.append(Resumed(value={"approved": True}))
+        rec.append(StepCompleted(node="review", superstep=3, update={"approved": True, "plan": None}))
+        rec.append(SuperstepCompleted(superstep=3))
+        rec.append(RunCompleted(output={"draft": "Tides rise twice a day."}))
+        chat = log.recorder("chat-1", policy=eventlog.CheckpointPolicy.conversation_turns())
+        for turn in (1, 2):
+            chat.append(TurnStarted(turn=turn))
+            chat.append(UserMessage(content=f"question {turn}"), meta={"user": "ada"})
+            chat.append(
+                LLMCallCompleted(
+                    call_id=f"c{turn}", model="m", output=Message(role="assistant", content=f"answer {turn}"), input_tokens=10, output_tokens=5
+                )
+            )
+            chat.append(ToolCallCompleted(call_id=f"t{turn}", tool="search", output={"hits": turn}))
+            chat.append(TurnCompleted(turn=turn))
+        log.checkpoints.save("graph-1", 2, metadata={"note": "after the plan"}, checkpoint_id="plan-done")
+        log.fork("graph-1", at=6, new_run_id="graph-1-retry")
+        log.append("graph-1-retry", StateUpdated(values={"draft": "Tides rise and fall."}, as_node="human"))
+        log.checkpoints.save("graph-1-retry")
+        log.fork("chat-1", at=5, new_run_id="chat-1-b")
+
+
+@pytest.fixture(scope="module")
+def demo_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log made once per module by the demo (by the library while the demo is missing)."""
+    path = tmp_path_factory.mktemp("demo") / "demo.lmdb"
+    if _demo_available():
+        from eventlog.demo import run_demo
+
+        assert run_demo(str(path)) == 0
+    else:
+        _library_log(path)
+    with eventlog.open(path) as log:
+        assert any(log.run_info(r).parent for r in log.runs()), "the log needs a fork"
+        assert any(log.run_info(r).checkpoints for r in log.runs()), "the log needs checkpoints"
+    return path
+
+
+@pytest.fixture
+def copy_log(demo_log: Path, tmp_path: Path) -> Path:
+    """A private copy of the demo log, for commands that change it."""
+    dest = tmp_path / "copy.lmdb"
+    shutil.copytree(demo_log, dest)
+    return dest
+
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    """`run(*argv, stdin="")` -> (exit code, stdout, stderr) of `eventlog argv` in this process."""
+    monkeypatch.delenv("EVENTLOG_PATH", raising=False)
+    monkeypatch.delenv("EVENTLOG_KINDS", raising=False)
+
+    def call(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+        import io
+
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code = cli.main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def _json(run: Run, *argv: Any) -> Any:
+    code, out, err = run(*argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _builtins(value: Any) -> Any:
+    return json.loads(msgspec.json.encode(value))
+
+
+def _state(state: Any) -> dict[str, Any]:
+    return {f: _builtins(getattr(state, f)) for f in type(state).__struct_fields__}
+
+
+# -- reading commands --------------------------------------------------------------------------
+# LMDB opens a directory once per process: each test reads the library's answers first,
+# closes the log, then runs the command.
+
+
+def _lib(path: Path, fn: Callable[[eventlog.EventLog], Any], *, write: bool = False) -> Any:
+    with eventlog.open(path, readonly=not write) as log:
+        return fn(log)
+
+
+def test_runs_json_is_run_info_of_every_run(run: Run, demo_log: Path) -> None:
+    want = _lib(demo_log, lambda log: [_builtins(log.run_info(r)) for r in log.runs()])
+    assert _json(run, "--log", demo_log, "runs") == want
+    assert len(want) >= 2
+
+
+def test_runs_table_has_a_header_row_and_every_run(run: Run, demo_log: Path) -> None:
+    runs = _lib(demo_log, lambda log: log.runs())
+    code, out, _ = run("runs", "--log", demo_log)  # --log after the subcommand works too
+    assert code == 0
+    header = out.splitlines()[1]
+    assert "run" in header and "head" in header and "parent" in header
+    for r in runs:
+        assert r in out
+
+
+def test_log_from_the_environment(run: Run, demo_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVENTLOG_PATH", str(demo_log))
+    code, out, err = run("runs", "--json")
+    assert code == 0, err
+    assert json.loads(out)
+
+
+def test_events_json_equals_read_for_every_run_forks_included(run: Run, demo_log: Path) -> None:
+    want = _lib(demo_log, lambda log: {r: [_builtins(e) for e in log.read(r)] for r in log.runs()})
+    for r, entries in want.items():
+        got = _json(run, "--log", demo_log, "events", r)
+        assert got == entries
+        assert [e["offset"] for e in got] == list(range(1, len(entries) + 1))
+
+
+def test_events_from_to_and_kind(run: Run, demo_log: Path) -> None:
+    r, entries = _lib(demo_log, lambda log: max(((r, [_builtins(e) for e in log.read(r)]) for r in log.runs()), key=lambda x: len(x[1])))
+    head = len(entries)
+    got = _json(run, "--log", demo_log, "events", r, "--from", 2, "--to", head - 1)
+    assert got == entries[1 : head - 1]
+    some = sorted({e["event"]["kind"] for e in entries})[0]
+    family = some.split(".")[0]
+    assert _json(run, "--log", demo_log, "events", r, "--kind", some) == [e for e in entries if e["event"]["kind"] == some]
+    fam = _json(run, "--log", demo_log, "events", r, "--kind", family)
+    assert fam == [e for e in entries if e["event"]["kind"] == family or e["event"]["kind"].startswith(family + ".")]
+    code, out, _ = run("--log", demo_log, "events", r)
+    assert code == 0 and "offset" in out and "kind" in out and some in out
+
+
+def test_history_json_equals_checkpoints_list(run: Run, demo_log: Path) -> None:
+    def answers(log: eventlog.EventLog) -> dict[str, list[tuple[Any, ...]]]:
+        return {
+            r: [(cp.checkpoint_id, cp.offset, _builtins(cp.metadata), cp.superstep, cp.paused_nodes) for cp in log.checkpoints.list(r)]
+            for r in log.runs()
+            if log.run_info(r).checkpoints
+        }
+
+    want = _lib(demo_log, answers)
+    assert want
+    for r, cps in want.items():
+        got = _json(run, "--log", demo_log, "history", r)
+        assert [(c["checkpoint_id"], c["offset"], c["metadata"], c["superstep"], c["paused_nodes"]) for c in got] == cps
+        assert _json(run, "--log", demo_log, "history", r, "--limit", 1) == got[-1:]
+    code, out, _ = run("--log", demo_log, "history", next(iter(want)))
+    assert code == 0 and "checkpoint" in out and "offset" in out
+
+
+def test_state_json_at_every_offset_and_at_checkpoints(run: Run, demo_log: Path) -> None:
+    def answers(log: eventlog.EventLog) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for r in log.runs():
+            head = log.head(r)
+            out[r] = (
+                {k: _state(log.state_at(r, k)) for k in range(head + 1)},
+                [(cp.checkpoint_id, cp.offset, _state(cp.state)) for cp in log.checkpoints.list(r)],
+            )
+        return out
+
+    for r, (states, cps) in _lib(demo_log, answers).items():
+        for k, state in states.items():
+            got = _json(run, "--log", demo_log, "state", r, "--at", k)
+            assert (got["run_id"], got["offset"], got["checkpoint_id"], got["state"]) == (r, k, None, state)
+        assert _json(run, "--log", demo_log, "state", r)["state"] == states[max(states)]
+        for checkpoint_id, offset, state in cps:
+            got = _json(run, "--log", demo_log, "state", r, "--checkpoint", checkpoint_id)
+            assert (got["offset"], got["checkpoint_id"], got["state"]) == (offset, checkpoint_id, state)
+    code, out, _ = run("--log", demo_log, "state", r)
+    assert code == 0 and '"status"' in out
+
+
+def test_diff_json_matches_the_states(run: Run, demo_log: Path) -> None:
+    heads = _lib(demo_log, lambda log: {r: log.head(r) for r in log.runs()})
+    pairs = {r: [(0, h), (h // 2, h), (h, h // 2)] for r, h in heads.items()}
+    states = _lib(demo_log, lambda log: {(r, k): _state(log.state_at(r, k)) for r, ps in pairs.items() for p in ps for k in p})
+    for r, ps in pairs.items():
+        for a, b in ps:
+            got = _json(run, "--log", demo_log, "diff", r, a, b)
+            sa, sb = states[r, a], states[r, b]
+            va, vb = sa["values"], sb["values"]
+            assert got["added"] == {k: v for k, v in vb.items() if k not in va}
+            assert got["removed"] == {k: v for k, v in va.items() if k not in vb}
+            assert got["changed"] == {k: {"from": va[k], "to": vb[k]} for k in vb if k in va and va[k] != vb[k]}
+            ma, mb = sa["messages"], sb["messages"]
+            assert got["messages_appended"] == mb[len(mb) - len(got["messages_appended"]) :]
+            kept = len(mb) - len(got["messages_appended"])
+            assert ma[:kept] == mb[:kept] and got["messages_removed"] == ma[kept:]
+            if a <= b:  # messages only grow along a run
+                assert got["messages_removed"] == [] and got["messages_appended"] == mb[len(ma) :]
+            for field, change in got["fields"].items():
+                assert change == {"from": sa[field], "to": sb[field]}
+            assert {f for f in sa if f not in ("values", "messages") and sa[f] != sb[f]} == set(got["fields"])
+        assert _json(run, "--log", demo_log, "diff", r, 0, "head")["b"]["offset"] == heads[r]
+
+
+def test_diff_between_checkpoints_and_table(run: Run, demo_log: Path) -> None:
+    def pick(log: eventlog.EventLog) -> tuple[str, Any, Any]:
+        r = max(log.runs(), key=lambda r: log.run_info(r).checkpoints)
+        cps = log.checkpoints.list(r)
+        return r, (cps[0].checkpoint_id, cps[0].offset), (cps[-1].checkpoint_id, cps[-1].offset)
+
+    r, first, last = _lib(demo_log, pick)
+    got = _json(run, "--log", demo_log, "diff", r, first[0], last[0])
+    assert got["a"] == {"offset": first[1], "checkpoint_id": first[0]}
+    assert got["b"] == {"offset": last[1], "checkpoint_id": last[0]}
+    code, out, _ = run("--log", demo_log, "diff", r, 0, "head")
+    assert code == 0 and "change" in out
+
+
+def test_stats_json_matches_log_stats(run: Run, demo_log: Path) -> None:
+    want = _lib(demo_log, lambda log: log.stats(scan=True))
+    got = _json(run, "--log", demo_log, "stats")
+    assert {k: got[k] for k in want} == want
+    assert got["runs"] == len(_json(run, "--log", demo_log, "runs"))
+    assert got["bytes_on_disk"] > 0 and got["map_size_bytes"] > 0
+    assert got["compression_ratio"] == pytest.approx(got["event_bytes_raw"] / got["event_bytes_stored"])
+    code, out, _ = run("--log", demo_log, "stats")
+    assert code == 0 and "compression ratio" in out and "map size" in out
+
+
+def test_verify_ok(run: Run, demo_log: Path) -> None:
+    report = _lib(demo_log, lambda log: log.verify())
+    got = _json(run, "--log", demo_log, "verify")
+    assert got == {"ok": True, "runs": report.runs, "events": report.events, "checkpoints": report.checkpoints, "problems": []}
+    code, out, _ = run("--log", demo_log, "verify")
+    assert code == 0 and "ok" in out
+
+
+# -- commands that change the log --------------------------------------------------------------
+
+
+def test_fork_then_state_equals_parent_at_the_fork(run: Run, copy_log: Path) -> None:
+    r, at, want = _lib(copy_log, lambda log: (lambda r: (r, log.head(r) // 2, _state(log.state_at(r, log.head(r) // 2))))(max(log.runs(), key=log.head)))
+    got = _json(run, "--log", copy_log, "fork", r, "--at", at, "--as", "branch")
+    assert (got["run_id"], got["parent"], got["fork_offset"], got["head"]) == ("branch", r, at, at)
+    assert _json(run, "--log", copy_log, "state", "branch")["state"] == want
+    code, _, err = run("--log", copy_log, "fork", r, "--at", at, "--as", "branch")
+    assert code == cli.EXIT_CONFLICT and "branch" in err
+    code, _, err = run("--log", copy_log, "fork", r, "--at", 10**6, "--as", "far")
+    assert code == cli.EXIT_NOT_FOUND and "out of range" in err
+
+
+def test_prune_keeps_states_from_the_base(run: Run, copy_log: Path) -> None:
+    def prepare(log: eventlog.EventLog) -> tuple[str, int, Any, str]:
+        r = next(r for r in log.runs() if not log.run_info(r).forks and not log.run_info(r).parent and log.head(r) >= 4)
+        head = log.head(r)
+        log.checkpoints.save(r, head - 1)
+        parent = next(x for x in log.runs() if log.run_info(x).forks)
+        return r, head, _state(log.state_at(r, head)), parent
+
+    r, head, later, parent = _lib(copy_log, prepare, write=True)
+    assert _json(run, "--log", copy_log, "prune", r, "--before", head - 1) == {"run_id": r, "base": head - 1}
+    assert _json(run, "--log", copy_log, "state", r)["state"] == later
+    code, _, err = run("--log", copy_log, "state", r, "--at", 1)
+    assert code == cli.EXIT_NOT_FOUND and "pruned" in err
+    assert _lib(copy_log, lambda log: log.run_info(r).base) == head - 1
+    code, _, err = run("--log", copy_log, "prune", parent, "--before", 10**6)
+    assert code in (cli.EXIT_CONFLICT, cli.EXIT_NOT_FOUND), err
+
+
+def test_delete_asks_and_refuses_runs_with_forks(run: Run, copy_log: Path) -> None:
+    leaf = _lib(copy_log, lambda log: next(r for r in log.runs() if log.run_info(r).parent and not log.run_info(r).forks))
+    code, _, err = run("--log", copy_log, "delete", leaf, stdin="n\n")
+    assert code == cli.EXIT_ERROR and "not deleted" in err
+    code, _, err = run("--log", copy_log, "delete", leaf, stdin="")
+    assert code == cli.EXIT_ERROR
+    assert leaf in _lib(copy_log, lambda log: log.runs())
+    code, out, err = run("--log", copy_log, "delete", leaf, stdin="y\n")
+    assert code == 0, err
+    assert leaf not in _lib(copy_log, lambda log: log.runs())
+    parent = _lib(copy_log, lambda log: next((r for r in log.runs() if log.run_info(r).forks), None))
+    if parent is not None:
+        code, _, err = run("--log", copy_log, "delete", parent, "--yes")
+        assert code == cli.EXIT_CONFLICT and "fork" in err
+    code, _, err = run("--log", copy_log, "delete", "no-such-run", "--yes")
+    assert code == cli.EXIT_NOT_FOUND
+
+
+# -- export and import -------------------------------------------------------------------------
+
+
+def _assert_same_logs(a: eventlog.EventLog, b: eventlog.EventLog, runs: list[str] | None = None) -> None:
+    """Same runs, forks, entries (ids, times, meta, event bytes), checkpoints and state_at at every offset."""
+    runs = a.runs() if runs is None else runs
+    assert sorted(runs) == sorted(b.runs())
+    enc = msgspec.msgpack.encode
+    for r in runs:
+        ia, ib = a.run_info(r), b.run_info(r)
+        assert (ia.head, ia.parent, ia.fork_offset) == (ib.head, ib.parent, ib.fork_offset)
+        ea, eb = list(a.read(r)), list(b.read(r))
+        assert [(e.offset, e.event_id, e.time_ns, enc(e.meta), enc(e.event)) for e in ea] == [
+            (e.offset, e.event_id, e.time_ns, enc(e.meta), enc(e.event)) for e in eb
+        ]
+        for k in range(ia.head + 1):
+            assert enc(a.state_at(r, k)) == enc(b.state_at(r, k)), (r, k)
+        ca, cb = a.checkpoints.list(r), b.checkpoints.list(r)
+        assert [(c.checkpoint_id, c.offset, enc(c.metadata), c.reducer) for c in ca] == [
+            (c.checkpoint_id, c.offset, enc(c.metadata), c.reducer) for c in cb
+        ]
+
+
+def test_export_then_import_is_lossless(run: Run, demo_log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "all.jsonl"
+    got = _json(run, "--log", demo_log, "export", "-o", out)
+    copy = tmp_path / "copy.lmdb"
+    imported = _json(run, "--log", copy, "import", out)
+    assert (imported["runs"], imported["entries"], imported["checkpoints"]) == (got["runs"], got["entries"], got["checkpoints"])
+    assert imported["skipped_checkpoints"] == 0
+    with eventlog.open(demo_log, readonly=True) as a, eventlog.open(copy, readonly=True) as b:
+        assert any(a.run_info(r).parent for r in a.runs())
+        _assert_same_logs(a, b)
+    assert _json(run, "--log", copy, "verify")["ok"]
+    # Exported again, the copy gives the same file, byte for byte, but for run creation and checkpoint times.
+    again = tmp_path / "again.jsonl"
+    _json(run, "--log", copy, "export", "-o", again)
+
+    def stable(path: Path) -> list[dict[str, Any]]:
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for line in lines:
+            line.pop("created_ns", None)
+        return lines
+
+    assert stable(again) == stable(out)
+
+
+def test_import_twice_is_a_conflict_and_writes_nothing(run: Run, demo_log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "all.jsonl"
+    assert run("--log", demo_log, "export", "-o", out)[0] == 0
+    copy = tmp_path / "copy.lmdb"
+    assert run("--log", copy, "import", out)[0] == 0
+    with eventlog.open(copy, readonly=True) as log:
+        before = log.stats()
+    code, _, err = run("--log", copy, "import", out)
+    assert code == cli.EXIT_CONFLICT and "exists already" in err
+    with eventlog.open(copy, readonly=True) as log:
+        assert log.stats() == before
+
+
+def test_import_of_a_cut_or_damaged_file_is_refused(run: Run, demo_log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "all.jsonl"
+    assert run("--log", demo_log, "export", "-o", out)[0] == 0
+    lines = out.read_bytes().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b"".join(lines[:-2]))
+    code, _, err = run("--log", tmp_path / "a.lmdb", "import", cut)
+    assert code == cli.EXIT_CORRUPT and "cut short" in err
+    bad = tmp_path / "bad.jsonl"
+    entry = next(i for i, line in enumerate(lines) if b'"type":"entry"' in line)
+    lines[entry] = lines[entry].replace(b'"kind":"', b'"kind":"unknown.', 1)
+    bad.write_bytes(b"".join(lines))
+    code, _, err = run("--log", tmp_path / "b.lmdb", "import", bad)
+    assert code == cli.EXIT_CORRUPT and f"line {entry + 1}" in err
+    with eventlog.open(tmp_path / "b.lmdb", readonly=True) as log:
+        assert log.runs() == []
+    code, _, err = run("--log", tmp_path / "c.lmdb", "import", tmp_path / "missing.jsonl")
+    assert code == cli.EXIT_NOT_FOUND
+
+
+def test_export_of_a_fork_brings_its_parent(run: Run, demo_log: Path, tmp_path: Path) -> None:
+    with eventlog.open(demo_log, readonly=True) as log:
+        fork = next(r for r in log.runs() if log.run_info(r).parent)
+        chain = [fork]
+        while log.run_info(chain[-1]).parent:
+            chain.append(log.run_info(chain[-1]).parent)
+    out = tmp_path / "one.jsonl"
+    assert _json(run, "--log", demo_log, "export", fork, "-o", out)["runs"] == len(chain)
+    copy = tmp_path / "copy.lmdb"
+    assert run("--log", copy, "import", out)[0] == 0
+    with eventlog.open(demo_log, readonly=True) as a, eventlog.open(copy, readonly=True) as b:
+        _assert_same_logs(a, b, chain)
+    code, _, err = run("--log", demo_log, "export", "no-such-run", "-o", tmp_path / "x.jsonl")
+    assert code == cli.EXIT_NOT_FOUND and not (tmp_path / "x.jsonl").exists()
+
+
+def test_export_refuses_a_pruned_run(run: Run, copy_log: Path, tmp_path: Path) -> None:
+    with eventlog.open(copy_log) as log:
+        r = next(r for r in log.runs() if not log.run_info(r).forks and not log.run_info(r).parent and log.head(r) >= 3)
+        log.checkpoints.save(r, 2)
+        log.prune(r, before=2)
+    code, _, err = run("--log", copy_log, "export", r, "-o", tmp_path / "p.jsonl")
+    assert code == cli.EXIT_NOT_FOUND and "pruned" in err
+
+
+def _values(keys: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=5) | st.binary(max_size=5),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+        max_leaves=8,
+    )
+
+
+# States are encoded with sorted keys, so only str keys may reach them; metadata takes any key.
+_state_values = _values(st.text(max_size=3))
+_meta_values = _values(st.text(max_size=3) | st.integers(0, 9))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    updates=st.lists(st.dictionaries(st.text(min_size=1, max_size=4), _state_values, max_size=3), min_size=1, max_size=6),
+    metas=st.lists(st.none() | st.dictionaries(st.text(max_size=3), _meta_values, max_size=2), min_size=6, max_size=6),
+    fork_at=st.integers(0, 6),
+)
+def test_round_trip_is_exact_for_values_json_cannot_carry(
+    tmp_path_factory: pytest.TempPathFactory, updates: list[dict[str, Any]], metas: list[Any], fork_at: int
+) -> None:
+    """bytes, NaN, infinities and integer map keys come back identical (the msgpack fallback)."""
+    src, dst = eventlog.open(":memory:"), eventlog.open(":memory:")
+    for i, update in enumerate(updates):
+        src.append("r", StepCompleted(node="n", superstep=i, update=update), meta=metas[i], time_ns=1_000 + i // 2)
+    src.checkpoints.save("r", len(updates), metadata={"raw": b"\x00", "nan": math.nan})
+    src.fork("r", min(fork_at, len(updates)), "f")
+    src.append("f", StateUpdated(values={"k": updates[0]}))
+    path = tmp_path_factory.mktemp("hyp") / "x.jsonl"
+    export_runs(src, path)
+    import_runs(dst, path)
+    _assert_same_logs(src, dst)
+    enc = msgspec.msgpack.encode
+    assert [enc(c.metadata) for c in dst.checkpoints.list("r")] == [enc(c.metadata) for c in src.checkpoints.list("r")]
+
+
+# -- errors and exit codes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "words"),
+    [
+        ([], cli.EXIT_USAGE, None),
+        (["runs"], cli.EXIT_USAGE, "--log"),
+        (["frobnicate"], cli.EXIT_USAGE, "invalid choice"),
+        (["{log}", "events"], cli.EXIT_USAGE, "required"),
+        (["{log}", "state", "x", "--at", "one"], cli.EXIT_USAGE, "invalid int"),
+        (["{log}", "state", "x", "--at", "1", "--checkpoint", "c"], cli.EXIT_USAGE, "not allowed"),
+        (["--log", "/nonexistent/eventlog", "runs"], cli.EXIT_NOT_FOUND, "no log at"),
+        (["{log}", "events", "no-such-run"], cli.EXIT_NOT_FOUND, "no-such-run"),
+        (["{log}", "state", "{run}", "--checkpoint", "no-such-checkpoint"], cli.EXIT_NOT_FOUND, "no-such-checkpoint"),
+        (["{log}", "state", "{run}", "--at", "999999"], cli.EXIT_NOT_FOUND, "out of range"),
+        (["{log}", "diff", "{run}", "0", "999999"], cli.EXIT_NOT_FOUND, "out of range"),
+        (["{log}", "--kinds", "no_such_module_here", "runs"], cli.EXIT_USAGE, "no_such_module_here"),
+    ],
+)
+def test_exit_codes_and_one_line_errors(run: Run, demo_log: Path, argv: list[str], code: int, words: str | None) -> None:
+    with eventlog.open(demo_log, readonly=True) as log:
+        first = log.runs()[0]
+    argv = [a.replace("{run}", first) for a in argv]
+    if argv and argv[0] == "{log}":
+        argv = ["--log", str(demo_log), *argv[1:]]
+    got, out, err = run(*argv)
+    assert got == code, err
+    if words is not None:
+        assert words in err
+        assert err.count("\n") == 1 and err.startswith("eventlog: error: ")
+    assert "Traceback" not in err
+
+
+def test_corruption_is_exit_5_and_named(run: Run, copy_log: Path) -> None:
+    with eventlog.open(copy_log) as log:
+        r = max(log.runs(), key=log.head)
+        number_and_offset: list[bytes] = []
+
+        def damage(txn: Any) -> None:
+            # Flip one payload byte of the run's third stored event: its checksum no longer matches.
+            key, value = txn.scan("events", b"", None)[2]
+            number_and_offset.append(key)
+            txn.put("events", key, value[:-1] + bytes([value[-1] ^ 0xFF]))
+
+        log.store.write(damage)
+    got = json.loads(run("--log", copy_log, "verify", "--json")[1])
+    assert not got["ok"] and got["problems"]
+    assert all(p["run_id"] and p["offset"] for p in got["problems"] if p["kind"] == "corrupt")
+    code, out, _ = run("--log", copy_log, "verify")
+    assert code == cli.EXIT_CORRUPT and "problem" in out
+    damaged_run = got["problems"][0]["run_id"]
+    code, _, err = run("--log", copy_log, "events", damaged_run)
+    assert code == cli.EXIT_CORRUPT and "corrupt" in err and damaged_run in err
+
+
+# -- the real command ----------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_python_dash_m_and_the_console_script(demo_log: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(demo_log), "runs", "--json"], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    with eventlog.open(demo_log, readonly=True) as log:
+        assert [r["run_id"] for r in json.loads(p.stdout)] == log.runs()
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(demo_log), "events", "nope"], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert p.returncode == cli.EXIT_NOT_FOUND and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    script = shutil.which("eventlog", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the eventlog console script is not installed beside this Python")
+    p = subprocess.run([script, "--version"], capture_output=True, text=True, env=_env(), timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("eventlog ")
+
+
+def test_demo_subcommand(run: Run, tmp_path: Path) -> None:
+    if not _demo_available():
+        pytest.skip("eventlog.demo is not written yet")
+    code, out, err = run("demo", "--path", tmp_path / "demo.lmdb")
+    assert code == 0, err
+    with eventlog.open(tmp_path / "demo.lmdb", readonly=True) as log:
+        assert log.runs()
+        assert log.verify().ok
+
+
+# -- the reference -----------------------------------------------------------------------------
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "tools" / "gen_cli_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_subcommand_is_in_the_reference_and_it_matches_help(run: Run) -> None:
+    reference = (ROOT / "docs" / "cli.md").read_text()
+    assert reference == _generator().render(), "docs/cli.md is stale: run python tools/gen_cli_docs.py"
+    names = cli.commands()
+    assert set(names) == set(cli._HANDLERS)
+    for name in names:
+        assert f"\n## `eventlog {name}`" in reference, name
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([name, "--help"])
+        assert exit_.value.code == 0
+    for name in [None, *names]:
+        argv = [sys.executable, "-m", "eventlog", *([name] if name else []), "--help"]
+        p = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=60)
+        assert p.returncode == 0
+        assert p.stdout.strip() in reference, name
+        examples = p.stdout.rstrip().rsplit("\nexamples:\n", 1)[1].splitlines()  # the help ends in examples
+        assert examples and all("eventlog " in line for line in examples), name
+
+
+def test_exit_codes_are_documented() -> None:
+    reference = (ROOT / "docs" / "cli.md").read_text()
+    for code in (cli.EXIT_ERROR, cli.EXIT_USAGE, cli.EXIT_NOT_FOUND, cli.EXIT_CONFLICT, cli.EXIT_CORRUPT):
+        assert f"| {code} |" in reference
