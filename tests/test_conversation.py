@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +334,15 @@ def test_a_turn_left_open_by_a_crash_is_finished(path: Path) -> None:
         assert reply.turn == 1 and "Kyiv" in reply.message.content
         assert kinds(log, "chat").count("ToolCallStarted") == 1  # the started call is completed, not started again
         assert not chat.turn_open
+
+
+def test_conversation_guide_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "guides" / "conversation.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert len(blocks) >= 5
+    namespace: dict[str, Any] = {"__name__": "guide_conversation"}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"conversation.md block {i + 1}", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "It is 18°C and sunny in Paris." in out
+    assert "Refused: conversation 'chat-demo': cannot restore checkpoint" in out
