@@ -62,7 +62,11 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     def _format_action_invocation(self, action: argparse.Action) -> str:
         if not action.option_strings or action.nargs == 0:
             return super()._format_action_invocation(action)
-        return ", ".join(action.option_strings) + " " + self._format_args(action, self._get_default_metavar_for_optional(action))
+        return (
+            ", ".join(action.option_strings)
+            + " "
+            + self._format_args(action, self._get_default_metavar_for_optional(action))
+        )
 
 
 class _Usage(Exception):
@@ -198,7 +202,16 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         _emit_json(infos)
         return EXIT_OK
     rows = [
-        (i.run_id, i.head, i.base or "", i.parent or "", i.fork_offset if i.parent else "", i.checkpoints, i.forks, _when(i.created_ns))
+        (
+            i.run_id,
+            i.head,
+            i.base or "",
+            i.parent or "",
+            i.fork_offset if i.parent else "",
+            i.checkpoints,
+            i.forks,
+            _when(i.created_ns),
+        )
         for i in infos
     ]
     _table(None, ["run", "head", "base", "parent", "fork at", "checkpoints", "forks", "created (UTC)"], rows)
@@ -252,10 +265,21 @@ def _cmd_history(args: argparse.Namespace) -> int:
         _emit_json([_checkpoint_dict(cp) for cp in cps])
         return EXIT_OK
     rows = [
-        (cp.checkpoint_id, cp.offset, cp.superstep, ", ".join(cp.paused_nodes), _when(cp.created_ns), _short(cp.metadata, 40))
+        (
+            cp.checkpoint_id,
+            cp.offset,
+            cp.superstep,
+            ", ".join(cp.paused_nodes),
+            _when(cp.created_ns),
+            _short(cp.metadata, 40),
+        )
         for cp in cps
     ]
-    _table(f"checkpoints of run {args.run}, oldest first", ["checkpoint", "offset", "superstep", "paused", "created (UTC)", "metadata"], rows)
+    _table(
+        f"checkpoints of run {args.run}, oldest first",
+        ["checkpoint", "offset", "superstep", "paused", "created (UTC)", "metadata"],
+        rows,
+    )
     return EXIT_OK
 
 
@@ -344,7 +368,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     rows += [("removed", k, _short(v), "") for k, v in changes["removed"].items()]
     rows += [("changed", k, _short(v["from"], 40), _short(v["to"], 40)) for k, v in changes["changed"].items()]
     rows += [("field", k, _short(v["from"], 40), _short(v["to"], 40)) for k, v in changes["fields"].items()]
-    rows += [("message +", m.get("role", ""), "", _short(m.get("content", m), 60)) for m in changes["messages_appended"]]
+    rows += [
+        ("message +", m.get("role", ""), "", _short(m.get("content", m), 60)) for m in changes["messages_appended"]
+    ]
     rows += [("message -", m.get("role", ""), _short(m.get("content", m), 60), "") for m in changes["messages_removed"]]
     _table(f"run {args.run}: offset {off_a} → offset {off_b}", ["change", "key", "from", "to"], rows)
     return EXIT_OK
@@ -370,26 +396,39 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             total += info.head - info.base
         with _progress("verifying", total) as advance:
             report = log.verify(args.run, progress=advance)
-    doc = {"ok": report.ok, "runs": report.runs, "events": report.events, "checkpoints": report.checkpoints, "problems": report.problems}
+    doc = {
+        "ok": report.ok,
+        "runs": report.runs,
+        "events": report.events,
+        "checkpoints": report.checkpoints,
+        "problems": report.problems,
+    }
     if args.json:
         _emit_json(doc)
     else:
         console = _console()
         if report.problems:
-            _table("problems", ["run", "offset", "kind", "message"], [(p.run_id, p.offset, p.kind, p.message) for p in report.problems])
+            _table(
+                "problems",
+                ["run", "offset", "kind", "message"],
+                [(p.run_id, p.offset, p.kind, p.message) for p in report.problems],
+            )
         verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
-        console.print(f"{verdict}: checked {report.runs} run(s), {report.events} event(s), {report.checkpoints} checkpoint(s)")
+        console.print(
+            f"{verdict}: checked {report.runs} run(s), {report.events} event(s), {report.checkpoints} checkpoint(s)"
+        )
     return EXIT_OK if report.ok else EXIT_CORRUPT
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    with _open(args, write=True) as log:
-        with _progress(f"pruning run {args.run}", None):
-            base = log.prune(args.run, before=args.before)
+    with _open(args, write=True) as log, _progress(f"pruning run {args.run}", None):
+        base = log.prune(args.run, before=args.before)
     if args.json:
         _emit_json({"run_id": args.run, "base": base})
     else:
-        _console().print(f"run {args.run}: events and checkpoints below offset {base} removed; its states from offset {base} on stay readable")
+        _console().print(
+            f"run {args.run}: events and checkpoints below offset {base} removed; its states from offset {base} on stay readable"
+        )
     return EXIT_OK
 
 
@@ -414,14 +453,15 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from .transfer import export_runs
 
-    with _open(args) as log:
-        with _progress("exporting", None) as advance:
-            summary = export_runs(log, args.output, args.runs or None, progress=advance)
+    with _open(args) as log, _progress("exporting", None) as advance:
+        summary = export_runs(log, args.output, args.runs or None, progress=advance)
     doc = {"path": str(args.output), **msgspec.structs.asdict(summary)}
     if args.json:
         _emit_json(doc)
     else:
-        _console().print(f"exported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) to {args.output}")
+        _console().print(
+            f"exported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) to {args.output}"
+        )
     return EXIT_OK
 
 
@@ -430,15 +470,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     if not Path(args.file).is_file():
         raise _Fail(f"no file {args.file}", EXIT_NOT_FOUND)
-    with _open(args, write=True, create=True, durability="batch") as log:
-        with _progress("importing", None) as advance:
-            summary = import_runs(log, args.file, progress=advance)
+    with _open(args, write=True, create=True, durability="batch") as log, _progress("importing", None) as advance:
+        summary = import_runs(log, args.file, progress=advance)
     doc = {"path": str(args.file), **msgspec.structs.asdict(summary)}
     if args.json:
         _emit_json(doc)
     else:
         console = _console()
-        console.print(f"imported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) from {args.file}")
+        console.print(
+            f"imported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) from {args.file}"
+        )
         if summary.skipped_checkpoints:
             console.print(f"skipped {summary.skipped_checkpoints} checkpoint(s) made by another reducer")
     return EXIT_OK
@@ -610,7 +651,13 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("run", nargs="?", help="check only this run (default: the whole log)")
     elif name == "prune":
         p.add_argument("run", help="run id")
-        p.add_argument("--before", type=int, metavar="OFFSET", required=True, help="keep states from the latest checkpoint at or below OFFSET")
+        p.add_argument(
+            "--before",
+            type=int,
+            metavar="OFFSET",
+            required=True,
+            help="keep states from the latest checkpoint at or below OFFSET",
+        )
     elif name == "delete":
         p.add_argument("run", help="run id")
         p.add_argument("--yes", "-y", action="store_true", help="do not ask")
@@ -630,7 +677,9 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The `eventlog` argument parser (also what docs/cli.md is generated from)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log", metavar="PATH", default=argparse.SUPPRESS, help=f"the log directory (default: ${_ENV_LOG})")
+    common.add_argument(
+        "--log", metavar="PATH", default=argparse.SUPPRESS, help=f"the log directory (default: ${_ENV_LOG})"
+    )
     common.add_argument(
         "--kinds",
         metavar="MODULE",

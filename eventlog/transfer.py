@@ -281,11 +281,7 @@ def _export(log: EventLog, f: IO[bytes], infos: list[Any], total: int, progress:
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, decoded line) of an export file; the header is checked here."""
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        raise
-    with f:
+    with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -347,11 +343,17 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
             if line.parent is not None:
                 parent = runs.get(line.parent)
                 if parent is None:
-                    raise ExportFileError(f"{where}: run {line.run_id!r} forks from {line.parent!r}, not exported before it")
+                    raise ExportFileError(
+                        f"{where}: run {line.run_id!r} forks from {line.parent!r}, not exported before it"
+                    )
                 if not 0 <= line.fork_offset <= parent.head:
-                    raise ExportFileError(f"{where}: run {line.run_id!r} forks at {line.fork_offset}, past its parent's head")
+                    raise ExportFileError(
+                        f"{where}: run {line.run_id!r} forks at {line.fork_offset}, past its parent's head"
+                    )
             elif line.fork_offset != 0 or line.head < 1:
-                raise ExportFileError(f"{where}: run {line.run_id!r} has no parent but fork offset {line.fork_offset}, head {line.head}")
+                raise ExportFileError(
+                    f"{where}: run {line.run_id!r} has no parent but fork offset {line.fork_offset}, head {line.head}"
+                )
             if line.head < line.fork_offset:
                 raise ExportFileError(f"{where}: run {line.run_id!r} has head {line.head} below its fork offset")
             runs[line.run_id] = line
@@ -367,7 +369,9 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
         elif isinstance(line, _Checkpoint):
             run = runs.get(line.run_id)
             if run is None or not 0 <= line.offset <= run.head:
-                raise ExportFileError(f"{where}: checkpoint {line.checkpoint_id!r} of run {line.run_id!r} is out of place")
+                raise ExportFileError(
+                    f"{where}: checkpoint {line.checkpoint_id!r} of run {line.run_id!r} is out of place"
+                )
             _decode_metadata(path, number, line)
             summary.checkpoints += 1
         elif isinstance(line, _End):

@@ -7,6 +7,7 @@ subprocess); `--json` output is checked against the library's own answers.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import math
 import os
@@ -24,73 +25,23 @@ from hypothesis import strategies as st
 
 import eventlog
 from eventlog import cli
+from eventlog.demo import run_demo
 from eventlog.events import (
-    Interrupted,
-    LLMCallCompleted,
-    Message,
-    Resumed,
-    RunCompleted,
-    RunStarted,
     StateUpdated,
     StepCompleted,
-    SuperstepCompleted,
-    ToolCallCompleted,
-    TurnCompleted,
-    TurnStarted,
-    UserMessage,
 )
 from eventlog.transfer import export_runs, import_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _demo_available() -> bool:
-    return importlib.util.find_spec("eventlog.demo") is not None
-
-
-def _library_log(path: Path) -> None:
-    """A log like the demo's, written with the library: a graph run with an interrupt, a chat, forks."""
-    with eventlog.open(path) as log:
-        rec = log.recorder("graph-1", policy=eventlog.CheckpointPolicy.every_supersteps(1))
-        rec.append(RunStarted(input={"topic": "tides"}, next_nodes=["plan"], graph="research"))
-        rec.append(StepCompleted(node="plan", superstep=1, update={"plan": ["read", "write"]}))
-        rec.append(SuperstepCompleted(superstep=1, next_nodes=["read", "write"]))
-        rec.append(StepCompleted(node="read", superstep=2, update={"notes": "high tide at 6"}))
-        rec.append(StepCompleted(node="write", superstep=2, update={"draft": "Tides rise twice a day."}))
-        rec.append(SuperstepCompleted(superstep=2, next_nodes=["review"]))
-        rec.append(Interrupted(nodes=["review"], reason="approve the draft", payload={"draft": 1}))
-        rec.append(Resumed(value={"approved": True}))
-        rec.append(StepCompleted(node="review", superstep=3, update={"approved": True, "plan": None}))
-        rec.append(SuperstepCompleted(superstep=3))
-        rec.append(RunCompleted(output={"draft": "Tides rise twice a day."}))
-        chat = log.recorder("chat-1", policy=eventlog.CheckpointPolicy.conversation_turns())
-        for turn in (1, 2):
-            chat.append(TurnStarted(turn=turn))
-            chat.append(UserMessage(content=f"question {turn}"), meta={"user": "ada"})
-            chat.append(
-                LLMCallCompleted(
-                    call_id=f"c{turn}", model="m", output=Message(role="assistant", content=f"answer {turn}"), input_tokens=10, output_tokens=5
-                )
-            )
-            chat.append(ToolCallCompleted(call_id=f"t{turn}", tool="search", output={"hits": turn}))
-            chat.append(TurnCompleted(turn=turn))
-        log.checkpoints.save("graph-1", 2, metadata={"note": "after the plan"}, checkpoint_id="plan-done")
-        log.fork("graph-1", at=6, new_run_id="graph-1-retry")
-        log.append("graph-1-retry", StateUpdated(values={"draft": "Tides rise and fall."}, as_node="human"))
-        log.checkpoints.save("graph-1-retry")
-        log.fork("chat-1", at=5, new_run_id="chat-1-b")
-
-
 @pytest.fixture(scope="module")
 def demo_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A log made once per module by the demo (by the library while the demo is missing)."""
-    path = tmp_path_factory.mktemp("demo") / "demo.lmdb"
-    if _demo_available():
-        from eventlog.demo import run_demo
+    """A log made once per module by the demo: graph runs, a conversation, forks and checkpoints."""
+    from rich.console import Console
 
-        assert run_demo(str(path)) == 0
-    else:
-        _library_log(path)
+    path = tmp_path_factory.mktemp("demo") / "demo.lmdb"
+    assert run_demo(str(path), console=Console(file=io.StringIO())) == 0
     with eventlog.open(path) as log:
         assert any(log.run_info(r).parent for r in log.runs()), "the log needs a fork"
         assert any(log.run_info(r).checkpoints for r in log.runs()), "the log needs checkpoints"
@@ -182,13 +133,18 @@ def test_events_json_equals_read_for_every_run_forks_included(run: Run, demo_log
 
 
 def test_events_from_to_and_kind(run: Run, demo_log: Path) -> None:
-    r, entries = _lib(demo_log, lambda log: max(((r, [_builtins(e) for e in log.read(r)]) for r in log.runs()), key=lambda x: len(x[1])))
+    r, entries = _lib(
+        demo_log,
+        lambda log: max(((r, [_builtins(e) for e in log.read(r)]) for r in log.runs()), key=lambda x: len(x[1])),
+    )
     head = len(entries)
     got = _json(run, "--log", demo_log, "events", r, "--from", 2, "--to", head - 1)
     assert got == entries[1 : head - 1]
     some = sorted({e["event"]["kind"] for e in entries})[0]
     family = some.split(".")[0]
-    assert _json(run, "--log", demo_log, "events", r, "--kind", some) == [e for e in entries if e["event"]["kind"] == some]
+    assert _json(run, "--log", demo_log, "events", r, "--kind", some) == [
+        e for e in entries if e["event"]["kind"] == some
+    ]
     fam = _json(run, "--log", demo_log, "events", r, "--kind", family)
     assert fam == [e for e in entries if e["event"]["kind"] == family or e["event"]["kind"].startswith(family + ".")]
     code, out, _ = run("--log", demo_log, "events", r)
@@ -198,7 +154,10 @@ def test_events_from_to_and_kind(run: Run, demo_log: Path) -> None:
 def test_history_json_equals_checkpoints_list(run: Run, demo_log: Path) -> None:
     def answers(log: eventlog.EventLog) -> dict[str, list[tuple[Any, ...]]]:
         return {
-            r: [(cp.checkpoint_id, cp.offset, _builtins(cp.metadata), cp.superstep, cp.paused_nodes) for cp in log.checkpoints.list(r)]
+            r: [
+                (cp.checkpoint_id, cp.offset, _builtins(cp.metadata), cp.superstep, cp.paused_nodes)
+                for cp in log.checkpoints.list(r)
+            ]
             for r in log.runs()
             if log.run_info(r).checkpoints
         }
@@ -239,7 +198,9 @@ def test_state_json_at_every_offset_and_at_checkpoints(run: Run, demo_log: Path)
 def test_diff_json_matches_the_states(run: Run, demo_log: Path) -> None:
     heads = _lib(demo_log, lambda log: {r: log.head(r) for r in log.runs()})
     pairs = {r: [(0, h), (h // 2, h), (h, h // 2)] for r, h in heads.items()}
-    states = _lib(demo_log, lambda log: {(r, k): _state(log.state_at(r, k)) for r, ps in pairs.items() for p in ps for k in p})
+    states = _lib(
+        demo_log, lambda log: {(r, k): _state(log.state_at(r, k)) for r, ps in pairs.items() for p in ps for k in p}
+    )
     for r, ps in pairs.items():
         for a, b in ps:
             got = _json(run, "--log", demo_log, "diff", r, a, b)
@@ -288,7 +249,13 @@ def test_stats_json_matches_log_stats(run: Run, demo_log: Path) -> None:
 def test_verify_ok(run: Run, demo_log: Path) -> None:
     report = _lib(demo_log, lambda log: log.verify())
     got = _json(run, "--log", demo_log, "verify")
-    assert got == {"ok": True, "runs": report.runs, "events": report.events, "checkpoints": report.checkpoints, "problems": []}
+    assert got == {
+        "ok": True,
+        "runs": report.runs,
+        "events": report.events,
+        "checkpoints": report.checkpoints,
+        "problems": [],
+    }
     code, out, _ = run("--log", demo_log, "verify")
     assert code == 0 and "ok" in out
 
@@ -297,7 +264,11 @@ def test_verify_ok(run: Run, demo_log: Path) -> None:
 
 
 def test_fork_then_state_equals_parent_at_the_fork(run: Run, copy_log: Path) -> None:
-    r, at, want = _lib(copy_log, lambda log: (lambda r: (r, log.head(r) // 2, _state(log.state_at(r, log.head(r) // 2))))(max(log.runs(), key=log.head)))
+    def pick(log: eventlog.EventLog) -> tuple[str, int, Any]:
+        r = max(log.runs(), key=log.head)
+        return r, log.head(r) // 2, _state(log.state_at(r, log.head(r) // 2))
+
+    r, at, want = _lib(copy_log, pick)
     got = _json(run, "--log", copy_log, "fork", r, "--at", at, "--as", "branch")
     assert (got["run_id"], got["parent"], got["fork_offset"], got["head"]) == ("branch", r, at, at)
     assert _json(run, "--log", copy_log, "state", "branch")["state"] == want
@@ -326,7 +297,9 @@ def test_prune_keeps_states_from_the_base(run: Run, copy_log: Path) -> None:
 
 
 def test_delete_asks_and_refuses_runs_with_forks(run: Run, copy_log: Path) -> None:
-    leaf = _lib(copy_log, lambda log: next(r for r in log.runs() if log.run_info(r).parent and not log.run_info(r).forks))
+    leaf = _lib(
+        copy_log, lambda log: next(r for r in log.runs() if log.run_info(r).parent and not log.run_info(r).forks)
+    )
     code, _, err = run("--log", copy_log, "delete", leaf, stdin="n\n")
     assert code == cli.EXIT_ERROR and "not deleted" in err
     code, _, err = run("--log", copy_log, "delete", leaf, stdin="")
@@ -371,7 +344,11 @@ def test_export_then_import_is_lossless(run: Run, demo_log: Path, tmp_path: Path
     got = _json(run, "--log", demo_log, "export", "-o", out)
     copy = tmp_path / "copy.lmdb"
     imported = _json(run, "--log", copy, "import", out)
-    assert (imported["runs"], imported["entries"], imported["checkpoints"]) == (got["runs"], got["entries"], got["checkpoints"])
+    assert (imported["runs"], imported["entries"], imported["checkpoints"]) == (
+        got["runs"],
+        got["entries"],
+        got["checkpoints"],
+    )
     assert imported["skipped_checkpoints"] == 0
     with eventlog.open(demo_log, readonly=True) as a, eventlog.open(copy, readonly=True) as b:
         assert any(a.run_info(r).parent for r in a.runs())
@@ -450,7 +427,12 @@ def test_export_refuses_a_pruned_run(run: Run, copy_log: Path, tmp_path: Path) -
 
 def _values(keys: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.recursive(
-        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=5) | st.binary(max_size=5),
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.floats()
+        | st.text(max_size=5)
+        | st.binary(max_size=5),
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
         max_leaves=8,
     )
@@ -463,7 +445,9 @@ _meta_values = _values(st.text(max_size=3) | st.integers(0, 9))
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    updates=st.lists(st.dictionaries(st.text(min_size=1, max_size=4), _state_values, max_size=3), min_size=1, max_size=6),
+    updates=st.lists(
+        st.dictionaries(st.text(min_size=1, max_size=4), _state_values, max_size=3), min_size=1, max_size=6
+    ),
     metas=st.lists(st.none() | st.dictionaries(st.text(max_size=3), _meta_values, max_size=2), min_size=6, max_size=6),
     fork_at=st.integers(0, 6),
 )
@@ -505,7 +489,9 @@ def test_round_trip_is_exact_for_values_json_cannot_carry(
         (["{log}", "--kinds", "no_such_module_here", "runs"], cli.EXIT_USAGE, "no_such_module_here"),
     ],
 )
-def test_exit_codes_and_one_line_errors(run: Run, demo_log: Path, argv: list[str], code: int, words: str | None) -> None:
+def test_exit_codes_and_one_line_errors(
+    run: Run, demo_log: Path, argv: list[str], code: int, words: str | None
+) -> None:
     with eventlog.open(demo_log, readonly=True) as log:
         first = log.runs()[0]
     argv = [a.replace("{run}", first) for a in argv]
@@ -521,7 +507,6 @@ def test_exit_codes_and_one_line_errors(run: Run, demo_log: Path, argv: list[str
 
 def test_corruption_is_exit_5_and_named(run: Run, copy_log: Path) -> None:
     with eventlog.open(copy_log) as log:
-        r = max(log.runs(), key=log.head)
         number_and_offset: list[bytes] = []
 
         def damage(txn: Any) -> None:
@@ -552,13 +537,21 @@ def _env() -> dict[str, str]:
 
 def test_python_dash_m_and_the_console_script(demo_log: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "eventlog", "--log", str(demo_log), "runs", "--json"], capture_output=True, text=True, env=_env(), timeout=60
+        [sys.executable, "-m", "eventlog", "--log", str(demo_log), "runs", "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
     )
     assert p.returncode == 0, p.stderr
     with eventlog.open(demo_log, readonly=True) as log:
         assert [r["run_id"] for r in json.loads(p.stdout)] == log.runs()
     p = subprocess.run(
-        [sys.executable, "-m", "eventlog", "--log", str(demo_log), "events", "nope"], capture_output=True, text=True, env=_env(), timeout=60
+        [sys.executable, "-m", "eventlog", "--log", str(demo_log), "events", "nope"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
     )
     assert p.returncode == cli.EXIT_NOT_FOUND and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
     script = shutil.which("eventlog", path=str(Path(sys.executable).parent))
@@ -569,8 +562,6 @@ def test_python_dash_m_and_the_console_script(demo_log: Path) -> None:
 
 
 def test_demo_subcommand(run: Run, tmp_path: Path) -> None:
-    if not _demo_available():
-        pytest.skip("eventlog.demo is not written yet")
     code, out, err = run("demo", "--path", tmp_path / "demo.lmdb")
     assert code == 0, err
     with eventlog.open(tmp_path / "demo.lmdb", readonly=True) as log:

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eventlog import cli  # noqa: E402
+from eventlog import cli
 
 TARGET = ROOT / "docs" / "cli.md"
 
