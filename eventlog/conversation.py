@@ -285,8 +285,7 @@ class Conversation:
             self._append(events)
         elif not self.turn_open:
             raise ConversationError(
-                f"conversation {self.conversation_id!r} has no open turn at offset {self.offset}; "
-                f"send a user message"
+                f"conversation {self.conversation_id!r} has no open turn at offset {self.offset}; send a user message"
             )
         return self._loop()
 

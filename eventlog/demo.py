@@ -78,7 +78,9 @@ def _printer(console: Console):
         if isinstance(event, StepStarted):
             console.print(escape(f"[Superstep {event.superstep}] Executing node: {event.node}"))
         if checkpoint is not None:
-            console.print(f"[green]→ Checkpoint saved at superstep {checkpoint.superstep}[/] (offset {checkpoint.offset})")
+            console.print(
+                f"[green]→ Checkpoint saved at superstep {checkpoint.superstep}[/] (offset {checkpoint.offset})"
+            )
 
     return listener
 
@@ -112,7 +114,9 @@ def _workflow(log: eventlog.EventLog, console: Console, names: dict[str, str]) -
     cp2 = next(cp for cp in log.checkpoints.list(run_id) if cp.superstep == 2)
     console.print(f"Loaded checkpoint at superstep {cp2.superstep} (offset {cp2.offset}, id {cp2.checkpoint_id[:12]}…)")
     console.print(f"State: {escape(_json(cp2.state.values))}")
-    console.print(f"Any offset works, not only checkpoints: state at offset 5 = {escape(_json(log.state_at(run_id, 5).values))}")
+    console.print(
+        f"Any offset works, not only checkpoints: state at offset 5 = {escape(_json(log.state_at(run_id, 5).values))}"
+    )
     console.print(f"Branching from superstep 2 into [cyan]{replay_id}[/]; the original run is not touched:")
     state = runner.resume(run_id, from_checkpoint=cp2.checkpoint_id, new_run_id=replay_id)
     info = log.run_info(replay_id)
@@ -128,7 +132,9 @@ def _workflow(log: eventlog.EventLog, console: Console, names: dict[str, str]) -
     try:
         flaky.run(retry_id, {"value": 0})
     except NodeFailedError as exc:
-        console.print(f"[red]✗ {escape(str(exc.error))}[/] — run {retry_id} failed at superstep {exc.superstep}, offset {exc.offset}")
+        console.print(
+            f"[red]✗ {escape(str(exc.error))}[/] — run {retry_id} failed at superstep {exc.superstep}, offset {exc.offset}"
+        )
     latest = log.checkpoints.load_latest(retry_id)
     assert latest is not None
     console.print(f"Last checkpoint: superstep {latest.superstep}; resuming from the exact head of the log…")
@@ -136,7 +142,9 @@ def _workflow(log: eventlog.EventLog, console: Console, names: dict[str, str]) -
     counts = Counter(ran)
     console.print(f"Superstep {state.superstep} reached; state {_json(state.values)}")
     console.print(
-        "Node runs: " + ", ".join(f"{n} ×{counts[n]}" for n in ("step1", "step2", "step3")) + " (step1 did not run again)"
+        "Node runs: "
+        + ", ".join(f"{n} ×{counts[n]}" for n in ("step1", "step2", "step3"))
+        + " (step1 did not run again)"
     )
     if state.status == "completed" and state.superstep == 3:
         console.print("[bold green]✓ Workflow completed successfully[/]")
@@ -210,7 +218,9 @@ def _show(console: Console, chat: eventlog.conversation.Conversation, before: in
         console.print(f"[bold]assistant[/] {escape(result.message.content)}")
     if result.status == "paused":
         arguments = _json(result.interrupt["payload"]["arguments"])
-        console.print(f"[yellow]⏸ Paused:[/] {escape(result.interrupt['reason'])} {escape(arguments)}, waiting for a human")
+        console.print(
+            f"[yellow]⏸ Paused:[/] {escape(result.interrupt['reason'])} {escape(arguments)}, waiting for a human"
+        )
     latest = chat.log.checkpoints.load_latest(chat.conversation_id)
     if latest is not None and latest.offset == chat.offset and latest.offset > before:
         where = "the pause" if result.status == "paused" else f"turn {chat.turn}"
@@ -256,7 +266,9 @@ def _conversation(path: str, console: Console, names: dict[str, str]) -> None:
             info = log.run_info(run)
             last = log.state_at(run).messages[-1].content
             origin = f", forked from {info.parent} at offset {info.fork_offset}" if info.parent else ""
-            console.print(f"  {run}: {_count(info.head, 'event')}, {_count(info.checkpoints, 'checkpoint')}{origin}; last: {escape(last)}")
+            console.print(
+                f"  {run}: {_count(info.head, 'event')}, {_count(info.checkpoints, 'checkpoint')}{origin}; last: {escape(last)}"
+            )
 
         _heading(console, "Part 8: Pause for a Human's Approval")
         _say(console, rewound, "Please book a table for tonight.", rewound.offset)

@@ -100,7 +100,7 @@ class RunNotPausedError(GraphError):
     """A resume value was given to a run that is not paused."""
 
 
-class Interrupt(Exception):  # noqa: N818 - it is a signal, not an error
+class Interrupt(Exception):
     """Raise (or return) it from a node to pause the run for a human."""
 
     def __init__(self, reason: str = "", payload: Any = None) -> None:
@@ -267,7 +267,7 @@ class CompiledGraph:
 
     # -- public ------------------------------------------------------------------------
 
-    def run(self, run_id: str, input: Mapping[str, Any] | None = None) -> AgentState:  # noqa: A002
+    def run(self, run_id: str, input: Mapping[str, Any] | None = None) -> AgentState:
         """Start a new run with `input` as its first values and drive it until it ends or pauses."""
         rec = self._recorder(run_id)
         if rec.offset:
@@ -298,7 +298,11 @@ class CompiledGraph:
         rec = self._recorder(run_id)
         state: AgentState = rec.state
         if rec.offset == 0 or state.status == "pending":
-            raise UnknownRunError(run_id) if rec.offset == 0 else GraphError(f"run {run_id!r} has not started: call run()")
+            raise (
+                UnknownRunError(run_id)
+                if rec.offset == 0
+                else GraphError(f"run {run_id!r} has not started: call run()")
+            )
         if state.status == "completed":
             if value is not _MISSING:
                 raise RunNotPausedError(f"run {run_id!r} completed at offset {rec.offset}; there is nothing to resume")
@@ -431,7 +435,7 @@ class CompiledGraph:
             if self.listener is not None:
                 self.listener(event, rec.offset, cp)
             return True
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any error of a node fails the run
             self._fail(rec, node, superstep, exc, step_failed=True)
         self._append(rec, [StepCompleted(node=node, superstep=superstep, update=dict(result or {}))])
         return False
@@ -462,7 +466,7 @@ class CompiledGraph:
                     for name in names:
                         if name != END and name not in self.graph._nodes:
                             raise GraphError(f"the router of {node!r} chose {name!r}, which is not a node")
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - any error of a router fails the run
                     self._fail(rec, node, superstep, exc, step_failed=False)
                 following.update(names)
         following.discard(END)

@@ -214,7 +214,9 @@ def test_unknown_tool_and_too_many_calls(log: eventlog.EventLog) -> None:
     assert isinstance(list(log.read("chat"))[-2].event, ToolCallFailed)
 
     def loops(messages: list[Message]) -> Message:
-        return Message(role="assistant", tool_calls=[ToolCall(id=f"c{len(messages)}", name="weather", arguments={"city": "X"})])
+        return Message(
+            role="assistant", tool_calls=[ToolCall(id=f"c{len(messages)}", name="weather", arguments={"city": "X"})]
+        )
 
     chat2 = make_agent(llm=loops, max_llm_calls_per_turn=3).start_conversation(log, "loop")
     with pytest.raises(TurnFailedError, match="more than 3 LLM calls"):
@@ -235,7 +237,7 @@ def test_restart_resumes_the_latest(path: Path) -> None:
         assert latest is not None and latest.offset == head and latest.state.messages == messages
         reply = chat.send("bye")
         assert reply.turn == 3 and reply.message.content == "echo: bye"
-        start = [e.event for e in log.read("chat", after=head) if isinstance(e.event, LLMCallStarted)][0]
+        start = next(e.event for e in log.read("chat", after=head) if isinstance(e.event, LLMCallStarted))
         assert start.context_messages == len(messages) + 1
 
 
@@ -338,11 +340,11 @@ def test_a_turn_left_open_by_a_crash_is_finished(path: Path) -> None:
 
 def test_conversation_guide_runs(capsys: pytest.CaptureFixture[str]) -> None:
     text = (Path(__file__).parent.parent / "docs" / "guides" / "conversation.md").read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
     assert len(blocks) >= 5
     namespace: dict[str, Any] = {"__name__": "guide_conversation"}
     for i, block in enumerate(blocks):
-        exec(compile(block, f"conversation.md block {i + 1}", "exec"), namespace)
+        exec(compile(block, f"conversation.md block {i + 1}", "exec"), namespace)  # noqa: S102 - the guides are ours
     out = capsys.readouterr().out
     assert "It is 18°C and sunny in Paris." in out
     assert "Refused: conversation 'chat-demo': cannot restore checkpoint" in out

@@ -49,7 +49,13 @@ PARTS = [
 def run_module(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200", "PYTHONIOENCODING": "utf-8"}
     return subprocess.run(
-        [sys.executable, "-m", *args], capture_output=True, text=True, encoding="utf-8", env=env, timeout=120
+        [sys.executable, "-m", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=120,
     )
 
 

@@ -497,11 +497,11 @@ def test_property_failed_and_resumed_equals_uninterrupted(n_layers: int, width: 
 def run_guide(name: str, capsys: pytest.CaptureFixture[str]) -> str:
     """Run a guide's python blocks top to bottom in one namespace; return what they printed."""
     text = (Path(__file__).parent.parent / "docs" / "guides" / name).read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
     assert blocks, f"{name} has no python blocks"
     namespace: dict[str, Any] = {"__name__": f"guide_{name}"}
     for i, block in enumerate(blocks):
-        exec(compile(block, f"{name} block {i + 1}", "exec"), namespace)
+        exec(compile(block, f"{name} block {i + 1}", "exec"), namespace)  # noqa: S102 - the guides are ours
     return capsys.readouterr().out
 
 
