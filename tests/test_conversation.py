@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import itertools
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eventlog
 from eventlog.conversation import (
@@ -21,6 +24,7 @@ from eventlog.conversation import (
     TurnFailedError,
 )
 from eventlog.events import (
+    Interrupted,
     LLMCallCompleted,
     LLMCallFailed,
     LLMCallStarted,
@@ -28,6 +32,7 @@ from eventlog.events import (
     ToolCall,
     ToolCallCompleted,
     ToolCallFailed,
+    TurnCompleted,
     TurnFailed,
 )
 
@@ -348,3 +353,62 @@ def test_conversation_guide_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "It is 18°C and sunny in Paris." in out
     assert "Refused: conversation 'chat-demo': cannot restore checkpoint" in out
+
+
+def test_rewind_to_an_internal_checkpoint_finishes_that_turn(log: eventlog.EventLog) -> None:
+    agent = make_agent(CheckpointPolicy.all_internal_turns())
+    chat = agent.start_conversation(log, "chat")
+    chat.send("weather Quito")
+    first = log.checkpoints.list("chat")[0]  # after the LLM asked for the tool, before the tool ran
+    assert first.offset == 4
+    branch = agent.start_conversation(log, "chat", checkpoint_id=first.checkpoint_id, new_conversation_id="mid")
+    assert branch.turn_open and branch.turn == 1
+    reply = branch.execute()
+    assert reply.status == "answered" and "Quito" in reply.message.content
+    assert log.state_at("mid").messages == log.state_at("chat").messages
+
+
+POLICIES = {
+    "conversation_turns": CheckpointPolicy.conversation_turns(),
+    "llm_turns": CheckpointPolicy.llm_turns_only(),
+    "all_internal_turns": CheckpointPolicy.all_internal_turns(),
+}
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    policy=st.sampled_from(sorted(POLICIES)),
+    script=st.lists(
+        st.sampled_from(["weather Paris", "hello", "book 3", "ask broken"]) | st.booleans(), min_size=1, max_size=8
+    ),
+)
+def test_property_checkpoint_counts_follow_the_interval(policy: str, script: list[Any]) -> None:
+    """Per turn: conversation_turns 1, llm_turns one per LLM answer, all_internal_turns one per
+    LLM answer and tool call; a pause adds one; a failed turn adds no final one."""
+    with tempfile.TemporaryDirectory() as d, eventlog.open(Path(d) / "log", durability="none") as log:
+        chat = make_agent(POLICIES[policy], confirm={"book"}).start_conversation(log, "c")
+        for step in ["hello", *script]:
+            try:
+                if isinstance(step, bool):
+                    if chat.paused:
+                        chat.resume(step)
+                elif not chat.paused:
+                    chat.send(step)
+            except TurnFailedError:
+                pass
+        events = [e.event for e in log.read("c")]
+        completed_turns = sum(isinstance(e, TurnCompleted) for e in events)
+        llm_answers = sum(isinstance(e, LLMCallCompleted) for e in events)
+        tool_results = sum(isinstance(e, ToolCallCompleted) for e in events)
+        pauses = sum(isinstance(e, Interrupted) for e in events)
+        expected = {
+            "conversation_turns": completed_turns,
+            "llm_turns": llm_answers,
+            "all_internal_turns": llm_answers + tool_results,
+        }[policy] + pauses
+        cps = log.checkpoints.list("c")
+        assert len(cps) == expected
+        failed = [e.offset for e in log.read("c") if isinstance(e.event, TurnFailed)]
+        assert not {cp.offset for cp in cps} & set(failed)
+        for cp in cps[-3:]:
+            assert cp.state == log.state_at("c", cp.offset)
