@@ -8,6 +8,7 @@ and writes everything as JSON.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import json
 import os
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the suites and what each measures")
     parser.add_argument("--workdir", help="scratch directory (default: a new temporary directory, removed after)")
     args = parser.parse_args(argv)
+    faulthandler.enable()  # a crash in a C extension prints the Python stacks
 
     if args.list:
         for name, mod in SUITES.items():

@@ -16,6 +16,7 @@ is what the ratio to the floor measures.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any, Union
 
@@ -38,9 +39,26 @@ class Floor:
     def __init__(self, path: str, *, sync: bool = True, map_size: int = 8 << 30, level: int = 3) -> None:
         self.env = lmdb.open(path, map_size=map_size, sync=sync, metasync=sync, max_dbs=2, lock=True)
         self.db = self.env.open_db(b"events")
-        self._enc = msgspec.msgpack.Encoder()
-        self._cctx = zstandard.ZstdCompressor(level=level, write_checksum=False)
         self._level = level
+        self._local = threading.local()  # zstd contexts must not be shared between threads
+
+    @property
+    def _enc(self) -> msgspec.msgpack.Encoder:
+        local = self._local
+        try:
+            return local.enc
+        except AttributeError:
+            local.enc = msgspec.msgpack.Encoder()
+            return local.enc
+
+    @property
+    def _cctx(self) -> zstandard.ZstdCompressor:
+        local = self._local
+        try:
+            return local.cctx
+        except AttributeError:
+            local.cctx = zstandard.ZstdCompressor(level=self._level, write_checksum=False)
+            return local.cctx
 
     def close(self) -> None:
         self.env.close()
@@ -62,10 +80,6 @@ class Floor:
         value = self._cctx.compress(self._enc.encode(event))
         with self.env.begin(write=True, db=self.db) as txn:
             txn.put(_KEY.pack(run, offset), value)
-
-    def compressor(self) -> zstandard.ZstdCompressor:
-        """A compressor of one's own (zstd contexts are not shared between threads)."""
-        return zstandard.ZstdCompressor(level=self._level, write_checksum=False)
 
     # (b) read floor ----------------------------------------------------------------------
 
