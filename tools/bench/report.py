@@ -1,0 +1,89 @@
+"""Render a results JSON as Markdown, or refresh the generated part of docs/benchmarks.md.
+
+    python -m tools.bench.report RESULTS.json                  # print the Markdown
+    python -m tools.bench.report RESULTS.json docs/benchmarks.md   # replace what lies between
+                                                                   # <!-- bench:begin --> and <!-- bench:end -->
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ._common import fmt_num
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    out: list[str] = []
+    probe = results.get("fsync_probe_commits_per_s", {})
+    pk = ", ".join(f"{k} {v}" for k, v in m["packages"].items() if v)
+    out.append(f"Command: `{results['command'].strip()}` — {results['seconds']:.0f} s in all.\n")
+    out.append(
+        f"Machine: {m['nproc']} cores (`nproc`), {m.get('cpu') or 'unknown CPU'}, "
+        f"{(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, {m['platform']}; "
+        f"Python {m['python']} ({m['implementation']}); {pk}.\n"
+    )
+    if probe:
+        la0 = m.get("loadavg_at_start") or [float("nan")]
+        la1 = results.get("loadavg_at_end") or [float("nan")]
+        out.append(
+            f"Disk at the time (raw LMDB synced one-put commits/s): {probe['start']:,.0f} at the start, "
+            f"{probe['end']:,.0f} at the end; 1-minute load average {la0[0]:.2f} → {la1[0]:.2f}.\n"
+        )
+    out.append("| suite | system | metric | value | unit | ÷ floor | note |")
+    out.append("|---|---|---|---:|---|---:|---|")
+    for name, s in results["suites"].items():
+        if s["skipped"]:
+            out.append(f"| {name} | — | skipped: {_cell(s['skipped'])} | | | | |")
+            continue
+        for i, r in enumerate(s["rows"]):
+            value = "—" if r["value"] is None else fmt_num(r["value"])
+            ratio = "" if r["ratio_to_floor"] is None else f"{r['ratio_to_floor']:.2f}"
+            out.append(
+                f"| {name if i == 0 else ''} | {_cell(r['system'])} | {_cell(r['metric'].strip())} | {value} "
+                f"| {r['unit']} | {ratio} | {_cell(r['note'])} |"
+            )
+    out.append("")
+    out.append("| target | figure | needs | result |")
+    out.append("|---|---:|---|---|")
+    for t in results["targets"]:
+        unit = f" {t['unit']}" if t["unit"] else ""
+        out.append(
+            f"| {_cell(t['name'])} | {fmt_num(t['value'])}{unit} | {t['op']} {fmt_num(t['threshold'])}{unit} "
+            f"| {'met' if t['met'] else '**missed**'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    with open(argv[0]) as f:
+        results = json.load(f)
+    text = markdown(results)
+    if len(argv) == 1:
+        print(text)
+        return 0
+    with open(argv[1]) as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        print(f"{argv[1]} has no {BEGIN} ... {END} markers", file=sys.stderr)
+        return 1
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(argv[1], "w") as f:
+        f.write(head + BEGIN + "\n" + text + END + tail)
+    print(f"updated {argv[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
