@@ -183,6 +183,33 @@ def lmdb_live_bytes(path: str) -> int:
         env.close()
 
 
+def lmdb_breakdown(path: str) -> dict[str, dict[str, int]]:
+    """Per named database of an LMDB directory: entries, pages in use, and key+value bytes."""
+    import lmdb
+
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=64, subdir=True)
+    out: dict[str, dict[str, int]] = {}
+    try:
+        with env.begin() as txn:
+            names = [bytes(k) for k, _ in txn.cursor()]
+        for name in names:
+            try:
+                db = env.open_db(name, create=False)
+            except lmdb.Error:
+                continue
+            with env.begin() as txn:
+                st = txn.stat(db)
+                kv = sum(len(k) + len(v) for k, v in txn.cursor(db=db))
+            out[name.decode(errors="replace")] = {
+                "entries": st["entries"],
+                "pages": st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"],
+                "kv_bytes": kv,
+            }
+    finally:
+        env.close()
+    return out
+
+
 # -- text and workloads ------------------------------------------------------------------
 
 _WORDS = (

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._common import Context, SuiteResult, Text, disk_bytes, lmdb_live_bytes, median
+from ._common import Context, SuiteResult, Text, disk_bytes, lmdb_breakdown, lmdb_live_bytes, median
 
 
 def _texts(turns: int) -> tuple[list[str], list[str]]:
@@ -68,6 +68,7 @@ def eventlog_chat(path: str, users: list[str], replies: list[str], sample_turns:
         "bytes": sizes,
         "bytes_after_close": disk_bytes(path),
         "live_bytes_after_close": lmdb_live_bytes(path),
+        "breakdown": lmdb_breakdown(path),
         "durability": "LMDB, durability=sync (fsync per commit, 2 commits per turn)",
         "messages": n_messages,
         "checkpoints": checkpoints,
@@ -135,6 +136,8 @@ def run(ctx: Context) -> SuiteResult:
     res.metrics["eventlog_short_bytes_after_close"] = short["bytes_after_close"]
     res.metrics["eventlog_short_live_bytes_after_close"] = short["live_bytes_after_close"]
     res.metrics["eventlog_long_live_bytes_after_close"] = el["live_bytes_after_close"]
+    res.metrics["eventlog_short_breakdown"] = short["breakdown"]
+    res.metrics["eventlog_long_breakdown"] = el["breakdown"]
     res.metrics["eventlog_checkpoints"] = el["checkpoints"]
     res.metrics["systems"] = {
         name: {
@@ -154,6 +157,14 @@ def run(ctx: Context) -> SuiteResult:
         short["live_bytes_after_close"],
         "bytes",
         note="pages in use; the file also keeps LMDB's free pages",
+    )
+    top = sorted(short["breakdown"].items(), key=lambda kv: -kv[1]["kv_bytes"])[:4]
+    res.row(
+        "eventlog",
+        f"{short_t}-turn chat, stored key+value bytes",
+        sum(v["kv_bytes"] for v in short["breakdown"].values()),
+        "bytes",
+        note=", ".join(f"{k} {v['kv_bytes']:,} ({v['entries']})" for k, v in top),
     )
     res.target(f"{short_t}-turn chat on disk (eventlog)", short_bytes / 1e6, 1.0, "<=", "MB")
     if "langgraph-sqlite-delta" in systems:
