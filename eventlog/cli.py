@@ -470,7 +470,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     if not Path(args.file).is_file():
         raise _Fail(f"no file {args.file}", EXIT_NOT_FOUND)
-    with _open(args, write=True, create=True, durability="batch") as log, _progress("importing", None) as advance:
+    with _open(args, write=True, create=True, durability="none") as log, _progress("importing", None) as advance:
         summary = import_runs(log, args.file, progress=advance)
     doc = {"path": str(args.file), **msgspec.structs.asdict(summary)}
     if args.json:
@@ -591,7 +591,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "import",
         "read runs from an export file",
-        "Read an export file into the log (created if missing). The whole file is checked\nfirst; nothing is written if it is damaged or cut, or if one of its runs exists\nalready (exit 4). Entries keep their ids, times, metadata and events; forks are forks\nagain. Writes under batch durability and syncs once at the end.",
+        "Read an export file into the log (created if missing). The whole file is checked\nfirst; nothing is written if it is damaged or cut, or if one of its runs exists\nalready (exit 4). Entries keep their ids, times, metadata and events; forks are forks\nagain. Writes without a sync per commit and syncs once at the end.",
         "eventlog --log copy.lmdb import all.jsonl",
     ),
     (
@@ -753,6 +753,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _HANDLERS[args.command](args)
     except _Fail as exc:
         return _fail(str(exc), exc.code)
+    except CorruptRecordError as exc:
+        hint = " (if the log holds event kinds of your own, pass --kinds MODULE)" if "undecodable" in exc.what else ""
+        return _fail(str(exc) + hint, EXIT_CORRUPT)
     except EventLogError as exc:
         return _fail(str(exc), _exit_code(exc))
     except FileNotFoundError as exc:

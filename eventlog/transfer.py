@@ -19,7 +19,8 @@ integer map keys), the entry or checkpoint also holds `msgpack`: the exact msgpa
 Import reads the file twice: once to check all of it (and that none of its runs exist),
 then to write. Entry ids, times, metadata and event bytes come out identical, and so does
 `state_at` at every offset of every run; forks are forks again, sharing their parent's
-events. A fork's creation time and a checkpoint's save time are those of the import.
+events. A fork's creation time and a checkpoint's save time are those of the import, and
+every imported event id is indexed as a caller's id (appending it again is a no-op).
 """
 
 from __future__ import annotations

@@ -603,3 +603,67 @@ def test_exit_codes_are_documented() -> None:
     reference = (ROOT / "docs" / "cli.md").read_text()
     for code in (cli.EXIT_ERROR, cli.EXIT_USAGE, cli.EXIT_NOT_FOUND, cli.EXIT_CONFLICT, cli.EXIT_CORRUPT):
         assert f"| {code} |" in reference
+
+
+def test_kinds_of_your_own_decode_with_kinds(tmp_path: Path) -> None:
+    """A run holding a user's event kind: refused with a hint without --kinds, read with it or EVENTLOG_KINDS."""
+    (tmp_path / "myapp_kinds.py").write_text(
+        "import eventlog\n\n\n"
+        "@eventlog.register\n"
+        "class Approved(eventlog.Event, frozen=True, tag='myapp.approved'):\n"
+        "    by: str\n"
+    )
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    log_path = tmp_path / "mine.lmdb"
+    write = (
+        "import eventlog, myapp_kinds\n"
+        f"with eventlog.open({str(log_path)!r}) as log:\n"
+        "    log.append('r', myapp_kinds.Approved(by='ada'))\n"
+    )
+    subprocess.run([sys.executable, "-c", write], env=env, check=True, timeout=60)
+
+    def cli_(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "eventlog", "--log", str(log_path), *argv],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    p = cli_("events", "r", "--json")
+    assert p.returncode == cli.EXIT_CORRUPT and "--kinds" in p.stderr and "'r'" in p.stderr
+    p = cli_("--kinds", "myapp_kinds", "events", "r", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)[0]["event"] == {"kind": "myapp.approved", "by": "ada"}
+    out = tmp_path / "mine.jsonl"
+    assert cli_("export", "-o", str(out), EVENTLOG_KINDS="myapp_kinds").returncode == 0
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(tmp_path / "copy.lmdb"), "import", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert p.returncode == cli.EXIT_CORRUPT and "--kinds" in p.stderr  # the kind is not registered there
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eventlog",
+            "--log",
+            str(tmp_path / "copy.lmdb"),
+            "--kinds",
+            "myapp_kinds",
+            "import",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
