@@ -510,3 +510,16 @@ def test_graph_guide_runs(capsys: pytest.CaptureFixture[str]) -> None:
     for n in (1, 2, 3):
         assert f"→ Checkpoint saved at superstep {n}" in out
     assert "✓ Workflow completed successfully" in out
+
+
+def test_fork_at_the_pause_and_answer_differently(log: eventlog.EventLog) -> None:
+    seen: list[Any] = []
+    runner = approval_graph(seen).compile(log)
+    runner.run("pay", {"amount": 50})
+    pause = log.checkpoints.load_latest("pay")
+    assert runner.resume("pay", value="yes").values["sent"] is True
+    other = runner.resume("pay", value="", from_checkpoint=pause.checkpoint_id, new_run_id="pay-declined")
+    assert other.values == {"amount": 100, "approved": "", "sent": False}
+    assert log.state_at("pay").values["approved"] == "yes"  # the first answer stands on the original
+    with pytest.raises(GraphError, match="needs from_checkpoint"):
+        runner.resume("pay", new_run_id="x")
