@@ -297,12 +297,10 @@ class CompiledGraph:
             raise GraphError(f"run {run_id!r}: new_run_id needs from_checkpoint (the checkpoint to fork at)")
         rec = self._recorder(run_id)
         state: AgentState = rec.state
-        if rec.offset == 0 or state.status == "pending":
-            raise (
-                UnknownRunError(run_id)
-                if rec.offset == 0
-                else GraphError(f"run {run_id!r} has not started: call run()")
-            )
+        if rec.offset == 0:
+            raise UnknownRunError(run_id)
+        if state.status == "pending":
+            raise GraphError(f"run {run_id!r} has events but no RunStarted at offset {rec.offset}: call run()")
         if state.status == "completed":
             if value is not _MISSING:
                 raise RunNotPausedError(f"run {run_id!r} completed at offset {rec.offset}; there is nothing to resume")
