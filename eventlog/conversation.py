@@ -42,7 +42,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import EventLogError
+from . import AgentReducer, AgentState, Checkpoint, CheckpointPolicy, EventLog, EventLogError, Recorder
 from .events import (
     Event,
     Interrupted,
@@ -60,8 +60,6 @@ from .events import (
     TurnStarted,
     UserMessage,
 )
-from .fold import AgentReducer, AgentState, CheckpointPolicy
-from .log import Checkpoint, EventLog, Recorder
 
 __all__ = [
     "DECLINED",

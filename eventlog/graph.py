@@ -38,7 +38,17 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import EventLogError, RunExistsError, UnknownRunError
+from . import (
+    AgentReducer,
+    AgentState,
+    Checkpoint,
+    CheckpointPolicy,
+    EventLog,
+    EventLogError,
+    Recorder,
+    RunExistsError,
+    UnknownRunError,
+)
 from .events import (
     Event,
     Interrupted,
@@ -52,8 +62,6 @@ from .events import (
     StepStarted,
     SuperstepCompleted,
 )
-from .fold import AgentReducer, AgentState, CheckpointPolicy
-from .log import Checkpoint, EventLog, Recorder
 
 __all__ = [
     "END",
