@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+
+U64 = Annotated[int, msgspec.Meta(ge=0)]
+"""A count, offset or number that keys are made of: decoding refuses a negative one (msgpack holds no more than a u64)."""
 
 
 class RunRecord(msgspec.Struct, array_like=True):
     """A run as stored under its id in the `runs` table."""
 
-    number: int
+    number: U64
     """Fixed number of the run inside the log; prefixes its keys."""
-    head: int = 0
+    head: U64 = 0
     """Offset of the last event."""
-    base: int = 0
+    base: U64 = 0
     """Offsets at or below this were pruned; the state at `base` lives in a snapshot."""
     parent: str | None = None
     """Run this one was forked from."""
-    fork_offset: int = 0
+    fork_offset: U64 = 0
     """Offsets up to this are the parent's events, shared."""
     created_ns: int = 0
     """When the run was created."""
-    checkpoint_seq: int = 0
+    checkpoint_seq: U64 = 0
     """Sequence number of the last checkpoint saved (never reused)."""
-    forks: int = 0
+    forks: U64 = 0
     """Number of runs forked from this one that still exist."""
 
 
@@ -32,7 +35,7 @@ class CheckpointRecord(msgspec.Struct, array_like=True):
     """A checkpoint as stored; its state is folded (or loaded from a snapshot) when asked for."""
 
     checkpoint_id: str
-    offset: int
+    offset: U64
     created_ns: int
     reducer: str
     reducer_version: int
@@ -47,5 +50,5 @@ class SnapshotRecord(msgspec.Struct, array_like=True):
 
     reducer: str
     reducer_version: int
-    offset: int
+    offset: U64
     state: msgspec.Raw

@@ -723,6 +723,10 @@ class EventLog:
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
         """Every entry of every run with position > after, in commit order."""
+        if after < 0:
+            raise EventLogError(f"feed position {after} is negative; after=0 reads the feed from its start")
+        if after >= (1 << 64) - 1:
+            return  # past every position a log can give
         count = 0
         while limit is None or count < limit:
             want = _limits.read_chunk_entries if limit is None else min(_limits.read_chunk_entries, limit - count)
