@@ -42,7 +42,17 @@ from typing import Any
 
 import msgspec
 
-from . import AgentReducer, AgentState, Checkpoint, CheckpointPolicy, EventLog, EventLogError, Recorder
+from . import (
+    AgentReducer,
+    AgentState,
+    Checkpoint,
+    CheckpointPolicy,
+    EventLog,
+    EventLogError,
+    InvalidEventError,
+    Recorder,
+    RecordTooLargeError,
+)
 from .events import (
     Event,
     Interrupted,
@@ -405,7 +415,16 @@ class Conversation:
             )
             raise TurnFailedError(self.conversation_id, turn, offset, f"tool {call.name!r}", exc) from exc
         latency = (agent.clock() - t0) * 1000.0
-        self._append([ToolCallCompleted(call_id=call.id, tool=call.name, output=output, latency_ms=latency)])
+        try:
+            self._append([ToolCallCompleted(call_id=call.id, tool=call.name, output=output, latency_ms=latency)])
+        except (InvalidEventError, RecordTooLargeError, TypeError, ValueError) as exc:  # the output cannot be stored
+            offset = self._append(
+                [
+                    ToolCallFailed(call_id=call.id, tool=call.name, error=str(exc), latency_ms=latency),
+                    TurnFailed(turn=turn, error=str(exc)),
+                ]
+            )
+            raise TurnFailedError(self.conversation_id, turn, offset, f"tool {call.name!r}", exc) from exc
         return None
 
 

@@ -45,7 +45,9 @@ from . import (
     CheckpointPolicy,
     EventLog,
     EventLogError,
+    InvalidEventError,
     Recorder,
+    RecordTooLargeError,
     RunExistsError,
     UnknownRunError,
 )
@@ -443,7 +445,10 @@ class CompiledGraph:
             return True
         except Exception as exc:  # noqa: BLE001 - any error of a node fails the run
             self._fail(rec, node, superstep, exc, step_failed=True)
-        self._append(rec, [StepCompleted(node=node, superstep=superstep, update=dict(result or {}))])
+        try:
+            self._append(rec, [StepCompleted(node=node, superstep=superstep, update=dict(result or {}))])
+        except (InvalidEventError, RecordTooLargeError) as exc:  # nothing was written: the update cannot be stored
+            self._fail(rec, node, superstep, exc, step_failed=True)
         return False
 
     def _fail(self, rec: Recorder, node: str, superstep: int, exc: Exception, *, step_failed: bool) -> None:

@@ -412,3 +412,12 @@ def test_property_checkpoint_counts_follow_the_interval(policy: str, script: lis
         assert not {cp.offset for cp in cps} & set(failed)
         for cp in cps[-3:]:
             assert cp.state == log.state_at("c", cp.offset)
+
+
+def test_a_tool_output_that_cannot_be_stored_fails_the_turn(log: eventlog.EventLog) -> None:
+    chat = Agent(scripted, {"weather": lambda city: object()}).start_conversation(log, "chat")
+    with pytest.raises(TurnFailedError) as info:
+        chat.send("weather Lima")
+    assert isinstance(info.value.__cause__, TypeError | eventlog.InvalidEventError)
+    assert kinds(log, "chat")[-3:] == ["ToolCallStarted", "ToolCallFailed", "TurnFailed"]
+    assert chat.send("hello").message.content == "echo: hello"

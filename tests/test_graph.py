@@ -523,3 +523,16 @@ def test_fork_at_the_pause_and_answer_differently(log: eventlog.EventLog) -> Non
     assert log.state_at("pay").values["approved"] == "yes"  # the first answer stands on the original
     with pytest.raises(GraphError, match="needs from_checkpoint"):
         runner.resume("pay", new_run_id="x")
+
+
+def test_an_update_that_cannot_be_stored_fails_the_node(log: eventlog.EventLog) -> None:
+    g = Graph("unstorable")
+    g.add_node("a", lambda v: {"ok": 1})
+    g.add_node("b", lambda v: {"thing": object()})
+    g.set_entry("a")
+    g.add_edge("a", "b")
+    with pytest.raises(NodeFailedError) as info:
+        g.compile(log).run("u", {})
+    assert isinstance(info.value.__cause__, eventlog.InvalidEventError) and info.value.node == "b"
+    assert kinds(log, "u")[-3:] == ["StepStarted", "StepFailed", "RunFailed"]
+    assert log.state_at("u").values == {"ok": 1}
