@@ -177,6 +177,10 @@ class LMDBStore:
                     raise
                 return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
         except lmdb.Error as exc:
+            if not self.readonly and _is_errno(exc, errno.EACCES, errno.EROFS):
+                raise ReadOnlyError(
+                    f"{self.path}: this process may not write the log ({exc}); open it with readonly=True to read it"
+                ) from None
             raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
 
     def _check_size(self) -> None:
