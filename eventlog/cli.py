@@ -96,7 +96,8 @@ def _console(stderr: bool = False) -> Any:
 
     stream = sys.stderr if stderr else sys.stdout
     wide = None if stream.isatty() or "COLUMNS" in os.environ else 160  # piped: do not fold at 80
-    return Console(file=stream, highlight=False, soft_wrap=False, width=wide)
+    # markup=False: run ids, metadata and events are printed as they are, never read as markup.
+    return Console(file=stream, highlight=False, soft_wrap=False, width=wide, markup=False)
 
 
 def _emit_json(value: Any) -> None:
@@ -307,7 +308,7 @@ def _cmd_state(args: argparse.Namespace) -> int:
         return EXIT_OK
     console = _console()
     where = f"checkpoint {checkpoint_id}, offset {offset}" if checkpoint_id else f"offset {offset}"
-    console.print(f"[bold]run {args.run}[/bold] at {where}")
+    console.print(f"run {args.run} at {where}", style="bold")
     console.print_json(msgspec.json.encode(doc["state"]).decode())
     return EXIT_OK
 
@@ -512,7 +513,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         from .demo import run_demo
     except ImportError as exc:
         raise _Fail(f"the demo is not available: {exc}", EXIT_ERROR) from None
-    return int(run_demo(args.path, console=_console()) or 0)
+    from rich.console import Console
+
+    return int(run_demo(args.path, console=Console(highlight=False)) or 0)
 
 
 # -- the parser --------------------------------------------------------------------------------
