@@ -769,3 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{exc.strerror or exc}: {exc.filename or ''}", EXIT_ERROR)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except Exception as exc:
+        if os.environ.get("EVENTLOG_DEBUG"):
+            raise
+        return _fail(f"{type(exc).__name__}: {exc} (set EVENTLOG_DEBUG=1 to see the traceback)", EXIT_ERROR)

@@ -66,7 +66,8 @@ shows a progress bar on stderr when stderr is a terminal.
 ## Exit codes
 
 Errors are one line on stderr (`eventlog: error: ...`) that names the run and offset
-where they apply; there is no traceback.
+where they apply; there is no traceback (`EVENTLOG_DEBUG=1` shows one for an error that
+is not an eventlog error).
 
 | code | meaning |
 |---|---|
