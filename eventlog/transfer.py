@@ -331,8 +331,9 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
     next_offset: dict[str, int] = {}
     summary = TransferSummary()
     existing = set(log.runs())
-    ended = False
+    ended = seen = False
     for number, line in _lines(path):
+        seen = True
         where = f"{path} line {number}"
         if ended:
             raise ExportFileError(f"{where}: a line after the end line")
@@ -382,6 +383,8 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
                     f"checkpoints; the file holds {summary.runs}, {summary.entries}, {summary.checkpoints}"
                 )
             ended = True
+    if not seen:
+        raise ExportFileError(f"{path} is empty, not an eventlog export")
     if not ended:
         raise ExportFileError(f"{path} has no end line: the export was cut short")
     for run_id, run in runs.items():
