@@ -631,6 +631,8 @@ class EventLog:
         """Where offsets (after, upto] of a run are stored: (run id, run number, lo, hi) pieces, in order."""
         pieces: list[tuple[str, int, int, int]] = []
         origin = run_id
+        if after < rec.base and upto > after:  # a pruned fork's offsets below its base, even those its parent holds
+            raise PrunedError(run_id, after + 1, rec.base)
         while upto > after:
             lo = max(rec.fork_offset, after)
             if upto > lo:
@@ -797,6 +799,8 @@ class EventLog:
             target = rec.head if offset is None else offset
             if not 0 <= target <= rec.head:
                 raise OffsetOutOfRangeError(run_id, target, rec.head)
+            if target < rec.base:
+                raise PrunedError(run_id, target, rec.base)
             return target, self._find_snapshot(txn, run_id, rec, target, tag), rec.base
 
         target, found, base = self.store.read(plan)
