@@ -1441,12 +1441,13 @@ class Recorder:
         events = list(events)
         for e in events:
             self.log.codec.check_event(e)
+        known = self._known_ids(event_ids)
         wants = False
         events_since, llm_since = self._events_since, self._llm_since
         apply = self.reducer.apply
         state = self.state
         try:
-            for e in events:
+            for e in (e for i, e in enumerate(events) if i not in known):  # a known id is not written again
                 state = apply(state, e)
                 events_since += 1
                 llm_since = llm_since or isinstance(e, LLMCallCompleted)
@@ -1464,13 +1465,35 @@ class Recorder:
         except BaseException:
             self._reload()
             raise
-        self.offset = offsets[-1] if offsets else self.offset
+        fresh = [o for i, o in enumerate(offsets) if i not in known]
+        if fresh != list(range(self.offset + 1, self.offset + 1 + len(fresh))):
+            self._reload()  # the log wrote other events than were folded (an id became known meanwhile)
+            return offsets
+        self.offset = fresh[-1] if fresh else self.offset
         self._bytes_since += written
         if wants:
             self._after_checkpoint()
         else:
             self._events_since, self._llm_since = events_since, llm_since
         return offsets
+
+    def _known_ids(self, event_ids: Sequence[str | None] | None) -> set[int]:
+        """Indexes of the `event_ids` already in the run: their events are not written again."""
+        if not event_ids or all(i is None for i in event_ids):
+            return set()
+        log = self.log
+
+        def read(txn: Txn) -> set[int]:
+            rec = log._run(txn, self.run_id)
+            if rec is None:
+                return set()
+            prefix = u64(rec.number)
+            return {
+                i for i, eid in enumerate(event_ids)
+                if isinstance(eid, str) and eid and txn.get("event_ids", prefix + eid.encode()) is not None
+            }
+
+        return log.store.read(read)
 
     def _checkpoint_fn(self, metadata: dict[str, Any] | None) -> Callable[[int, int], _PendingCheckpoint]:
         def make(offset: int, written: int) -> _PendingCheckpoint:

@@ -550,3 +550,23 @@ def test_closed_log_refuses(open_log: OpenLog) -> None:
         log.append("r", step(2))
     with pytest.raises(eventlog.ClosedError):
         log.head("r")
+
+
+def test_a_pruned_fork_refuses_offsets_below_its_base(log: eventlog.EventLog) -> None:
+    log.append_many("p", [step(i) for i in range(1, 6)])
+    log.checkpoints.save("p", 2)
+    log.fork("p", 3, "c")
+    log.append_many("c", [step(i) for i in range(40, 45)])
+    log.checkpoints.save("c", 6)
+    assert log.prune("c", before=6) == 6
+    for k in range(6):  # the parent still holds offsets 1..3, but they are below the fork's base
+        with pytest.raises(eventlog.PrunedError):
+            log.state_at("c", k)
+    with pytest.raises(eventlog.PrunedError):
+        list(log.read("c", 0, 2))
+    assert [e.offset for e in log.read("c", after=6)] == [7, 8]
+    assert log.state_at("c", 8).values == {"i": 44}
+    assert log.state_at("p", 3).values == {"i": 3}  # the parent is untouched
+    with pytest.raises(eventlog.PrunedError):
+        log.fork("c", 2, "cc")
+    assert log.verify().ok

@@ -558,3 +558,17 @@ def test_checkpoint_at_every_step_keeps_snapshots_below_events(tmp_path: Path, b
     for cp in log.checkpoints.list("chat")[::37]:
         assert len(cp.state.messages) == cp.offset
     log.close()
+
+
+def test_recorder_does_not_fold_an_event_whose_id_is_known() -> None:
+    log = eventlog.open(":memory:")
+    rec = log.recorder("r", policy=CheckpointPolicy.every(1))
+    assert rec.append(ev.UserMessage(content="a"), event_id="x") == 1
+    assert rec.append(ev.UserMessage(content="b")) == 2
+    assert rec.append(ev.UserMessage(content="a again"), event_id="x") == 1  # a retry: nothing written
+    assert rec.offset == 2 and [m.content for m in rec.state.messages] == ["a", "b"]
+    assert rec.append_many([ev.UserMessage(content="c"), ev.UserMessage(content="a")], event_ids=["y", "x"]) == [3, 1]
+    assert rec.offset == 3 and enc(log, rec.state) == enc(log, log.state_at("r"))
+    assert rec.append(ev.UserMessage(content="d")) == 4  # the recorder kept its place: no ConflictError
+    assert [c.offset for c in log.checkpoints.list("r")] == [1, 2, 3, 4]
+    assert log.verify().ok
