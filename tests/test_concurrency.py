@@ -238,7 +238,9 @@ def test_a_stale_expected_offset_is_fenced_across_processes(tmp_path: Path) -> N
             "with eventlog.open(sys.argv[1]) as log:\n"
             "    print(log.append('r', StepCompleted(node='b', superstep=1), expected_offset=1))\n"
         )
-        proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(path)], check=False, capture_output=True, text=True, timeout=60
+        )
         assert proc.stdout.strip() == "2", proc.stderr
         try:
             log.append("r", _event("a", 1), expected_offset=head)

@@ -46,6 +46,7 @@ def test_sigkilled_writers_lose_no_acknowledged_event(tmp_path: Path) -> None:
     print(f"crashtest seed {seed}")
     proc = subprocess.run(
         [sys.executable, str(TOOL), "--cycles", str(cycles), "--seed", str(seed), "--quiet", "--dir", str(tmp_path)],
+        check=False,
         capture_output=True,
         text=True,
         timeout=60 + 5 * cycles,
@@ -97,7 +98,10 @@ def test_the_checker_reports_a_lost_a_changed_and_a_duplicated_event(tmp_path: P
     assert totals.lost == 1 and any("offset 2" in line for line in out)
 
     # The same event id twice in the log (a retry that was not idempotent would do this).
-    model.runs["r0"].entries[2] = (ids[1], ct.digest(eventlog.open(":memory:").codec.encode_event(ct.make_event(ids[1]))))
+    model.runs["r0"].entries[2] = (
+        ids[1],
+        ct.digest(eventlog.open(":memory:").codec.encode_event(ct.make_event(ids[1]))),
+    )
     with eventlog.open(path) as log:
         log.append("r1", ct.make_event("e0.0"), event_id="e0.0")
     totals, out = ct.Totals(), []
@@ -108,10 +112,21 @@ def test_the_checker_reports_a_lost_a_changed_and_a_duplicated_event(tmp_path: P
 def test_an_append_killed_before_its_acknowledgement_is_retried_with_the_same_ids() -> None:
     ct = _crashtest()
     model = ct.LogModel(Path("unused"), "sync")
-    intent = {"op": "intent", "kind": "batch", "run": "r2", "ids": ["e1.0", "e1.1"], "meta": {"batch": "e1.0", "size": 2}}
+    intent = {
+        "op": "intent",
+        "kind": "batch",
+        "run": "r2",
+        "ids": ["e1.0", "e1.1"],
+        "meta": {"batch": "e1.0", "size": 2},
+    }
     model.take([intent])
     assert model.pending == [{"run": "r2", "ids": ["e1.0", "e1.1"], "meta": {"batch": "e1.0", "size": 2}}]
-    model.take([{"op": "intent", "kind": "retry", "run": "r2", "ids": ["e1.0", "e1.1"]}, _ack(ct, "r2", ["e1.0", "e1.1"], [5, 6], "retry")])
+    model.take(
+        [
+            {"op": "intent", "kind": "retry", "run": "r2", "ids": ["e1.0", "e1.1"]},
+            _ack(ct, "r2", ["e1.0", "e1.1"], [5, 6], "retry"),
+        ]
+    )
     assert model.pending == []
     assert model.runs["r2"].entries[6][0] == "e1.1"
 

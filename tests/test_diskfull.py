@@ -78,7 +78,7 @@ def _expected_a() -> list[str]:
 def test_full_disk_fails_with_log_full_and_keeps_earlier_data(tmp_path: Path, mode: str) -> None:
     path = tmp_path / "log"
     proc = subprocess.run(
-        [sys.executable, "-c", _FULL_DISK, str(path), mode], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _FULL_DISK, str(path), mode], check=False, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, f"return code {proc.returncode}: {proc.stderr[-3000:]}"
     out = json.loads(proc.stdout)
@@ -124,7 +124,9 @@ def test_full_map_fails_with_log_full_and_keeps_earlier_data(tmp_path: Path) -> 
 
     with eventlog.open(path, map_size_bytes_max=64 * 1024 * 1024) as log:  # space returns
         assert log.head("b") == acked
-        assert log.append_many("c", [UserMessage(content=os.urandom(1500).hex()) for _ in range(60)]) == list(range(1, 61))
+        assert log.append_many("c", [UserMessage(content=os.urandom(1500).hex()) for _ in range(60)]) == list(
+            range(1, 61)
+        )
         assert log.verify().ok
         assert log.stats()["map_size_bytes"] > small
 

@@ -19,7 +19,6 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -245,7 +244,9 @@ def _valid_run_id(run_id: str) -> bool:
 run_ids = st.one_of(
     st.text(st.characters(blacklist_categories=()), max_size=40),
     st.text(st.characters(blacklist_categories=()), min_size=250, max_size=1100),
-    st.sampled_from(["", "\ud800", "a\udfff", "é" * 512, "é" * 513, "x" * 1024, "x" * 1025, "🚀" * 256, "🚀" * 257, "\x00"]),
+    st.sampled_from(
+        ["", "\ud800", "a\udfff", "é" * 512, "é" * 513, "x" * 1024, "x" * 1025, "🚀" * 256, "🚀" * 257, "\x00"]
+    ),
 )
 
 
@@ -314,7 +315,9 @@ class NotRegistered(eventlog.Event, frozen=True, tag="fuzz.not-registered"):
         pytest.param(lambda log: log.append_many("a", [UserMessage(content="ok"), "text"]), id="a str in a batch"),
         pytest.param(lambda log: log.append("a", UserMessage(content="x"), event_id="i" * 257), id="long event id"),
         pytest.param(lambda log: log.append("a", UserMessage(content="x"), event_id=""), id="empty event id"),
-        pytest.param(lambda log: log.append("a", UserMessage(content="x"), meta={"o": object()}), id="meta not encodable"),
+        pytest.param(
+            lambda log: log.append("a", UserMessage(content="x"), meta={"o": object()}), id="meta not encodable"
+        ),
         pytest.param(lambda log: log.append_many("a", []), id="empty batch"),
         pytest.param(lambda log: log.append_many("a", [UserMessage(content="x")] * 100_001), id="batch over the limit"),
         pytest.param(
@@ -338,7 +341,9 @@ offsets = st.one_of(st.integers(-3, 10), st.integers(-(2**70), 2**70))
 
 @fuzz
 @given(after=offsets, upto=st.one_of(st.none(), offsets), run=st.sampled_from(["a", "b", "missing"]))
-def test_any_offset_to_a_read_is_served_or_a_named_error(log: eventlog.EventLog, after: int, upto: int | None, run: str) -> None:
+def test_any_offset_to_a_read_is_served_or_a_named_error(
+    log: eventlog.EventLog, after: int, upto: int | None, run: str
+) -> None:
     head = log.head(run)
     calls = {
         "read": lambda: list(log.read(run, after, upto)),

@@ -63,7 +63,9 @@ def make_event(event_id: str) -> Any:
     text = "".join(r.choice("abcdefghij klmnop") for _ in range(r.choice((0, 8, 40, 300, 1500))))
     kind = r.randrange(5)
     if kind == 0:
-        return StepCompleted(node=f"n{r.randrange(8)}", superstep=r.randrange(1, 50), update={"v": text, "id": event_id})
+        return StepCompleted(
+            node=f"n{r.randrange(8)}", superstep=r.randrange(1, 50), update={"v": text, "id": event_id}
+        )
     if kind == 1:
         return UserMessage(content=text or event_id)
     if kind == 2:
@@ -144,8 +146,14 @@ def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
                 continue
             say(op="intent", kind="checkpoint", run=run)
             cp = log.checkpoints.save(run, metadata={"cycle": cycle})
-            say(op="ack", kind="checkpoint", run=run, checkpoint_id=cp.checkpoint_id, offset=cp.offset,
-                state=digest(codec.encode_state(cp.state)))
+            say(
+                op="ack",
+                kind="checkpoint",
+                run=run,
+                checkpoint_id=cp.checkpoint_id,
+                offset=cp.offset,
+                state=digest(codec.encode_state(cp.state)),
+            )
         elif op < 0.85:
             run = r.choice(list(MAIN_RUNS) + forked[-2:])
             if run not in runs:
@@ -398,7 +406,15 @@ def run_cycle(model: LogModel, cycle: int, rng: random.Random, totals: Totals, a
     child_seed = rng.randrange(1 << 32)
     early = rng.random() < 0.1  # sometimes kill during start-up and the retries
     delay = rng.uniform(0, 0.15) if early else rng.uniform(0, args.run_seconds_max)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(model.path), model.mode, str(child_seed), str(cycle)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        str(model.path),
+        model.mode,
+        str(child_seed),
+        str(cycle),
+    ]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     lines: list[bytes] = []
@@ -448,10 +464,18 @@ def main(argv: list[str] | None = None) -> int:
         path, mode, seed, cycle = argv[1:5]
         return child_main(path, mode, int(seed), int(cycle))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cycles", type=int, default=int(os.environ.get("EVENTLOG_CRASH_CYCLES", "30")),
-                    help="SIGKILL cycles in all (default: $EVENTLOG_CRASH_CYCLES or 30)")
-    ap.add_argument("--seed", type=int, default=None, help="seed of the kill instants and the writers (default: random)")
-    ap.add_argument("--modes", default=",".join(MODES), help="durability modes, taken in turn (default: sync,batch,none)")
+    ap.add_argument(
+        "--cycles",
+        type=int,
+        default=int(os.environ.get("EVENTLOG_CRASH_CYCLES", "30")),
+        help="SIGKILL cycles in all (default: $EVENTLOG_CRASH_CYCLES or 30)",
+    )
+    ap.add_argument(
+        "--seed", type=int, default=None, help="seed of the kill instants and the writers (default: random)"
+    )
+    ap.add_argument(
+        "--modes", default=",".join(MODES), help="durability modes, taken in turn (default: sync,batch,none)"
+    )
     ap.add_argument("--cycles-per-log", type=int, default=40, help="cycles on one log before a fresh one (default: 40)")
     ap.add_argument("--run-seconds-max", type=float, default=0.3, help="longest a writer runs before the kill")
     ap.add_argument("--dir", default=None, help="where the logs go (default: a temporary directory, removed)")
