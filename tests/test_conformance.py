@@ -570,3 +570,20 @@ def test_a_pruned_fork_refuses_offsets_below_its_base(log: eventlog.EventLog) ->
     with pytest.raises(eventlog.PrunedError):
         log.fork("c", 2, "cc")
     assert log.verify().ok
+
+
+def test_long_run_ids_sharing_a_long_prefix_stay_apart(open_log: OpenLog) -> None:
+    stem = "x" * 448
+    ids = [stem + "b", stem + "a" * 500, stem + "a" * 501, stem, "x" * 449, stem + "é" * 200]
+    log = open_log()
+    for n, rid in enumerate(ids):
+        log.append(rid, step(n))
+    log.close()
+    log = open_log()
+    assert log.runs() == sorted(ids, key=str.encode)
+    for n, rid in enumerate(ids):
+        assert [e.event for e in log.read(rid)] == [step(n)]
+        assert log.run_info(rid).run_id == rid
+    log.delete_run(stem + "a" * 500)
+    assert log.runs() == sorted([i for i in ids if i != stem + "a" * 500], key=str.encode)
+    assert log.head(stem + "a" * 501) == 1
