@@ -17,6 +17,8 @@ from ._common import Context, SuiteResult, agent_events
 from .floors import Floor
 
 THREADS = 8
+WIDE = 32
+WIDE_EACH = 20
 
 
 def _threads(n_threads: int, work: Callable[[int], None]) -> float:
@@ -59,6 +61,8 @@ def run(ctx: Context) -> SuiteResult:
     singles: list[float] = []
     multis: list[float] = []
     ratios: list[float] = []
+    wides: list[float] = []
+    wide_ratios: list[float] = []
     try:
         for e in events:
             log.append("warm", e)
@@ -81,6 +85,16 @@ def run(ctx: Context) -> SuiteResult:
             multis.append(multi_rate)
             ratios.append(multi_rate / single_rate)
 
+            def wide_work(k: int, r: int = r) -> None:
+                run_id = f"wide-{r}-{k}"
+                append = log.append
+                for e in events[:WIDE_EACH]:
+                    append(run_id, e)
+
+            wide_rate = WIDE * WIDE_EACH / _threads(WIDE, wide_work)
+            wides.append(wide_rate)
+            wide_ratios.append(wide_rate / single_rate)
+
         def floor_work(k: int) -> None:
             for i, e in enumerate(events[:per_thread], 1):
                 floor.append_one(k + 1, i, e)
@@ -93,6 +107,13 @@ def run(ctx: Context) -> SuiteResult:
     single_rate, log_rate, speedup = median(singles), median(multis), median(ratios)
     res.row("eventlog", "append, sync, 1 thread", single_rate, "appends/s", note=f"median of {rounds} rounds")
     res.row("eventlog", f"append, sync, {THREADS} threads", log_rate, "appends/s", note=f"{speedup:.1f}x 1 thread (median of per-round ratios)")
+    res.row(
+        "eventlog",
+        f"append, sync, {WIDE} threads",
+        median(wides),
+        "appends/s",
+        note=f"{median(wide_ratios):.1f}x 1 thread (median of per-round ratios)",
+    )
     res.row("raw LMDB", f"put + commit, sync, {THREADS} threads", floor_rate, "appends/s", note="one round")
     res.metrics.update(
         threads=THREADS,
@@ -104,6 +125,9 @@ def run(ctx: Context) -> SuiteResult:
         single_rates=singles,
         threads_rates=multis,
         raw_lmdb_threads_appends_per_s=floor_rate,
+        wide_threads=WIDE,
+        wide_appends_per_s=median(wides),
+        wide_speedup=median(wide_ratios),
     )
     res.target(f"{THREADS} threads ÷ 1 thread (group commit)", speedup, 10.0, ">=", "x")
     return res
