@@ -53,7 +53,15 @@ class PlainStruct(msgspec.Struct, tag="test_bad_input.plain"):
 
 @pytest.mark.parametrize(
     "bad",
-    [None, "an event", {"kind": "step.completed", "node": "a", "superstep": 1}, 42, PlainStruct(), NotRegistered(), UserMessage],
+    [
+        None,
+        "an event",
+        {"kind": "step.completed", "node": "a", "superstep": 1},
+        42,
+        PlainStruct(),
+        NotRegistered(),
+        UserMessage,
+    ],
     ids=["none", "str", "dict", "int", "plain-struct", "unregistered-kind", "the-class-itself"],
 )
 def test_what_is_not_a_registered_event_is_refused(seeded: eventlog.EventLog, bad: Any) -> None:
@@ -136,7 +144,9 @@ def test_empty_batches_and_mismatched_ids_are_refused(seeded: eventlog.EventLog)
 BAD_RUN_IDS = ["", None, 7, b"bytes", "x" * 1025, "é" * 513, "🚀" * 256 + "x", "lone \udc80"]
 
 
-@pytest.mark.parametrize("run_id", BAD_RUN_IDS, ids=["empty", "none", "int", "bytes", "1025-ascii", "1026-utf8", "1025-emoji", "surrogate"])
+@pytest.mark.parametrize(
+    "run_id", BAD_RUN_IDS, ids=["empty", "none", "int", "bytes", "1025-ascii", "1026-utf8", "1025-emoji", "surrogate"]
+)
 def test_bad_run_ids_are_refused(seeded: eventlog.EventLog, run_id: Any) -> None:
     before = snapshot(seeded)
     calls: list[Callable[[], object]] = [

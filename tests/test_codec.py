@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import tempfile
 import struct
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,9 @@ INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # what msgpack holds
 
 # -- strategies built from each kind's own field types -------------------------------------
 
-edge_ints = st.sampled_from([0, 1, -1, 127, 128, -32, -33, 255, 256, 2**31 - 1, -(2**31), 2**32, 2**63 - 1, 2**63, INT_MIN, INT_MAX])
+edge_ints = st.sampled_from(
+    [0, 1, -1, 127, 128, -32, -33, 255, 256, 2**31 - 1, -(2**31), 2**32, 2**63 - 1, 2**63, INT_MIN, INT_MAX]
+)
 ints = st.one_of(edge_ints, st.integers(INT_MIN, INT_MAX))
 floats = st.one_of(
     st.sampled_from([0.0, -0.0, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308, -1.5]),
@@ -111,9 +113,20 @@ def test_every_standard_kind_is_registered_and_has_a_strategy() -> None:
 
 @pytest.mark.parametrize("kind", STANDARD, ids=lambda k: k.__struct_config__.tag)
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), position=st.integers(1, INT_MAX), time_ns=ints, event_id=texts, meta=st.none() | st.dictionaries(texts, any_values, max_size=3))
+@given(
+    data=st.data(),
+    position=st.integers(1, INT_MAX),
+    time_ns=ints,
+    event_id=texts,
+    meta=st.none() | st.dictionaries(texts, any_values, max_size=3),
+)
 def test_every_kind_round_trips_through_an_entry(
-    kind: type[eventlog.Event], data: st.DataObject, position: int, time_ns: int, event_id: str, meta: dict[str, Any] | None
+    kind: type[eventlog.Event],
+    data: st.DataObject,
+    position: int,
+    time_ns: int,
+    event_id: str,
+    meta: dict[str, Any] | None,
 ) -> None:
     event = data.draw(event_strategy(kind))
     c = codec()
@@ -127,7 +140,9 @@ def test_every_kind_round_trips_through_an_entry(
         assert (back.position, back.time_ns, back.event_id) == (position, time_ns, event_id)
         # and once more from the decoded record: a fixed point
         assert c.encode_entry(back, 0) == stored
-    assert c.decode_event(c.encode_event(event)) == event or canonical(c.decode_event(c.encode_event(event))) == canonical(event)
+    assert c.decode_event(c.encode_event(event)) == event or canonical(
+        c.decode_event(c.encode_event(event))
+    ) == canonical(event)
 
 
 @settings(max_examples=100)
@@ -149,7 +164,9 @@ def test_any_registered_kind_round_trips(data: st.DataObject) -> None:
     assert canonical(back.event) == canonical(event)
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
+@settings(
+    max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None
+)
 @given(data=st.data())
 def test_events_round_trip_through_a_real_lmdb_log(tmp_path: Path, data: st.DataObject) -> None:
     batch = data.draw(st.lists(st.sampled_from(STANDARD).flatmap(event_strategy), min_size=1, max_size=8))
@@ -172,7 +189,11 @@ def test_long_messages_are_compressed_and_round_trip() -> None:
 # -- frames ------------------------------------------------------------------------------
 
 
-@given(payload=st.binary(max_size=300), compression=st.sampled_from([RAW, ZSTD, ZSTD_DICT]), dict_id=st.integers(1, 2**32 - 1))
+@given(
+    payload=st.binary(max_size=300),
+    compression=st.sampled_from([RAW, ZSTD, ZSTD_DICT]),
+    dict_id=st.integers(1, 2**32 - 1),
+)
 def test_unframe_inverts_frame(payload: bytes, compression: int, dict_id: int) -> None:
     dict_id = dict_id if compression == ZSTD_DICT else 0
     value = frame(payload, compression, dict_id)
@@ -373,7 +394,9 @@ def test_flipped_byte_in_a_stored_event_is_named_by_run_and_offset(tmp_path: Pat
         assert (info.value.run_id, info.value.offset) == ("run-7", 3)  # the run that holds the record
         report = log.verify()
         assert not report.ok
-        assert any(p.run_id == "run-7" and p.offset == 3 and p.kind == "corrupt" for p in report.problems), report.problems
+        assert any(p.run_id == "run-7" and p.offset == 3 and p.kind == "corrupt" for p in report.problems), (
+            report.problems
+        )
         assert log.state_at("other").messages[0].content == "x"
 
 
@@ -400,8 +423,8 @@ class Approved(eventlog.Event, frozen=True, tag="test_codec.approved"):
     by: str
     amount: int = 0
     ratio: float = 1.0
-    tags: list[str] = []
-    extra: dict[str, Any] = {}
+    tags: list[str] = []  # noqa: RUF012 - msgspec copies mutable defaults
+    extra: dict[str, Any] = {}  # noqa: RUF012
     blob: bytes = b""
     note: str | None = None
 
@@ -411,7 +434,9 @@ eventlog.register(Approved)
 
 def test_user_kind_round_trips() -> None:
     c = codec()
-    event = Approved(by="ann", amount=INT_MAX, ratio=-math.inf, tags=["x", "ü"], extra={"n": [1, None]}, blob=b"\x00\xff", note="ok")
+    event = Approved(
+        by="ann", amount=INT_MAX, ratio=-math.inf, tags=["x", "ü"], extra={"n": [1, None]}, blob=b"\x00\xff", note="ok"
+    )
     back = c.decode_entry(c.encode_entry(EntryRecord(1, 1, "e", None, event), 0)).event
     assert back == event and type(back) is Approved
 

@@ -60,7 +60,9 @@ def test_append_returns_offsets_one_to_head_without_gaps(log: eventlog.EventLog)
         (4, 2, []),
     ],
 )
-def test_read_returns_offsets_in_after_upto(log: eventlog.EventLog, after: int, upto: int | None, expected: list[int]) -> None:
+def test_read_returns_offsets_in_after_upto(
+    log: eventlog.EventLog, after: int, upto: int | None, expected: list[int]
+) -> None:
     log.append_many("r", [step(i) for i in range(1, 7)])
     got = list(log.read("r", after=after, upto=upto))
     assert [e.offset for e in got] == expected
@@ -327,7 +329,11 @@ def test_checkpoints_save_load_list_delete(log: eventlog.EventLog) -> None:
     assert latest is not None and latest.checkpoint_id == "c3"
     loaded = log.checkpoints.load("r", "c1")
     assert (loaded.run_id, loaded.offset, loaded.metadata, loaded.reducer, loaded.reducer_version) == (
-        "r", 2, {"n": 1}, "agent", 1,
+        "r",
+        2,
+        {"n": 1},
+        "agent",
+        1,
     )
     assert loaded.superstep == 0 and loaded.completed_nodes == ["n1", "n2"] and loaded.paused_nodes == []
     assert loaded.state.values == {"i": 2}

@@ -23,11 +23,17 @@ from eventlog import events as ev
 names = st.sampled_from(["a", "b", "c", "plan", "act", "é"])
 texts = st.text(max_size=12)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=True), texts)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3), max_leaves=6)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3), max_leaves=6
+)
 updates = st.dictionaries(st.sampled_from(["x", "y", "z", "msgs"]), values, max_size=3)
 small = st.integers(0, 9)
-tool_calls = st.lists(st.builds(ev.ToolCall, id=texts, name=names, arguments=st.dictionaries(texts, values, max_size=2)), max_size=2)
-messages = st.builds(ev.Message, role=st.sampled_from(["user", "assistant", "tool", "system"]), content=texts, tool_calls=tool_calls)
+tool_calls = st.lists(
+    st.builds(ev.ToolCall, id=texts, name=names, arguments=st.dictionaries(texts, values, max_size=2)), max_size=2
+)
+messages = st.builds(
+    ev.Message, role=st.sampled_from(["user", "assistant", "tool", "system"]), content=texts, tool_calls=tool_calls
+)
 
 standard_events: st.SearchStrategy[ev.Event] = st.one_of(
     st.builds(ev.RunStarted, input=updates, next_nodes=st.lists(names, max_size=3)),
@@ -38,8 +44,18 @@ standard_events: st.SearchStrategy[ev.Event] = st.one_of(
     st.builds(ev.TurnFailed, turn=small, error=texts),
     st.builds(ev.UserMessage, content=texts),
     st.builds(ev.AssistantMessage, content=texts, tool_calls=tool_calls),
-    st.builds(ev.LLMCallStarted, call_id=texts, model=names, context_messages=small, messages=st.lists(messages, max_size=2)),
-    st.builds(ev.LLMCallCompleted, call_id=texts, model=names, output=messages, input_tokens=small, output_tokens=small, latency_ms=st.floats()),
+    st.builds(
+        ev.LLMCallStarted, call_id=texts, model=names, context_messages=small, messages=st.lists(messages, max_size=2)
+    ),
+    st.builds(
+        ev.LLMCallCompleted,
+        call_id=texts,
+        model=names,
+        output=messages,
+        input_tokens=small,
+        output_tokens=small,
+        latency_ms=st.floats(),
+    ),
     st.builds(ev.LLMCallFailed, call_id=texts, model=names, error=texts),
     st.builds(ev.ToolCallStarted, call_id=texts, tool=names, arguments=st.dictionaries(texts, values, max_size=2)),
     st.builds(ev.ToolCallCompleted, call_id=texts, tool=names, output=values),
@@ -54,7 +70,11 @@ standard_events: st.SearchStrategy[ev.Event] = st.one_of(
 )
 event_lists = st.lists(standard_events, min_size=0, max_size=30)
 
-PROPERTY = settings(max_examples=int(os.environ.get("EVENTLOG_FOLD_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=int(os.environ.get("EVENTLOG_FOLD_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def fold(events: list[ev.Event], reducer: Any = None) -> Any:
@@ -106,7 +126,9 @@ def test_state_at_equals_the_fold_from_zero(events: list[ev.Event], data: st.Dat
 
 @PROPERTY
 @given(events=st.lists(standard_events, min_size=1, max_size=25), every=st.integers(1, 5), data=st.data())
-def test_state_at_equals_the_fold_with_recorder_checkpoints_on_lmdb(events: list[ev.Event], every: int, data: st.DataObject) -> None:
+def test_state_at_equals_the_fold_with_recorder_checkpoints_on_lmdb(
+    events: list[ev.Event], every: int, data: st.DataObject
+) -> None:
     with tempfile.TemporaryDirectory() as d, eventlog.open(Path(d) / "log", durability="none") as log:
         rec = log.recorder("r", policy=CheckpointPolicy.every(every))
         for e in events:
@@ -162,7 +184,9 @@ def _has_nan(v: Any) -> bool:
 
 @PROPERTY
 @given(events=st.lists(standard_events, min_size=1, max_size=20), tail=event_lists, data=st.data())
-def test_a_fork_has_its_parents_state_up_to_the_fork_offset(events: list[ev.Event], tail: list[ev.Event], data: st.DataObject) -> None:
+def test_a_fork_has_its_parents_state_up_to_the_fork_offset(
+    events: list[ev.Event], tail: list[ev.Event], data: st.DataObject
+) -> None:
     log = eventlog.open(":memory:")
     log.append_many("p", events)
     for k in data.draw(st.lists(st.integers(0, len(events)), max_size=4)):
@@ -238,7 +262,9 @@ def test_a_checkpoint_of_another_reducer_version_is_ignored() -> None:
 
 
 def test_a_users_reducer_with_dict_state_works_everywhere(tmp_path: Path) -> None:
-    events: list[ev.Event] = [ev.UserMessage(content=str(i)) if i % 3 else ev.StepCompleted(node="s", superstep=i) for i in range(1, 21)]
+    events: list[ev.Event] = [
+        ev.UserMessage(content=str(i)) if i % 3 else ev.StepCompleted(node="s", superstep=i) for i in range(1, 21)
+    ]
     with eventlog.open(tmp_path / "log", reducer=Counting(1)) as log:
         rec = log.recorder("r", policy=CheckpointPolicy.every(4))
         for e in events:
@@ -316,16 +342,24 @@ def test_verify_catches_a_non_deterministic_reducer(make: Any) -> None:
 
 def test_verify_finds_a_damaged_snapshot() -> None:
     log = eventlog.open(":memory:")
-    log.append_many("r", [ev.StepCompleted(node="a", superstep=1, update={"v": 1}), ev.StepCompleted(node="b", superstep=1, update={"v": 2})])
+    log.append_many(
+        "r",
+        [
+            ev.StepCompleted(node="a", superstep=1, update={"v": 1}),
+            ev.StepCompleted(node="b", superstep=1, update={"v": 2}),
+        ],
+    )
     log.checkpoints.save("r", 1)
     other = eventlog.AgentState(values={"v": 999})
 
     def tamper(txn: Any) -> None:
-        (key, value), = txn.scan("snapshots", b"", None)
+        ((key, value),) = txn.scan("snapshots", b"", None)
         from eventlog._records import SnapshotRecord
 
         snap = log.codec.decode_value(value, SnapshotRecord)
-        fake = SnapshotRecord(snap.reducer, snap.reducer_version, snap.offset, msgspec.Raw(log.codec.encode_state(other)))
+        fake = SnapshotRecord(
+            snap.reducer, snap.reducer_version, snap.offset, msgspec.Raw(log.codec.encode_state(other))
+        )
         txn.put("snapshots", key, log.codec.encode_value(fake))
 
     log.store.write(tamper)
@@ -360,7 +394,11 @@ def chat_turn(turn: int, llm_answers: int, tools: int = 0) -> list[ev.Event]:
     out: list[ev.Event] = [ev.TurnStarted(turn=turn), ev.UserMessage(content=f"question {turn}")]
     for i in range(llm_answers):
         out.append(ev.LLMCallStarted(call_id=f"{turn}.{i}", model="m"))
-        out.append(ev.LLMCallCompleted(call_id=f"{turn}.{i}", model="m", output=ev.Message(role="assistant", content="a"), input_tokens=3))
+        out.append(
+            ev.LLMCallCompleted(
+                call_id=f"{turn}.{i}", model="m", output=ev.Message(role="assistant", content="a"), input_tokens=3
+            )
+        )
         for t in range(tools if i == 0 else 0):
             out.append(ev.ToolCallStarted(call_id=f"t{turn}.{t}", tool="search"))
             out.append(ev.ToolCallCompleted(call_id=f"t{turn}.{t}", tool="search", output={"hits": t}))
@@ -404,7 +442,9 @@ def test_policy_every_n_events_with_a_final_checkpoint() -> None:
 def test_policy_every_n_supersteps(n: int) -> None:
     log = eventlog.open(":memory:")
     events = graph(6) + [ev.RunCompleted(output="done")]
-    expected = offsets_where(events, lambda e: isinstance(e, ev.SuperstepCompleted) and e.superstep % n == 0) + [len(events)]
+    expected = offsets_where(events, lambda e: isinstance(e, ev.SuperstepCompleted) and e.superstep % n == 0) + [
+        len(events)
+    ]
     got = record(log, CheckpointPolicy.every_supersteps(n), events)
     assert got == expected
     assert len(got) == 6 // n + 1
@@ -543,13 +583,19 @@ def test_checkpoint_at_every_step_keeps_snapshots_below_events(tmp_path: Path, b
         rec.append(ev.UserMessage(content=f"user says something fairly long in turn {turn} " * 3))
         if first_snapshot is None:
             first_snapshot = table_bytes(log, "snapshots")
-        rec.append(ev.LLMCallCompleted(call_id=str(turn), model="m", output=ev.Message(role="assistant", content=f"answer {turn} " * 8)))
+        rec.append(
+            ev.LLMCallCompleted(
+                call_id=str(turn), model="m", output=ev.Message(role="assistant", content=f"answer {turn} " * 8)
+            )
+        )
     assert log.run_info("chat").checkpoints == 300
     events, snapshots = table_bytes(log, "events"), table_bytes(log, "snapshots")
     assert snapshots <= events + (first_snapshot or 0), (snapshots, events)
     assert log.stats()["snapshots"] < 300 // 2
     # a restore folds no more event bytes than the snapshot it starts from
-    sizes = log.store.read(lambda txn: [(int.from_bytes(k[8:16], "big"), len(v)) for k, v in txn.scan("snapshots", b"", None)])
+    sizes = log.store.read(
+        lambda txn: [(int.from_bytes(k[8:16], "big"), len(v)) for k, v in txn.scan("snapshots", b"", None)]
+    )
     event_sizes = log.store.read(lambda txn: [len(v) for _, v in txn.scan("events", b"", None)])
     for k in range(1, 301):
         start, size = max((o, n) for o, n in sizes if o <= k)

@@ -27,13 +27,32 @@ EVENT_IDS = ["e1", "e2", "e3", "e4"]
 
 texts = st.text(alphabet="abcxyz é🚀", max_size=6)
 events = st.one_of(
-    st.builds(ev.StepCompleted, node=st.sampled_from(["n1", "n2", "n3"]), superstep=st.integers(0, 5), update=st.dictionaries(st.sampled_from("xyz"), st.integers(-(2**63), 2**63) | texts, max_size=2)),
-    st.builds(ev.SuperstepCompleted, superstep=st.integers(0, 5), next_nodes=st.lists(st.sampled_from(["n1", "n2"]), max_size=2)),
+    st.builds(
+        ev.StepCompleted,
+        node=st.sampled_from(["n1", "n2", "n3"]),
+        superstep=st.integers(0, 5),
+        update=st.dictionaries(st.sampled_from("xyz"), st.integers(-(2**63), 2**63) | texts, max_size=2),
+    ),
+    st.builds(
+        ev.SuperstepCompleted,
+        superstep=st.integers(0, 5),
+        next_nodes=st.lists(st.sampled_from(["n1", "n2"]), max_size=2),
+    ),
     st.builds(ev.UserMessage, content=texts),
-    st.builds(ev.LLMCallCompleted, call_id=texts, model=st.just("m"), output=st.builds(ev.Message, role=st.just("assistant"), content=texts), input_tokens=st.integers(0, 9)),
-    st.builds(ev.Interrupted, nodes=st.lists(st.sampled_from(["n1", "n2"]), max_size=2), payload=st.integers(-(2**63), 2**63)),
+    st.builds(
+        ev.LLMCallCompleted,
+        call_id=texts,
+        model=st.just("m"),
+        output=st.builds(ev.Message, role=st.just("assistant"), content=texts),
+        input_tokens=st.integers(0, 9),
+    ),
+    st.builds(
+        ev.Interrupted, nodes=st.lists(st.sampled_from(["n1", "n2"]), max_size=2), payload=st.integers(-(2**63), 2**63)
+    ),
     st.builds(ev.Resumed, value=texts),
-    st.builds(ev.StateUpdated, values=st.dictionaries(st.sampled_from("xyz"), st.integers(-(2**63), 2**63), max_size=2)),
+    st.builds(
+        ev.StateUpdated, values=st.dictionaries(st.sampled_from("xyz"), st.integers(-(2**63), 2**63), max_size=2)
+    ),
 )
 
 
@@ -94,7 +113,12 @@ class LogMachine(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(run_id=st.sampled_from(RUN_IDS), event=events, fence=st.sampled_from(["none", "right", "wrong"]), event_id=st.none() | st.sampled_from(EVENT_IDS))
+    @rule(
+        run_id=st.sampled_from(RUN_IDS),
+        event=events,
+        fence=st.sampled_from(["none", "right", "wrong"]),
+        event_id=st.none() | st.sampled_from(EVENT_IDS),
+    )
     def append(self, run_id: str, event: ev.Event, fence: str, event_id: str | None) -> None:
         self.append_many(run_id, [event], fence, [event_id])
 
@@ -105,9 +129,12 @@ class LogMachine(RuleBasedStateMachine):
         data=st.data(),
     )
     def append_batch(self, run_id: str, evs: list[ev.Event], fence: str, data: st.DataObject) -> None:
-        ids = data.draw(st.none() | st.lists(st.none() | st.sampled_from(EVENT_IDS), min_size=len(evs), max_size=len(evs)).filter(
-            lambda xs: len([x for x in xs if x]) == len({x for x in xs if x})
-        ))
+        ids = data.draw(
+            st.none()
+            | st.lists(st.none() | st.sampled_from(EVENT_IDS), min_size=len(evs), max_size=len(evs)).filter(
+                lambda xs: len([x for x in xs if x]) == len({x for x in xs if x})
+            )
+        )
         self.append_many(run_id, evs, fence, ids)
 
     def append_many(self, run_id: str, evs: list[ev.Event], fence: str | None, ids: list[str | None] | None) -> None:
@@ -279,7 +306,11 @@ class LogMachine(RuleBasedStateMachine):
         for run_id, run in self.runs.items():
             info = self.log.run_info(run_id)
             assert (info.head, info.base, info.parent, info.fork_offset, info.forks) == (
-                run.head, run.base, run.parent, run.fork_offset, run.forks,
+                run.head,
+                run.base,
+                run.parent,
+                run.fork_offset,
+                run.forks,
             ), run_id
 
     @invariant()
