@@ -763,17 +763,15 @@ class EventLog:
             lo = max(rec.fork_offset, rec.base)
             prefix = u64(rec.number)
             if offset >= lo:
-                pos = offset
+                stop = prefix + u64(offset + 1)
                 while True:
-                    found = txn.scan("snapshots", prefix + u64(lo), prefix + u64(pos) + b"\xff", reverse=True, limit=16)
+                    found = txn.scan("snapshots", prefix + u64(lo), stop, reverse=True, limit=16)
                     for key, value in found:
                         if key[16:] == tag:
                             return from_u64(key[8:16]), value
                     if len(found) < 16:
                         break
-                    pos = from_u64(found[-1][0][8:16]) - 1
-                    if pos < lo:
-                        break
+                    stop = found[-1][0]  # exclusive: go on below the last key seen
             if rec.parent is None or offset <= 0:
                 return None
             offset = min(offset, rec.fork_offset)
