@@ -30,7 +30,24 @@ _PACKAGES = (
 )  # fmt: skip
 
 
-def machine() -> dict[str, Any]:
+def eventlog_commit() -> str | None:
+    """The git commit of the checkout the benchmark runs in, with +dirty when eventlog/ has changes."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--", "eventlog"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def machine(loadavg_at_start: tuple[float, ...] | None = None) -> dict[str, Any]:
     versions = {}
     for name in _PACKAGES:
         try:
@@ -58,7 +75,8 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
-        "loadavg_at_start": os.getloadavg(),
+        "loadavg_at_start": loadavg_at_start,
+        "eventlog_commit": eventlog_commit(),
         "packages": versions,
     }
 
@@ -156,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     names = args.suites or list(SUITES)
 
     base = args.workdir or tempfile.mkdtemp(prefix="eventlog-bench-")
+    load_start = os.getloadavg()
+    commit_start = eventlog_commit()
     probe_start = fsync_probe(50 if args.quick else 300)
     print(f"disk probe: {probe_start:,.0f} synced LMDB commits/s; load average {os.getloadavg()[0]:.2f}", flush=True)
     results: list[SuiteResult] = []
@@ -196,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(total, 3),
         "loadavg_at_end": os.getloadavg(),
         "fsync_probe_commits_per_s": {"start": probe_start, "end": probe_end},
-        "machine": machine(),
+        "machine": dict(machine(load_start), eventlog_commit_at_start=commit_start),
         "suites": {r.name: r.as_dict() for r in results},
         "targets": [dict(t.as_dict(), suite=r.name) for r in results for t in r.targets],
     }

@@ -30,6 +30,11 @@ def markdown(results: dict) -> str:
         f"{(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, {m['platform']}; "
         f"Python {m['python']} ({m['implementation']}); {pk}.\n"
     )
+    if m.get("eventlog_commit_at_start"):
+        out.append(
+            f"eventlog at commit `{m['eventlog_commit_at_start']}` when the run started"
+            f" (`{m.get('eventlog_commit')}` when it ended).\n"
+        )
     if probe:
         la0 = m.get("loadavg_at_start") or [float("nan")]
         la1 = results.get("loadavg_at_end") or [float("nan")]
