@@ -18,9 +18,11 @@ EVENTLOG_ONLY = ["append_batch", "append_single", "append_threads", "replay", "s
 
 def _run(args: list[str], tmp_path: Path, prelude: str = "") -> dict:
     out = tmp_path / "bench.json"
-    code = f"{prelude}\nimport sys\nfrom tools.bench.__main__ import main\nsys.exit(main({args + ['--json', str(out)]!r}))"
+    code = (
+        f"{prelude}\nimport sys\nfrom tools.bench.__main__ import main\nsys.exit(main({args + ['--json', str(out)]!r}))"
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
     return json.loads(out.read_text())
@@ -65,5 +67,8 @@ def test_chat_skips_competitors_without_langgraph(tmp_path: Path) -> None:
     assert chat["skipped"] is None
     assert list(chat["metrics"]["systems"]) == ["eventlog"]
     assert set(chat["metrics"]["skipped"]) == {
-        "langgraph-memory", "langgraph-sqlite", "langgraph-sqlite-delta", "langgraph-lmdb"
+        "langgraph-memory",
+        "langgraph-sqlite",
+        "langgraph-sqlite-delta",
+        "langgraph-lmdb",
     }

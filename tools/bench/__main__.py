@@ -36,9 +36,15 @@ def eventlog_commit() -> str | None:
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "-C", root, "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, timeout=10
+        )
         dirty = subprocess.run(
-            ["git", "-C", root, "status", "--porcelain", "--", "eventlog"], capture_output=True, text=True, timeout=10
+            ["git", "-C", root, "status", "--porcelain", "--", "eventlog"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -113,7 +119,9 @@ def print_tables(results: list[SuiteResult]) -> None:
                 ratio = f" x{row.ratio:.2f} of floor" if row.ratio is not None else ""
                 print(f"  {row.system:28} {row.metric:40} {fmt_num(row.value):>14} {row.unit}{ratio} {row.note}")
             for t in r.targets:
-                print(f"  [{'met' if t.met else 'MISSED'}] {t.name}: {fmt_num(t.value)} {t.unit} ({t.op} {fmt_num(t.threshold)})")
+                print(
+                    f"  [{'met' if t.met else 'MISSED'}] {t.name}: {fmt_num(t.value)} {t.unit} ({t.op} {fmt_num(t.threshold)})"
+                )
         return
     console = Console(width=160)
     table = Table(title="eventlog benchmarks", show_lines=False)
@@ -190,10 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             result = module.run(Context(quick=args.quick, workdir=workdir))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing suite is reported, the others still run
             failed = True
             traceback.print_exc()
-            result = SuiteResult(name, description, skipped="error: " + traceback.format_exc(limit=1).strip().splitlines()[-1])
+            result = SuiteResult(
+                name, description, skipped="error: " + traceback.format_exc(limit=1).strip().splitlines()[-1]
+            )
         result.name = name
         result.description = result.description or description
         result.seconds = time.perf_counter() - t0

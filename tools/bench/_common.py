@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import statistics
@@ -125,7 +126,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q / 100.0 * (len(s) - 1)))))
+    k = max(0, min(len(s) - 1, round(q / 100.0 * (len(s) - 1))))
     return s[k]
 
 
@@ -164,6 +165,7 @@ def lmdb_live_bytes(path: str) -> int:
 
     env = lmdb.open(path, readonly=True, lock=False, max_dbs=64, subdir=True)
     try:
+
         def pages(st: dict[str, int]) -> int:
             return st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
 
@@ -212,19 +214,166 @@ def lmdb_breakdown(path: str) -> dict[str, dict[str, int]]:
 
 # -- text and workloads ------------------------------------------------------------------
 
-_WORDS = (
-    "the of and to in is that for it as was with be by on not he this are or his from at "
-    "which but have an they you were her she there been one all we their has would when "
-    "what so if more will about can other into some could them than then its only time "
-    "agent model tool call result search query document answer context token step node "
-    "graph state value update message user assistant function argument return error retry "
-    "weather city temperature forecast price order customer account invoice payment shipping "
-    "report summary analysis data table column row index file path directory config option "
-    "request response status code server client session cache memory disk write read "
-    "python function class method object list dict string number integer float boolean "
-    "please thanks could you help me find check explain show compare list describe write "
-    "yesterday today tomorrow morning evening week month year first second third last next"
-).split()
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "she",
+    "there",
+    "been",
+    "one",
+    "all",
+    "we",
+    "their",
+    "has",
+    "would",
+    "when",
+    "what",
+    "so",
+    "if",
+    "more",
+    "will",
+    "about",
+    "can",
+    "other",
+    "into",
+    "some",
+    "could",
+    "them",
+    "than",
+    "then",
+    "its",
+    "only",
+    "time",
+    "agent",
+    "model",
+    "tool",
+    "call",
+    "result",
+    "search",
+    "query",
+    "document",
+    "answer",
+    "context",
+    "token",
+    "step",
+    "node",
+    "graph",
+    "state",
+    "value",
+    "update",
+    "message",
+    "user",
+    "assistant",
+    "function",
+    "argument",
+    "return",
+    "error",
+    "retry",
+    "weather",
+    "city",
+    "temperature",
+    "forecast",
+    "price",
+    "order",
+    "customer",
+    "account",
+    "invoice",
+    "payment",
+    "shipping",
+    "report",
+    "summary",
+    "analysis",
+    "data",
+    "table",
+    "column",
+    "row",
+    "index",
+    "file",
+    "path",
+    "directory",
+    "config",
+    "option",
+    "request",
+    "response",
+    "status",
+    "code",
+    "server",
+    "client",
+    "session",
+    "cache",
+    "memory",
+    "disk",
+    "write",
+    "read",
+    "python",
+    "function",
+    "class",
+    "method",
+    "object",
+    "list",
+    "dict",
+    "string",
+    "number",
+    "integer",
+    "float",
+    "boolean",
+    "please",
+    "thanks",
+    "could",
+    "you",
+    "help",
+    "me",
+    "find",
+    "check",
+    "explain",
+    "show",
+    "compare",
+    "list",
+    "describe",
+    "write",
+    "yesterday",
+    "today",
+    "tomorrow",
+    "morning",
+    "evening",
+    "week",
+    "month",
+    "year",
+    "first",
+    "second",
+    "third",
+    "last",
+    "next",
+]
 
 
 class Text:
@@ -337,7 +486,7 @@ def chunks(seq: list[Any], size: int) -> Iterator[list[Any]]:
 
 
 def fmt_num(v: float) -> str:
-    if v != v:  # nan
+    if math.isnan(v):
         return "n/a"
     if abs(v) >= 100:
         return f"{v:,.0f}"

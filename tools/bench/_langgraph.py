@@ -69,10 +69,10 @@ def _bytes_in(obj: Any) -> int:
 
 
 def _build(checkpointer: Any, delta: bool, replies: list[str]) -> Any:
-    from typing_extensions import TypedDict
     from langchain_core.messages import AIMessage
     from langgraph.graph import START, StateGraph
     from langgraph.graph.message import add_messages
+    from typing_extensions import TypedDict
 
     if delta:
         from langgraph.channels.delta import DeltaChannel
@@ -82,7 +82,7 @@ def _build(checkpointer: Any, delta: bool, replies: list[str]) -> Any:
     else:
         reducer = add_messages
     # functional form: the annotation is evaluated here, not from a string
-    State = TypedDict("State", {"messages": Annotated[list, reducer]})  # noqa: N806
+    State = TypedDict("State", {"messages": Annotated[list, reducer]})
 
     def chatbot(state: Any) -> dict[str, Any]:
         turn = (len(state["messages"]) + 1) // 2  # the user's message of this turn is in

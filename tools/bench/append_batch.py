@@ -59,9 +59,23 @@ def run(ctx: Context) -> SuiteResult:
     log_bytes = disk_bytes(ctx.path("log")) / n_total
     floor_bytes = disk_bytes(ctx.path("floor")) / n_total
     res.row("floor (a)", f"append_many x{BATCH}, sync", floor_rate, "events/s", note=f"median of {rounds} rounds")
-    res.row("eventlog", f"append_many x{BATCH}, sync", log_rate, "events/s", ratio=ratio, note="ratio: median of per-round ratios")
+    res.row(
+        "eventlog",
+        f"append_many x{BATCH}, sync",
+        log_rate,
+        "events/s",
+        ratio=ratio,
+        note="ratio: median of per-round ratios",
+    )
     res.row("floor (a)", "disk per event", floor_bytes, "bytes", note="zstd without dictionary")
-    res.row("eventlog", "disk per event", log_bytes, "bytes", ratio=log_bytes / floor_bytes, note="incl. feed, ids, trained dictionary")
+    res.row(
+        "eventlog",
+        "disk per event",
+        log_bytes,
+        "bytes",
+        ratio=log_bytes / floor_bytes,
+        note="incl. feed, ids, trained dictionary",
+    )
     res.metrics.update(
         events_per_round=len(events),
         rounds=rounds,

@@ -29,7 +29,7 @@ def _threads(n_threads: int, work: Callable[[int], None]) -> float:
         barrier.wait()
         try:
             work(k)
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
             errors.append(exc)
 
     threads = [threading.Thread(target=body, args=(k,)) for k in range(n_threads)]
@@ -106,7 +106,13 @@ def run(ctx: Context) -> SuiteResult:
 
     single_rate, log_rate, speedup = median(singles), median(multis), median(ratios)
     res.row("eventlog", "append, sync, 1 thread", single_rate, "appends/s", note=f"median of {rounds} rounds")
-    res.row("eventlog", f"append, sync, {THREADS} threads", log_rate, "appends/s", note=f"{speedup:.1f}x 1 thread (median of per-round ratios)")
+    res.row(
+        "eventlog",
+        f"append, sync, {THREADS} threads",
+        log_rate,
+        "appends/s",
+        note=f"{speedup:.1f}x 1 thread (median of per-round ratios)",
+    )
     res.row(
         "eventlog",
         f"append, sync, {WIDE} threads",

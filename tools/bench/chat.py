@@ -127,7 +127,9 @@ def run(ctx: Context) -> SuiteResult:
         res.row(name, f"bytes/turn at turn {mid_t}", b[mid_t] / mid_t, "bytes")
         res.row(name, f"bytes/turn at turn {long_t}", b[long_t] / long_t, "bytes")
         lat = " / ".join(f"{_lat_at(r['latency_ms'], t):.2f}" for t in marks)
-        res.row(name, f"turn latency ms at {'/'.join(map(str, marks))}", _lat_at(r["latency_ms"], long_t), "ms", note=lat)
+        res.row(
+            name, f"turn latency ms at {'/'.join(map(str, marks))}", _lat_at(r["latency_ms"], long_t), "ms", note=lat
+        )
         res.row(name, f"total time, {long_t} turns", sum(r["latency_ms"]) / 1000.0, "s")
 
     res.metrics["turns"] = long_t

@@ -14,8 +14,6 @@ agent mix.
 
 from __future__ import annotations
 
-import time
-
 from ._common import Context, SuiteResult, agent_events, best_of, chunks, workflow_events
 from .floors import Floor
 
@@ -63,7 +61,13 @@ def _one(ctx: Context, res: SuiteResult, mix: str, events: list) -> dict:
         log.close()
         floor.close()
     floor_rate, sa_rate, read_rate, fold_rate = (n / floor_s, n / state_at_s, n / read_s, n / fold_s)
-    res.row("floor (b)", f"{mix} mix: cursor+zstd+decode+count", floor_rate, "events/s", note=f"{n:,} events, best of {repeats}, interleaved")
+    res.row(
+        "floor (b)",
+        f"{mix} mix: cursor+zstd+decode+count",
+        floor_rate,
+        "events/s",
+        note=f"{n:,} events, best of {repeats}, interleaved",
+    )
     res.row("eventlog", f"{mix} mix: state_at(run, head)", sa_rate, "events/s", ratio=sa_rate / floor_rate)
     res.row("eventlog", f"{mix} mix: read() + AgentReducer.apply", read_rate, "events/s", ratio=read_rate / floor_rate)
     res.row("AgentReducer", f"{mix} mix: apply only, events in memory", fold_rate, "events/s")
@@ -83,6 +87,8 @@ def run(ctx: Context) -> SuiteResult:
     agent = _one(ctx, res, "agent", agent_events(n))
     workflow = _one(ctx, res, "workflow", workflow_events(n))
     res.metrics.update(agent=agent, workflow=workflow, ratio_to_floor=agent["ratio_to_floor"])
-    res.target("replay through AgentReducer (state_at), agent mix", agent["state_at_events_per_s"], 300_000, ">=", "events/s")
+    res.target(
+        "replay through AgentReducer (state_at), agent mix", agent["state_at_events_per_s"], 300_000, ">=", "events/s"
+    )
     res.target("replay ÷ floor (b), agent mix", agent["ratio_to_floor"], 0.8, ">=")
     return res

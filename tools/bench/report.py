@@ -1,8 +1,8 @@
 """Render a results JSON as Markdown, or refresh the generated part of docs/benchmarks.md.
 
-    python -m tools.bench.report RESULTS.json                  # print the Markdown
-    python -m tools.bench.report RESULTS.json docs/benchmarks.md   # replace what lies between
-                                                                   # <!-- bench:begin --> and <!-- bench:end -->
+python -m tools.bench.report RESULTS.json                  # print the Markdown
+python -m tools.bench.report RESULTS.json docs/benchmarks.md   # replace what lies between
+                                                               # <!-- bench:begin --> and <!-- bench:end -->
 """
 
 from __future__ import annotations
