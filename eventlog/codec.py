@@ -35,7 +35,7 @@ _PREFIX = struct.Struct(">BBI")
 assert _HEADER.size == _limits.record_header_size_bytes
 
 
-class EntryRecord(msgspec.Struct, array_like=True):
+class EntryRecord(msgspec.Struct, array_like=True, gc=False):
     """An event as stored under its run and offset (the key holds run and offset)."""
 
     position: int
@@ -56,19 +56,19 @@ def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
     return zlib.crc32(body).to_bytes(4, "big") + body
 
 
-def unframe(value: bytes) -> tuple[int, int, memoryview]:
+def unframe(value: bytes) -> tuple[int, int, bytes]:
     """Check a frame and return (compression, dictionary id, payload). Raises CorruptRecordError."""
     if len(value) < _HEADER.size:
         raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its header")
     crc, version, compression, dict_id = _HEADER.unpack_from(value)
-    view = memoryview(value)
-    if zlib.crc32(view[4:]) != crc:
+    payload = value[_HEADER.size :]  # a copy: cheaper than a memoryview for records this small
+    if zlib.crc32(payload, zlib.crc32(value[4 : _HEADER.size])) != crc:
         raise CorruptRecordError("checksum mismatch")
     if version != _limits.format_version:
         raise CorruptRecordError(f"record format version {version}, expected {_limits.format_version}")
-    if compression not in (RAW, ZSTD, ZSTD_DICT) or (compression == ZSTD_DICT) != (dict_id != 0):
+    if compression > ZSTD_DICT or (compression == ZSTD_DICT) != (dict_id != 0):
         raise CorruptRecordError(f"unknown compression {compression} with dictionary {dict_id}")
-    return compression, dict_id, view[_HEADER.size :]
+    return compression, dict_id, payload
 
 
 class Codec:
@@ -88,6 +88,7 @@ class Codec:
         self._generation = -1
         self._entry_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._event_decoder: msgspec.msgpack.Decoder[Any] | None = None
+        self._fold_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._lock = threading.Lock()
 
     # -- encode ------------------------------------------------------------------------
@@ -145,7 +146,7 @@ class Codec:
 
     # -- decode ------------------------------------------------------------------------
 
-    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes | memoryview:
+    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
         """Unframe and decompress, bounded. Raises CorruptRecordError."""
         compression, dict_id, payload = unframe(value)
         if compression == RAW:
@@ -160,7 +161,7 @@ class Codec:
         if size > limit:
             raise CorruptRecordError(f"zstd frame declares {size} bytes, over the limit of {limit}")
         try:
-            out = self._decompressor(dict_id).decompress(payload, max_output_size=limit)
+            out = self._decompressor(dict_id).decompress(payload)  # size checked above
         except zstandard.ZstdError as exc:
             raise CorruptRecordError(f"zstd: {exc}") from None
         if len(out) != size:
@@ -175,6 +176,16 @@ class Codec:
             decoder = self._decoders()[0]
         try:
             return decoder.decode(payload)
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable entry: {exc}") from None
+
+    def decode_entry_event(self, value: bytes) -> Any:
+        """Decode only the event of a stored entry (folds need nothing else). Raises CorruptRecordError."""
+        payload = self.payload(value)
+        if self._fold_decoder is None or self._generation != events._generation:
+            self._decoders()
+        try:
+            return self._fold_decoder.decode(payload).event  # type: ignore[union-attr]
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
             raise CorruptRecordError(f"undecodable entry: {exc}") from None
 
@@ -205,9 +216,17 @@ class Codec:
                     [(f, EntryRecord.__annotations__[f]) for f in EntryRecord.__struct_fields__[:-1]]
                     + [("event", union)],
                     array_like=True,
+                    gc=False,
+                )
+                fold_type = msgspec.defstruct(
+                    "FoldRecord",
+                    [(f, msgspec.Raw) for f in EntryRecord.__struct_fields__[:-1]] + [("event", union)],
+                    array_like=True,
+                    gc=False,
                 )
                 self._entry_decoder = msgspec.msgpack.Decoder(entry_type)
                 self._event_decoder = msgspec.msgpack.Decoder(union)
+                self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
                 self._generation = generation
         return self._entry_decoder, self._event_decoder
 

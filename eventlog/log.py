@@ -8,6 +8,7 @@ forks that share their parent's events, and checks on every record read.
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import hashlib
 import os
 import threading
@@ -673,17 +674,18 @@ class EventLog:
                     if room <= 0:
                         break
                     prefix = u64(number)
-                    pairs = txn.scan("events", prefix + u64(lo + 1), prefix + u64(hi + 1), limit=room)
                     want = min(room, hi - lo)
+                    values, last = txn.values("events", prefix + u64(lo + 1), want)
                     # Keys are unique and sorted: the right count and last key mean no gap.
-                    if len(pairs) != want or (pairs and from_u64(pairs[-1][0][8:]) != lo + want):
+                    if len(values) != want or last != prefix + u64(lo + want):
+                        pairs = txn.scan("events", prefix + u64(lo + 1), prefix + u64(hi + 1), limit=room)
                         expected = lo + 1
                         for key, _ in pairs:
                             if from_u64(key[8:]) != expected:
                                 break
                             expected += 1
                         raise CorruptRecordError(f"offset {expected} is missing", owner, expected)
-                    out.append((owner, lo + 1, [value for _, value in pairs]))
+                    out.append((owner, lo + 1, values))
                     room -= want
                 return stop, out
 
@@ -825,14 +827,21 @@ class EventLog:
 
     def _fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer) -> Any:
         apply = reducer.apply
-        decode = self.codec.decode_entry
+        decode = self.codec.decode_entry_event
         for owner, first, values in self._raw_chunks(run_id, after, upto, 4096):
+            # Decoding makes many short-lived objects and the state holds many long-lived
+            # ones: the collector would traverse the state again and again. It is paused for
+            # one chunk at a time and runs between chunks.
+            paused = gc.isenabled()
+            gc.disable()
             try:
                 for value in values:
-                    state = apply(state, decode(value).event)
+                    state = apply(state, decode(value))
             except CorruptRecordError as exc:
-                offset = first + values.index(value)
-                raise exc.at(owner, offset) from None
+                raise exc.at(owner, first + values.index(value)) from None
+            finally:
+                if paused:
+                    gc.enable()
         return state
 
     def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer | None = None) -> Any:

@@ -43,6 +43,9 @@ class Txn(Protocol):
     ) -> list[tuple[bytes, bytes]]:
         """Pairs with start <= key < stop (stop None: no upper bound) in key order, or reversed; at most `limit`."""
 
+    def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
+        """The values of the first `count` keys >= start, in key order, and the last of those keys."""
+
 
 class Store(Protocol):
     """One log's storage. Safe to use from many threads; LMDB also from many processes."""

@@ -9,6 +9,7 @@ transactions finish and holds new ones back while the map grows).
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -110,6 +111,18 @@ class _LMDBTxn:
                 if limit is not None and len(out) >= limit:
                     break
             return out
+
+
+    def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
+        if count <= 0:
+            return [], None
+        with self._txn.cursor(db=self._dbs[table]) as cur:
+            if not cur.set_range(start):
+                return [], None
+            out = list(itertools.islice(cur.iternext(keys=False, values=True), count))
+            if not cur.key():
+                cur.last()  # the iterator ran off the end: the last key is the last one read
+            return out, cur.key()
 
 
 class LMDBStore:

@@ -64,6 +64,10 @@ class _MemoryTxn:
             keys = keys[:limit]
         return [(k, t.values[k]) for k in keys]
 
+    def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
+        pairs = self.scan(table, start, None, limit=count)
+        return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
+
     def rollback(self) -> None:
         for table, key, old in reversed(self.undo):
             t = self._tables[table]

@@ -83,6 +83,11 @@ class _PgTxn:
         return [(bytes(k), bytes(v)) for k, v in self._cur.execute(self._q[name], params)]
 
 
+    def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
+        pairs = self.scan(table, start, None, limit=count)
+        return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
+
+
 class PostgresStore:
     """A log in a PostgreSQL schema (created if missing). One connection per thread."""
 
