@@ -29,15 +29,15 @@ record_header_size_bytes = 10
 compress_size_bytes_min = 64
 """With a trained dictionary, payloads shorter than this are stored raw: zstd cannot make them smaller."""
 
-compress_nodict_size_bytes_min = 1024
+compress_nodict_size_bytes_min = 256
 """Without a dictionary, payloads shorter than this are stored raw: zstd gains little on them and
 decompressing a small frame without a dictionary costs more than reading it raw."""
 
-dictionary_train_records_min = 2048
+dictionary_train_records_min = 256
 """Number of stored events after which the first zstd dictionary is trained from the log's own data."""
 
-dictionary_retrain_factor = 16
-"""A new dictionary is trained each time the log's event count grows by this factor (2048, 32768, ...)."""
+dictionary_retrain_factor = 8
+"""A new dictionary is trained each time the log's event count grows by this factor (256, 2048, 16384, ...)."""
 
 dictionary_sample_records_max = 4096
 """Most records read to train a dictionary (a bounded sample: training stays short)."""
@@ -46,7 +46,23 @@ dictionary_sample_size_bytes_max = 4 * 1024 * 1024
 """Most bytes read to train a dictionary."""
 
 dictionary_size_bytes = 32 * 1024
-"""Size of a trained zstd dictionary."""
+"""Largest trained zstd dictionary."""
+
+dictionary_sample_ratio = 16
+"""A dictionary is at most 1/16 of the sample it is trained from (a small log gets a small one)."""
+
+dictionary_size_bytes_min = 4 * 1024
+"""Smallest dictionary worth training; a smaller sample waits for more records."""
+
+snapshot_compression_level = 9
+"""zstd level of snapshots: they are written rarely and read often, so they are compressed harder than events (3)."""
+
+snapshot_event_bytes_ratio = 2
+"""A checkpoint's state is materialized when the bytes of events stored since the nearest
+snapshot reach this many times that snapshot's stored bytes. Each snapshot is then at most
+half the event bytes since the one before plus what the state grew by in between, so
+snapshot bytes stay linear in event bytes, and a restore folds events of at most twice the
+size of the snapshot it starts from."""
 
 map_size_bytes_initial = 64 * 1024 * 1024
 """Initial LMDB map size; the map grows by doubling when full."""

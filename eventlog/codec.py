@@ -124,22 +124,24 @@ class Codec:
             )
         return self.compress(payload, dict_id)
 
-    def encode_value(self, value: object, size_bytes_max: int = _limits.snapshot_size_bytes_max) -> bytes:
+    def encode_value(
+        self, value: object, size_bytes_max: int = _limits.snapshot_size_bytes_max, level: int | None = None
+    ) -> bytes:
         """Encode, compress and frame any msgspec-encodable value deterministically (states, run records)."""
         payload = self._state_encoder.encode(value)
         if len(payload) > size_bytes_max:
             raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
-        return self.compress(payload, 0)
+        return self.compress(payload, 0, level)
 
     def encode_state(self, state: object) -> bytes:
         """The canonical bytes of a state: what determinism is checked on."""
         return self._state_encoder.encode(state)
 
-    def compress(self, payload: bytes, dict_id: int) -> bytes:
+    def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
         """Compress when that makes the record smaller, then frame."""
         if len(payload) < (_limits.compress_size_bytes_min if dict_id else _limits.compress_nodict_size_bytes_min):
             return frame(payload, RAW, 0)
-        compressed = self._compressor(dict_id).compress(payload)
+        compressed = self._compressor(dict_id, self._level if level is None else level).compress(payload)
         if len(compressed) >= len(payload):
             return frame(payload, RAW, 0)
         return frame(compressed, ZSTD_DICT if dict_id else ZSTD, dict_id)
@@ -239,18 +241,18 @@ class Codec:
             found = self._dicts[dict_id] = zstandard.ZstdCompressionDict(data)
         return found
 
-    def _compressor(self, dict_id: int) -> zstandard.ZstdCompressor:
+    def _compressor(self, dict_id: int, level: int) -> zstandard.ZstdCompressor:
         try:
             cache = self._local.compressors
         except AttributeError:
             cache = self._local.compressors = {}
-        found = cache.get(dict_id)
+        found = cache.get((dict_id, level))
         if found is None:
             if dict_id:
-                found = zstandard.ZstdCompressor(level=self._level, dict_data=self._dict(dict_id), write_checksum=False)
+                found = zstandard.ZstdCompressor(level=level, dict_data=self._dict(dict_id), write_checksum=False)
             else:
-                found = zstandard.ZstdCompressor(level=self._level, write_checksum=False)
-            cache[dict_id] = found
+                found = zstandard.ZstdCompressor(level=level, write_checksum=False)
+            cache[(dict_id, level)] = found
         return found
 
     def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
@@ -266,11 +268,15 @@ class Codec:
 
 
 def train_dictionary(samples: list[bytes]) -> bytes | None:
-    """Train a zstd dictionary from raw record payloads; None when the sample is too small."""
-    if len(samples) < 64:
+    """Train a zstd dictionary from raw record payloads; None when the sample is too small.
+
+    The dictionary is at most 1/16 of the sample, so a small log does not store a
+    dictionary larger than what it saves."""
+    size = min(_limits.dictionary_size_bytes, sum(map(len, samples)) // _limits.dictionary_sample_ratio)
+    if len(samples) < 64 or size < _limits.dictionary_size_bytes_min:
         return None
     try:
-        trained = zstandard.train_dictionary(_limits.dictionary_size_bytes, samples)
+        trained = zstandard.train_dictionary(size, samples)
     except zstandard.ZstdError:
         return None
     return trained.as_bytes()

@@ -599,7 +599,7 @@ class EventLog:
 
     def _maybe_train(self, txn: Txn, position: int) -> None:
         """Train a zstd dictionary from a bounded sample of the log's latest records, on a
-        geometric schedule (2048 events, then 16 times more each time)."""
+        geometric schedule (256 events, then 8 times more each time)."""
         next_try = self._meta_int(txn, _META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
         if position < next_try:
             return
@@ -894,7 +894,9 @@ class EventLog:
         snapshot = None
         if materialize:
             raw = msgspec.Raw(self.codec.encode_state(state))
-            snapshot = self.codec.encode_value(SnapshotRecord(reducer.name, reducer.version, offset, raw))
+            snapshot = self.codec.encode_value(
+                SnapshotRecord(reducer.name, reducer.version, offset, raw), level=_limits.snapshot_compression_level
+            )
         return _PendingCheckpoint(record, snapshot, reducer_tag(reducer))
 
     def _put_checkpoint(self, txn: Txn, rec: RunRecord, pending: _PendingCheckpoint) -> None:
@@ -905,10 +907,9 @@ class EventLog:
             txn.put("snapshots", prefix + u64(pending.record.offset) + pending.tag, pending.snapshot)
 
     def _snapshot_due(self, run_id: str, offset: int, reducer: Reducer) -> bool:
-        """Materialize when the events since the nearest snapshot take at least as many bytes as it does.
-
-        Snapshot bytes then stay below the event bytes (storage linear in the events), and a
-        restore folds no more event bytes than the snapshot it starts from.
+        """Materialize when the events since the nearest snapshot take `snapshot_event_bytes_ratio`
+        times its bytes: snapshot bytes stay linear in the event bytes, and a restore folds
+        at most that many times the snapshot it starts from (see `_limits`).
         """
         tag = reducer_tag(reducer)
 
@@ -920,7 +921,7 @@ class EventLog:
             snap_offset, value = found
             if snap_offset == offset:
                 return False
-            budget = len(value)
+            budget = len(value) * _limits.snapshot_event_bytes_ratio
             for _, _, event_value in self._raw_range_txn(txn, run_id, rec, snap_offset, offset):
                 budget -= len(event_value)
                 if budget <= 0:
@@ -1505,7 +1506,7 @@ class Recorder:
     def _checkpoint_fn(self, metadata: dict[str, Any] | None) -> Callable[[int, int], _PendingCheckpoint]:
         def make(offset: int, written: int) -> _PendingCheckpoint:
             since = self._bytes_since + written
-            materialize = self._snapshot_bytes == 0 or since >= self._snapshot_bytes
+            materialize = self._snapshot_bytes == 0 or since >= self._snapshot_bytes * _limits.snapshot_event_bytes_ratio
             pending = self.log._pending(
                 self.run_id, offset, self.state, self.reducer, metadata=metadata, checkpoint_id=None, materialize=materialize
             )
