@@ -70,6 +70,10 @@ map_size_bytes_initial = 64 * 1024 * 1024
 map_size_bytes_max = 1 << 40
 """Largest map the log grows to by itself (1 TiB); past it writes fail with LogFullError."""
 
+group_commit_wait_seconds = 0.0001
+"""When several threads were appending a moment ago, the next group commit waits this long
+for them to queue again, so that one transaction (and one fsync) takes them all along."""
+
 read_chunk_entries = 1024
 """Entries read per read transaction by iterators (a long read never pins the map)."""
 

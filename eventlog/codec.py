@@ -107,9 +107,12 @@ class Codec:
                 "subclass eventlog.Event with a tag and call eventlog.register(kind)"
             )
 
-    def encode_entry(self, record: EntryRecord, dict_id: int) -> bytes:
-        """Encode, compress and frame an entry. Raises RecordTooLargeError over the limit."""
-        self.check_event(record.event)
+    def encode_entry(self, record: EntryRecord, dict_id: int, *, checked: bool = False) -> bytes:
+        """Encode, compress and frame an entry. Raises RecordTooLargeError over the limit.
+
+        `checked`: the caller has run `check_event` on the event already."""
+        if not checked:
+            self.check_event(record.event)
         try:
             payload = self._encoder.encode(record)
         except (TypeError, ValueError, OverflowError) as exc:

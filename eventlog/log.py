@@ -207,7 +207,7 @@ class _Request:
         self.error: BaseException | None = None
         self.lead = False
         self.writing = False
-        self.done = threading.Event()
+        self.done: threading.Event | None = None  # made for a request that waits for a leader
 
 
 class _PendingCheckpoint(msgspec.Struct):
@@ -279,6 +279,8 @@ class EventLog:
         self._queue_lock = threading.Lock()
         self._queue: list[_Request] = []
         self._leading = False
+        self._last_batch = 0
+        self._next_train = 0  # the event count at which to look at the dictionary schedule again
         self._open_meta()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -481,11 +483,13 @@ class EventLog:
         request = _Request(run_id, events, expected_offset, ids, given, meta, checkpoint,
                            self.clock() if time_ns is None else time_ns)  # fmt: skip
         with self._queue_lock:
-            self._queue.append(request)
             lead = not self._leading
             if lead:
                 self._leading = True
-        if not lead:
+            else:
+                request.done = threading.Event()
+            self._queue.append(request)
+        if request.done is not None:
             request.done.wait()
             lead = request.lead
         if lead:
@@ -496,8 +500,13 @@ class EventLog:
 
     def _lead(self) -> None:
         """Commit every queued request in one transaction, then hand leadership to the next waiter."""
+        if self._last_batch > 1:
+            # Other threads were appending a moment ago: give those the last commit woke up
+            # a moment to queue again, so that this commit takes them along.
+            time.sleep(_limits.group_commit_wait_seconds)
         with self._queue_lock:
             batch, self._queue = self._queue, []
+        self._last_batch = len(batch)
         if batch:
             self._commit_batch(batch)
         with self._queue_lock:
@@ -508,27 +517,33 @@ class EventLog:
             else:
                 self._leading = False
         for request in batch:
-            request.done.set()
+            if request.done is not None:
+                request.done.set()
 
     def _commit_batch(self, batch: list[_Request]) -> None:
         def write(txn: Txn) -> bool:
             checkpointed = False
             # A dictionary trained in this transaction is used from the next one on, once committed.
             dict_id = self._meta_int(txn, _META_DICT_CURRENT)
+            start = position = self._position(txn)
             for request in batch:
                 request.error = None
                 request.writing = False
                 try:
-                    checkpointed |= self._write_request(txn, request, dict_id)
+                    position, wrote_checkpoint = self._write_request(txn, request, dict_id, position)
+                    checkpointed |= wrote_checkpoint
                 except EventLogError as exc:
                     if request.writing:
                         raise  # some of it was written: abort the transaction
                     request.error = exc  # wrote nothing: every check runs before the first put
+            if position > start and position >= self._next_train:
+                self._maybe_train(txn, position)
             return checkpointed
 
         try:
             checkpointed = self.store.write(write)
         except BaseException as exc:
+            self._next_train = 0  # the schedule read in the failed transaction may not hold
             if len(batch) == 1:
                 batch[0].error = exc
                 return
@@ -538,8 +553,20 @@ class EventLog:
         if checkpointed and getattr(self.store, "durability", "sync") == "batch":
             self.store.sync()
 
-    def _write_request(self, txn: Txn, r: _Request, dict_id: int) -> bool:
-        """Apply one append request inside a write transaction; raises before writing anything."""
+    def _position(self, txn: Txn) -> int:
+        """The last position given: the feed's last key, or the meta record kept when the
+        feed's tail was deleted (positions are never given twice)."""
+        last = txn.scan("feed", b"", None, reverse=True, limit=1)
+        return max(from_u64(last[0][0]) if last else 0, self._meta_int(txn, _META_POSITION))
+
+    def _keep_position(self, txn: Txn) -> None:
+        """Record the last position before feed entries are deleted."""
+        self._put_meta_int(txn, _META_POSITION, self._position(txn))
+
+    def _write_request(self, txn: Txn, r: _Request, dict_id: int, position: int) -> tuple[int, bool]:
+        """Apply one append request inside a write transaction; raises before writing anything.
+
+        Returns the last position given and whether a checkpoint was written."""
         rec = self._run(txn, r.run_id)
         head = 0 if rec is None else rec.head
         known: dict[int, int] = {}
@@ -551,10 +578,9 @@ class EventLog:
                         known[i] = from_u64(raw)
         if known and len(known) == len(r.events):
             r.offsets, r.written = [known[i] for i in range(len(r.events))], 0
-            return False
+            return position, False
         if r.expected_offset is not None and head != r.expected_offset:
             raise ConflictError(r.run_id, r.expected_offset, head)
-        position = self._meta_int(txn, _META_POSITION)
         # Encode everything first: a record over the limit raises before anything is written.
         values: list[tuple[int, bytes]] = []
         first_of: dict[str, int] = {}
@@ -564,7 +590,8 @@ class EventLog:
                 continue
             offset += 1
             position += 1
-            values.append((i, self.codec.encode_entry(EntryRecord(position, r.time_ns, r.ids[i], r.meta, event), dict_id)))
+            record = EntryRecord(position, r.time_ns, r.ids[i], r.meta, event)
+            values.append((i, self.codec.encode_entry(record, dict_id, checked=True)))
             if r.given[i]:
                 first_of[r.ids[i]] = offset
         r.writing = True
@@ -593,14 +620,13 @@ class EventLog:
                 self._put_checkpoint(txn, rec, pending)
                 checkpointed = True
         self._put_run(txn, r.run_id, rec)
-        self._put_meta_int(txn, _META_POSITION, position)
-        self._maybe_train(txn, position)
-        return checkpointed
+        return position, checkpointed
 
     def _maybe_train(self, txn: Txn, position: int) -> None:
         """Train a zstd dictionary from a bounded sample of the log's latest records, on a
         geometric schedule (256 events, then 8 times more each time)."""
         next_try = self._meta_int(txn, _META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
+        self._next_train = next_try
         if position < next_try:
             return
         samples: list[bytes] = []
@@ -620,11 +646,13 @@ class EventLog:
         trained = train_dictionary(samples)
         if trained is None:
             self._put_meta_int(txn, _META_DICT_NEXT_TRY, position * 2)
+            self._next_train = position * 2
             return
         dict_id = self._meta_int(txn, _META_DICT_CURRENT) + 1
         txn.put("meta", _META_DICT + dict_id.to_bytes(4, "big"), self.codec.compress(trained, 0))
         self._put_meta_int(txn, _META_DICT_CURRENT, dict_id)
         self._put_meta_int(txn, _META_DICT_NEXT_TRY, position * _limits.dictionary_retrain_factor)
+        self._next_train = position * _limits.dictionary_retrain_factor
 
     # -- read --------------------------------------------------------------------------
 
@@ -999,6 +1027,7 @@ class EventLog:
                 raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
             prefix = u64(rec.number)
             assert pending.snapshot is not None
+            self._keep_position(txn)
             txn.put("snapshots", prefix + u64(base) + pending.tag, pending.snapshot)
             for key, value in txn.scan("events", prefix + u64(rec.base + 1), prefix + u64(base + 1)):
                 self._drop_entry(txn, run_id, key, value)
@@ -1032,6 +1061,7 @@ class EventLog:
             if rec.forks:
                 raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
             prefix, end = u64(rec.number), u64(rec.number + 1)
+            self._keep_position(txn)
             for key, value in txn.scan("events", prefix, end):
                 self._drop_entry(txn, run_id, key, value)
             for table in ("event_ids", "checkpoints", "checkpoint_ids", "snapshots"):
