@@ -508,6 +508,25 @@ def test_prune_refused_while_forks_exist(log: eventlog.EventLog) -> None:
     assert log.run_info("r").forks == 0
 
 
+def test_prune_keeps_the_latest_checkpoint_of_a_paused_run(log: eventlog.EventLog) -> None:
+    from eventlog.events import Interrupted
+
+    rec = log.recorder("paused", policy=eventlog.CheckpointPolicy.every(2))
+    for i in range(1, 5):
+        rec.append(step(i))
+    rec.append(Interrupted(nodes=["approve"], reason="sign off"))
+    latest = log.checkpoints.save("paused")  # the pause's checkpoint, at the head
+    assert latest.paused_nodes == ["approve"]
+    base = log.prune("paused", before=10**6)
+    assert base == latest.offset == 5
+    kept = log.checkpoints.load_latest("paused")
+    assert kept is not None and kept.checkpoint_id == latest.checkpoint_id
+    assert kept.state.status == "paused" and kept.state.paused_nodes == ["approve"]
+    assert log.state_at("paused").values == {"i": 4}
+    with pytest.raises(eventlog.PrunedError):
+        log.state_at("paused", 4)
+
+
 def test_delete_run_refused_while_forks_exist(log: eventlog.EventLog) -> None:
     log.append_many("r", [step(i) for i in range(1, 4)])
     log.fork("r", 2, "child")
