@@ -32,6 +32,7 @@ from .errors import (
     ReadOnlyError,
     RecordTooLargeError,
     RunExistsError,
+    UnencodableValueError,
     UnknownRunError,
 )
 from .events import Event, register
@@ -69,6 +70,7 @@ __all__ = [
     "Reducer",
     "RunExistsError",
     "RunInfo",
+    "UnencodableValueError",
     "UnknownRunError",
     "VerifyReport",
     "events",

@@ -25,7 +25,7 @@ import msgspec
 import zstandard
 
 from . import _limits, events
-from .errors import CorruptRecordError, InvalidEventError, RecordTooLargeError
+from .errors import CorruptRecordError, InvalidEventError, RecordTooLargeError, UnencodableValueError
 
 __all__ = ["Codec", "EntryRecord", "frame", "unframe"]
 
@@ -131,14 +131,17 @@ class Codec:
         self, value: object, size_bytes_max: int = _limits.snapshot_size_bytes_max, level: int | None = None
     ) -> bytes:
         """Encode, compress and frame any msgspec-encodable value deterministically (states, run records)."""
-        payload = self._state_encoder.encode(value)
+        payload = self.encode_state(value)
         if len(payload) > size_bytes_max:
             raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
         return self.compress(payload, 0, level)
 
     def encode_state(self, state: object) -> bytes:
         """The canonical bytes of a state: what determinism is checked on."""
-        return self._state_encoder.encode(state)
+        try:
+            return self._state_encoder.encode(state)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise UnencodableValueError(f"cannot encode {type(state).__name__} canonically: {exc}") from None
 
     def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
         """Compress when that makes the record smaller, then frame."""

@@ -22,6 +22,7 @@ __all__ = [
     "ReadOnlyError",
     "RecordTooLargeError",
     "RunExistsError",
+    "UnencodableValueError",
     "UnknownRunError",
 ]
 
@@ -103,6 +104,11 @@ class NotALogError(EventLogError):
 
 class InvalidEventError(EventLogError, TypeError):
     """The object is not an instance of a registered event kind."""
+
+
+class UnencodableValueError(EventLogError, TypeError):
+    """A state or checkpoint metadata that msgpack cannot encode canonically (say, a dict with
+    keys that are not strings, or an object of an unknown type)."""
 
 
 class InvalidRunIdError(EventLogError, ValueError):
