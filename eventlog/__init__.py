@@ -1,11 +1,11 @@
 """eventlog: an embedded, event-sourced, append-only checkpoint log for agent and workflow runs.
 
-    import eventlog
-    from eventlog.events import StepCompleted
+import eventlog
+from eventlog.events import StepCompleted
 
-    with eventlog.open("runs.lmdb") as log:
-        log.append("run-1", StepCompleted(node="step1", superstep=1, update={"value": 10}))
-        log.state_at("run-1").values   # {'value': 10}
+with eventlog.open("runs.lmdb") as log:
+    log.append("run-1", StepCompleted(node="step1", superstep=1, update={"value": 10}))
+    log.state_at("run-1").values   # {'value': 10}
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _limits, events
+from .checkpoints import Checkpoint, Checkpoints
 from .errors import (
     CheckpointNotFoundError,
     ClosedError,
@@ -37,7 +38,8 @@ from .errors import (
 )
 from .events import Event, register
 from .fold import AgentReducer, AgentState, CheckpointPolicy, Reducer
-from .log import Checkpoint, Checkpoints, Entry, EventLog, Problem, Recorder, RunInfo, VerifyReport
+from .log import Entry, EventLog, Problem, RunInfo, VerifyReport
+from .recorder import Recorder
 
 __version__ = "0.1.0"
 
@@ -65,8 +67,8 @@ __all__ = [
     "Problem",
     "PrunedError",
     "ReadOnlyError",
-    "Recorder",
     "RecordTooLargeError",
+    "Recorder",
     "Reducer",
     "RunExistsError",
     "RunInfo",
@@ -79,7 +81,7 @@ __all__ = [
 ]
 
 
-def open(  # noqa: A001 - the library's entry point, like io.open
+def open(
     path: str | os.PathLike[str],
     *,
     durability: str = "sync",

@@ -268,7 +268,9 @@ class Codec:
             cache = self._local.decompressors = {}
         found = cache.get(dict_id)
         if found is None:
-            found = zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()
+            found = (
+                zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()
+            )
             cache[dict_id] = found
         return found
 

@@ -71,9 +71,7 @@ class PrunedError(EventLogError):
 
     def __init__(self, run_id: str, offset: int, base: int) -> None:
         self.run_id, self.offset, self.base = run_id, offset, base
-        super().__init__(
-            f"run {run_id!r}: offset {offset} was pruned; the earliest state kept is at offset {base}"
-        )
+        super().__init__(f"run {run_id!r}: offset {offset} was pruned; the earliest state kept is at offset {base}")
 
 
 class CorruptRecordError(EventLogError):

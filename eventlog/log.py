@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
-import hashlib
 import os
 import threading
 import time
@@ -19,7 +18,9 @@ from typing import Any
 import msgspec
 
 from . import _limits
+from ._keys import check_id, check_run_id, run_key
 from ._records import CheckpointRecord, RunRecord, SnapshotRecord
+from .checkpoints import Checkpoints
 from .codec import Codec, EntryRecord, train_dictionary
 from .errors import (
     CheckpointNotFoundError,
@@ -28,18 +29,18 @@ from .errors import (
     EventLogError,
     ForkDependencyError,
     FormatVersionError,
-    InvalidRunIdError,
     NotALogError,
     OffsetOutOfRangeError,
     PrunedError,
     RunExistsError,
     UnknownRunError,
 )
-from .events import Event, LLMCallCompleted
+from .events import Event
 from .fold import AgentReducer, CheckpointPolicy, Reducer, reducer_tag
+from .recorder import Recorder
 from .store._base import Store, Txn, from_u64, u64
 
-__all__ = ["Checkpoint", "Entry", "EventLog", "Problem", "RunInfo", "VerifyReport"]
+__all__ = ["Entry", "EventLog", "Problem", "RunInfo", "VerifyReport"]
 
 _META_FORMAT = b"format"
 _META_POSITION = b"position"
@@ -124,63 +125,6 @@ class VerifyReport(msgspec.Struct):
         return not self.problems
 
 
-class Checkpoint:
-    """A materialized snapshot of a run's state at an offset, with its metadata.
-
-    `state` is loaded when first read: from the snapshot stored at this offset, or by
-    folding from the nearest one below it.
-    """
-
-    __slots__ = (
-        "_log",
-        "_reducer",
-        "_state",
-        "checkpoint_id",
-        "completed_nodes",
-        "created_ns",
-        "metadata",
-        "offset",
-        "paused_nodes",
-        "reducer",
-        "reducer_version",
-        "run_id",
-        "superstep",
-    )
-
-    def __init__(self, log: EventLog, run_id: str, rec: CheckpointRecord, reducer: Reducer, state: Any = None) -> None:
-        self._log = log
-        self._reducer = reducer
-        self._state = state
-        self.run_id = run_id
-        self.checkpoint_id = rec.checkpoint_id
-        self.offset = rec.offset
-        self.created_ns = rec.created_ns
-        self.reducer = rec.reducer
-        self.reducer_version = rec.reducer_version
-        self.metadata = rec.metadata
-        self.superstep = rec.superstep
-        self.completed_nodes = rec.completed_nodes
-        self.paused_nodes = rec.paused_nodes
-
-    @property
-    def created_at(self) -> _dt.datetime:
-        """When the checkpoint was saved, as an aware UTC datetime."""
-        return _dt.datetime.fromtimestamp(self.created_ns / 1e9, tz=_dt.UTC)
-
-    @property
-    def state(self) -> Any:
-        """The run's state at `offset`, folded by the reducer the checkpoint was loaded with."""
-        if self._state is None:
-            self._state = self._log.state_at(self.run_id, self.offset, reducer=self._reducer)
-        return self._state
-
-    def __repr__(self) -> str:
-        return (
-            f"Checkpoint(run_id={self.run_id!r}, checkpoint_id={self.checkpoint_id!r}, offset={self.offset}, "
-            f"superstep={self.superstep}, created_at={self.created_at.isoformat()})"
-        )
-
-
 class _Request:
     """One append waiting for (or in) a group commit."""
 
@@ -216,43 +160,6 @@ class _PendingCheckpoint(msgspec.Struct):
     record: CheckpointRecord
     snapshot: bytes | None  # framed SnapshotRecord, or None when not materialized
     tag: bytes
-
-
-_RUN_KEY_INLINE_BYTES_MAX = 448
-
-
-def run_key(run_id: str) -> bytes:
-    """The `runs` table key of a run id: its UTF-8 bytes, or, for an id over 448 bytes (LMDB keys
-    hold at most 511), its first 448 bytes, 0xff (a byte UTF-8 never holds) and the SHA-256 of the id."""
-    raw = run_id.encode("utf-8")
-    if len(raw) <= _RUN_KEY_INLINE_BYTES_MAX:
-        return raw
-    return raw[:_RUN_KEY_INLINE_BYTES_MAX] + b"\xff" + hashlib.sha256(raw).digest()
-
-
-def check_run_id(run_id: object) -> bytes:
-    """The UTF-8 bytes of a valid run id; raises InvalidRunIdError."""
-    if not isinstance(run_id, str) or not run_id:
-        raise InvalidRunIdError(f"a run id is a non-empty string, not {run_id!r}")
-    raw = run_id.encode("utf-8", "surrogatepass")
-    if len(raw) > _limits.run_id_size_bytes_max:
-        raise InvalidRunIdError(
-            f"run id of {len(raw)} UTF-8 bytes is over the limit of {_limits.run_id_size_bytes_max}"
-        )
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRunIdError(f"run id {run_id!r} is not valid unicode text") from None
-    return raw
-
-
-def _check_id(what: str, value: object) -> bytes:
-    if not isinstance(value, str) or not value:
-        raise EventLogError(f"{what} must be a non-empty string, not {value!r}")
-    raw = value.encode("utf-8")
-    if len(raw) > _limits.event_id_size_bytes_max:
-        raise EventLogError(f"{what} of {len(raw)} bytes is over the limit of {_limits.event_id_size_bytes_max}")
-    return raw
 
 
 class EventLog:
@@ -394,9 +301,7 @@ class EventLog:
         def info(txn: Txn) -> RunInfo:
             rec = self._require(txn, run_id)
             n = len(txn.scan("checkpoints", u64(rec.number), u64(rec.number + 1)))
-            return RunInfo(
-                run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks
-            )
+            return RunInfo(run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks)
 
         return self.store.read(info)
 
@@ -459,7 +364,7 @@ class EventLog:
             raise EventLogError(f"{len(event_ids)} event ids for {len(events)} events")
         for given in event_ids:
             if given is not None:
-                _check_id("event_id", given)
+                check_id("event_id", given)
         given_flags = [i is not None for i in event_ids]
         ids = [i if i is not None else self.ids() for i in event_ids]
         return ids, given_flags
@@ -656,7 +561,9 @@ class EventLog:
 
     # -- read --------------------------------------------------------------------------
 
-    def _segments(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int) -> list[tuple[str, int, int, int]]:
+    def _segments(
+        self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int
+    ) -> list[tuple[str, int, int, int]]:
         """Where offsets (after, upto] of a run are stored: (run id, run number, lo, hi) pieces, in order."""
         pieces: list[tuple[str, int, int, int]] = []
         origin = run_id
@@ -773,7 +680,9 @@ class EventLog:
                         names[number] = raw.decode() if raw is not None else f"#{number}"
                     value = txn.get("events", ref)
                     if value is None:
-                        raise CorruptRecordError(f"feed position {from_u64(key)} points at a missing entry", names[number], offset)
+                        raise CorruptRecordError(
+                            f"feed position {from_u64(key)} points at a missing entry", names[number], offset
+                        )
                     r = self._decode(names[number], offset, value)
                     out.append(Entry(names[number], offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
                 return out
@@ -787,7 +696,9 @@ class EventLog:
 
     # -- fold --------------------------------------------------------------------------
 
-    def _find_snapshot(self, txn: Txn, run_id: str, rec: RunRecord, offset: int, tag: bytes) -> tuple[int, bytes] | None:
+    def _find_snapshot(
+        self, txn: Txn, run_id: str, rec: RunRecord, offset: int, tag: bytes
+    ) -> tuple[int, bytes] | None:
         """The nearest snapshot at or below `offset` made by the reducer `tag`: (offset, stored value)."""
         while True:
             lo = max(rec.fork_offset, rec.base)
@@ -958,7 +869,9 @@ class EventLog:
 
         return self.store.read(due)
 
-    def _raw_range_txn(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int) -> Iterator[tuple[str, int, bytes]]:
+    def _raw_range_txn(
+        self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int
+    ) -> Iterator[tuple[str, int, bytes]]:
         for owner, number, lo, hi in self._segments(txn, run_id, rec, after, upto):
             for key, value in txn.scan("events", u64(number) + u64(lo + 1), u64(number) + u64(hi + 1)):
                 yield owner, from_u64(key[8:]), value
@@ -1017,9 +930,7 @@ class EventLog:
             return info.base
         if base <= info.fork_offset:
             raise ForkDependencyError(f"run {run_id!r}: offsets up to {info.fork_offset} belong to its parent")
-        pending = self._pending(
-            run_id, base, keep.state, reducer, metadata=None, checkpoint_id="-", materialize=True
-        )
+        pending = self._pending(run_id, base, keep.state, reducer, metadata=None, checkpoint_id="-", materialize=True)
 
         def write(txn: Txn) -> int:
             rec = self._require(txn, run_id)
@@ -1154,7 +1065,9 @@ class EventLog:
             if start:
                 found = snapshots.get(start)
                 if found is None:
-                    problems.append(Problem(run_id, start, "corrupt", f"the base snapshot at offset {start} is missing"))
+                    problems.append(
+                        Problem(run_id, start, "corrupt", f"the base snapshot at offset {start} is missing")
+                    )
                     return
                 state = msgspec.msgpack.decode(found, type=reducer.state_type)
             elif rec.parent is not None and self._chain_base(run_id):
@@ -1188,7 +1101,9 @@ class EventLog:
                     progress(pending)
                     pending = 0
         except CorruptRecordError as exc:
-            problems.append(Problem(exc.run_id or run_id, exc.offset, "gap" if "missing" in exc.what else "corrupt", str(exc)))
+            problems.append(
+                Problem(exc.run_id or run_id, exc.offset, "gap" if "missing" in exc.what else "corrupt", str(exc))
+            )
         except PrunedError as exc:
             problems.append(Problem(run_id, exc.offset, "corrupt", str(exc)))
         if progress is not None and pending:
@@ -1220,7 +1135,9 @@ class EventLog:
         for cp in checkpoints.get(offset, []):
             if cp.reducer != reducer.name or cp.reducer_version != reducer.version:
                 continue
-            if cp.superstep != getattr(state, "superstep", None) or cp.paused_nodes != list(getattr(state, "paused_nodes", [])):
+            if cp.superstep != getattr(state, "superstep", None) or cp.paused_nodes != list(
+                getattr(state, "paused_nodes", [])
+            ):
                 report.problems.append(
                     Problem(run_id, offset, "checkpoint", f"checkpoint {cp.checkpoint_id!r} disagrees with the fold")
                 )
@@ -1235,7 +1152,9 @@ class EventLog:
                 last = position
                 if txn.get("events", ref) is None:
                     report.problems.append(
-                        Problem(None, from_u64(ref[8:16]), "feed", f"feed position {position} points at a missing entry")
+                        Problem(
+                            None, from_u64(ref[8:16]), "feed", f"feed position {position} points at a missing entry"
+                        )
                     )
 
         self.store.read(check)
@@ -1285,280 +1204,3 @@ class EventLog:
             if len(chunk) < 4096:
                 return stored, encoded
             start = chunk[-1][0] + b"\x00"
-
-
-class Checkpoints:
-    """`log.checkpoints`: save, load, load_latest, list and delete a run's checkpoints."""
-
-    def __init__(self, log: EventLog) -> None:
-        self._log = log
-
-    def save(
-        self,
-        run_id: str,
-        offset: int | None = None,
-        *,
-        metadata: dict[str, Any] | None = None,
-        checkpoint_id: str | None = None,
-        reducer: Reducer | None = None,
-    ) -> Checkpoint:
-        """Save a checkpoint of the run at `offset` (default: the head).
-
-        Saving an id that exists again updates its metadata only; it does not become latest.
-        """
-        log = self._log
-        reducer = reducer or log.reducer
-        if checkpoint_id is not None:
-            _check_id("checkpoint_id", checkpoint_id)
-            existing = self._find(run_id, checkpoint_id)
-            if existing is not None:
-                return self._update_metadata(run_id, existing[0], existing[1], metadata or {}, reducer)
-        state = log.state_at(run_id, offset, reducer=reducer)
-        target = log.head(run_id) if offset is None else offset
-        pending = log._pending(
-            run_id,
-            target,
-            state,
-            reducer,
-            metadata=metadata,
-            checkpoint_id=checkpoint_id,
-            materialize=log._snapshot_due(run_id, target, reducer),
-        )
-
-        def write(txn: Txn) -> None:
-            rec = log._require(txn, run_id)
-            if txn.get("checkpoint_ids", u64(rec.number) + pending.record.checkpoint_id.encode()) is not None:
-                raise EventLogError(f"run {run_id!r}: checkpoint {pending.record.checkpoint_id!r} was saved meanwhile")
-            rec.checkpoint_seq += 1
-            log._put_checkpoint(txn, rec, pending)
-            log._put_run(txn, run_id, rec)
-
-        log.store.write(write)
-        if getattr(log.store, "durability", "sync") == "batch":
-            log.store.sync()
-        return Checkpoint(log, run_id, pending.record, reducer, state)
-
-    def _find(self, run_id: str, checkpoint_id: str) -> tuple[int, CheckpointRecord] | None:
-        log = self._log
-
-        def find(txn: Txn) -> tuple[int, CheckpointRecord] | None:
-            rec = log._require(txn, run_id)
-            seq = txn.get("checkpoint_ids", u64(rec.number) + checkpoint_id.encode())
-            if seq is None:
-                return None
-            value = txn.get("checkpoints", u64(rec.number) + seq)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            return from_u64(seq), log._checkpoint_record(run_id, value)
-
-        return log.store.read(find)
-
-    def _update_metadata(
-        self, run_id: str, seq: int, record: CheckpointRecord, metadata: dict[str, Any], reducer: Reducer
-    ) -> Checkpoint:
-        log = self._log
-        record.metadata = dict(metadata)
-
-        def write(txn: Txn) -> None:
-            rec = log._require(txn, run_id)
-            txn.put("checkpoints", u64(rec.number) + u64(seq), log.codec.encode_value(record))
-
-        log.store.write(write)
-        return Checkpoint(log, run_id, record, reducer)
-
-    def load(self, run_id: str, checkpoint_id: str, *, reducer: Reducer | None = None) -> Checkpoint:
-        """The checkpoint with this id; CheckpointNotFoundError if there is none."""
-        found = self._find(run_id, checkpoint_id)
-        if found is None:
-            raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        return Checkpoint(self._log, run_id, found[1], reducer or self._log.reducer)
-
-    def load_latest(self, run_id: str, *, reducer: Reducer | None = None) -> Checkpoint | None:
-        """The checkpoint saved last (after a delete, the one before it), or None."""
-        found = self.list(run_id, limit=1, newest_first=True, reducer=reducer)
-        return found[0] if found else None
-
-    def list(
-        self,
-        run_id: str,
-        limit: int | None = None,
-        *,
-        newest_first: bool = False,
-        reducer: Reducer | None = None,
-    ) -> list[Checkpoint]:
-        """The run's checkpoints, oldest first (or newest first), at most `limit` of them.
-
-        With a limit and oldest first, these are the newest `limit`, still oldest first.
-        """
-        log = self._log
-        reducer = reducer or log.reducer
-
-        def scan(txn: Txn) -> list[bytes]:
-            rec = log._require(txn, run_id)
-            pairs = txn.scan("checkpoints", u64(rec.number), u64(rec.number + 1), reverse=True, limit=limit)
-            return [value for _, value in pairs]
-
-        values = log.store.read(scan)
-        out = [Checkpoint(log, run_id, log._checkpoint_record(run_id, v), reducer) for v in values]
-        if not newest_first:
-            out.reverse()
-        return out
-
-    def delete(self, run_id: str, checkpoint_id: str) -> None:
-        """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it)."""
-        log = self._log
-
-        def write(txn: Txn) -> None:
-            rec = log._require(txn, run_id)
-            key = u64(rec.number) + checkpoint_id.encode()
-            seq = txn.get("checkpoint_ids", key)
-            if seq is None:
-                raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-            txn.delete("checkpoint_ids", key)
-            txn.delete("checkpoints", u64(rec.number) + seq)
-
-        log.store.write(write)
-
-
-class Recorder:
-    """Appends to one run, keeps the folded state in memory, and checkpoints by a policy.
-
-    The checkpoint a policy asks for is written in the same transaction as the event that
-    triggers it. Appends are fenced with the offset the recorder knows: a second writer of
-    the same run makes the next append raise ConflictError (then make a new recorder).
-    """
-
-    def __init__(self, log: EventLog, run_id: str, reducer: Reducer, policy: CheckpointPolicy) -> None:
-        check_run_id(run_id)
-        self.log = log
-        self.run_id = run_id
-        self.reducer = reducer
-        self.policy = policy
-        self.offset = 0
-        self.state: Any = None
-        self._events_since = 0
-        self._llm_since = False
-        self._bytes_since = 0
-        self._snapshot_bytes = 0
-        self._reload()
-
-    def _reload(self) -> None:
-        log = self.log
-        tag = reducer_tag(self.reducer)
-        head = log.head(self.run_id)
-        self.offset = head
-        self.state = log.state_at(self.run_id, head, reducer=self.reducer) if head else self.reducer.initial()
-
-        def sizes(txn: Txn) -> tuple[int, int]:
-            rec = log._run(txn, self.run_id)
-            if rec is None:
-                return 0, 0
-            found = log._find_snapshot(txn, self.run_id, rec, head, tag)
-            start, size = (0, 0) if found is None else (found[0], len(found[1]))
-            since = sum(len(v) for _, _, v in log._raw_range_txn(txn, self.run_id, rec, start, head))
-            return size, since
-
-        self._snapshot_bytes, self._bytes_since = log.store.read(sizes)
-        self._events_since = 0
-        self._llm_since = False
-
-    def append(self, event: Event, *, event_id: str | None = None, meta: dict[str, Any] | None = None) -> int:
-        """Append one event, fold it, and checkpoint if the policy says so; return its offset."""
-        ids = None if event_id is None else [event_id]
-        return self.append_many([event], event_ids=ids, meta=meta)[-1]
-
-    def append_many(
-        self,
-        events: Sequence[Event],
-        *,
-        event_ids: Sequence[str | None] | None = None,
-        meta: dict[str, Any] | None = None,
-        checkpoint_metadata: dict[str, Any] | None = None,
-    ) -> list[int]:
-        """Append events atomically, fold them, and checkpoint once after them if the policy asks."""
-        events = list(events)
-        for e in events:
-            self.log.codec.check_event(e)
-        known = self._known_ids(event_ids)
-        wants = False
-        events_since, llm_since = self._events_since, self._llm_since
-        apply = self.reducer.apply
-        state = self.state
-        try:
-            for e in (e for i, e in enumerate(events) if i not in known):  # a known id is not written again
-                state = apply(state, e)
-                events_since += 1
-                llm_since = llm_since or isinstance(e, LLMCallCompleted)
-                if self.policy.wants(e, events_since, llm_since):
-                    wants = True
-        except BaseException:
-            self._reload()
-            raise
-        self.state = state
-        pending_fn = None
-        if wants:
-            pending_fn = self._checkpoint_fn(checkpoint_metadata)
-        try:
-            offsets, written = self.log._commit(self.run_id, events, self.offset, event_ids, meta, pending_fn)
-        except BaseException:
-            self._reload()
-            raise
-        fresh = [o for i, o in enumerate(offsets) if i not in known]
-        if fresh != list(range(self.offset + 1, self.offset + 1 + len(fresh))):
-            self._reload()  # the log wrote other events than were folded (an id became known meanwhile)
-            return offsets
-        self.offset = fresh[-1] if fresh else self.offset
-        self._bytes_since += written
-        if wants:
-            self._after_checkpoint()
-        else:
-            self._events_since, self._llm_since = events_since, llm_since
-        return offsets
-
-    def _known_ids(self, event_ids: Sequence[str | None] | None) -> set[int]:
-        """Indexes of the `event_ids` already in the run: their events are not written again."""
-        if not event_ids or all(i is None for i in event_ids):
-            return set()
-        log = self.log
-
-        def read(txn: Txn) -> set[int]:
-            rec = log._run(txn, self.run_id)
-            if rec is None:
-                return set()
-            prefix = u64(rec.number)
-            return {
-                i for i, eid in enumerate(event_ids)
-                if isinstance(eid, str) and eid and txn.get("event_ids", prefix + eid.encode()) is not None
-            }
-
-        return log.store.read(read)
-
-    def _checkpoint_fn(self, metadata: dict[str, Any] | None) -> Callable[[int, int], _PendingCheckpoint]:
-        def make(offset: int, written: int) -> _PendingCheckpoint:
-            since = self._bytes_since + written
-            materialize = self._snapshot_bytes == 0 or since >= self._snapshot_bytes * _limits.snapshot_event_bytes_ratio
-            pending = self.log._pending(
-                self.run_id, offset, self.state, self.reducer, metadata=metadata, checkpoint_id=None, materialize=materialize
-            )
-            self._last_pending = pending
-            return pending
-
-        self._last_pending: _PendingCheckpoint | None = None
-        return make
-
-    def _after_checkpoint(self) -> None:
-        self._events_since = 0
-        self._llm_since = False
-        pending = self._last_pending
-        if pending is not None and pending.snapshot is not None:
-            self._snapshot_bytes = len(pending.snapshot)
-            self._bytes_since = 0
-
-    def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint:
-        """Save a checkpoint of the recorder's state at its offset now."""
-        cp = self.log.checkpoints.save(
-            self.run_id, self.offset, metadata=metadata, checkpoint_id=checkpoint_id, reducer=self.reducer
-        )
-        self._events_since = 0
-        self._llm_since = False
-        return cp

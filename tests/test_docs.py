@@ -39,7 +39,7 @@ def code_blocks(path: Path) -> list[tuple[int, str, str]]:
             closing = _FENCE.match(lines[j])
             if closing is not None and closing["fence"].startswith(fence[0] * len(fence)) and not closing["info"].strip():
                 break
-            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
+            body.append(lines[j].removeprefix(indent))
             j += 1
         blocks.append((i + 1, info, "\n".join(body) + "\n"))
         i = j + 1

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eventlog
-from eventlog._limits import snapshot_event_bytes_ratio
 from eventlog import CheckpointPolicy
 from eventlog import events as ev
+from eventlog._limits import snapshot_event_bytes_ratio
 
 # -- strategies over the standard kinds ----------------------------------------------------
 

@@ -112,7 +112,6 @@ class _LMDBTxn:
                     break
             return out
 
-
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         if count <= 0:
             return [], None
@@ -162,7 +161,9 @@ class LMDBStore:
             raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
         if p.is_dir() and not (p / "data.mdb").exists():
             if any(p.iterdir()):
-                raise NotALogError(f"{p} is a non-empty directory without a log in it; choose an empty or new directory")
+                raise NotALogError(
+                    f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
+                )
             if self.readonly:
                 raise NotALogError(f"{p} holds no log to open read-only")
         if not p.exists():
@@ -347,7 +348,9 @@ def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
 
 def _translate(exc: lmdb.Error, path: Path) -> Exception:
     if isinstance(exc, lmdb.MapFullError) or _is_errno(exc, *_FULL_ERRNOS):
-        return LogFullError(f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry")
+        return LogFullError(
+            f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry"
+        )
     if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EROFS):
         return ReadOnlyError(f"{path}: cannot write ({exc})")
     if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError)):

@@ -82,7 +82,6 @@ class _PgTxn:
         params: tuple[Any, ...] = (_TABLE_IDS[table], start) + ((stop,) if stop is not None else ()) + (limit,)
         return [(bytes(k), bytes(v)) for k, v in self._cur.execute(self._q[name], params)]
 
-
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=count)
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
