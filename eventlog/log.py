@@ -130,7 +130,7 @@ class _Request:
 
     __slots__ = (
         "checkpoint", "done", "error", "events", "expected_offset", "given", "ids", "lead",
-        "meta", "offsets", "run_id", "time_ns", "writing", "written",
+        "committed", "meta", "offsets", "run_id", "time_ns", "writing", "written",
     )  # fmt: skip
 
     def __init__(
@@ -151,6 +151,7 @@ class _Request:
         self.error: BaseException | None = None
         self.lead = False
         self.writing = False
+        self.committed = False
         self.done: threading.Event | None = None  # made for a request that waits for a leader
 
 
@@ -405,25 +406,34 @@ class EventLog:
 
     def _lead(self) -> None:
         """Commit every queued request in one transaction, then hand leadership to the next waiter."""
-        if self._last_batch > 1:
-            # Other threads were appending a moment ago: give those the last commit woke up
-            # a moment to queue again, so that this commit takes them along.
-            time.sleep(_limits.group_commit_wait_seconds)
-        with self._queue_lock:
-            batch, self._queue = self._queue, []
-        self._last_batch = len(batch)
-        if batch:
-            self._commit_batch(batch)
-        with self._queue_lock:
-            if self._queue:
-                successor = self._queue[0]
-                successor.lead = True
-                successor.done.set()
-            else:
-                self._leading = False
-        for request in batch:
-            if request.done is not None:
-                request.done.set()
+        batch: list[_Request] = []
+        try:
+            if self._last_batch > 1:
+                # Other threads were appending a moment ago: give those the last commit woke up
+                # a moment to queue again, so that this commit takes them along.
+                time.sleep(_limits.group_commit_wait_seconds)
+            with self._queue_lock:
+                batch, self._queue = self._queue, []
+            self._last_batch = len(batch)
+            if batch:
+                self._commit_batch(batch)
+        finally:
+            # Even when this thread is interrupted, no waiter is left behind and leadership passes on.
+            with self._queue_lock:
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    assert successor.done is not None
+                    successor.done.set()
+                else:
+                    self._leading = False
+            for request in batch:
+                if request.error is None and not request.committed:
+                    request.error = EventLogError(
+                        f"run {request.run_id!r}: the commit was interrupted; nothing of this append was written"
+                    )
+                if request.done is not None:
+                    request.done.set()
 
     def _commit_batch(self, batch: list[_Request]) -> None:
         def write(txn: Txn) -> bool:
@@ -455,6 +465,8 @@ class EventLog:
             for request in batch:  # one failed the whole transaction: commit each alone
                 self._commit_batch([request])
             return
+        for request in batch:
+            request.committed = request.error is None
         if checkpointed and getattr(self.store, "durability", "sync") == "batch":
             self.store.sync()
 
