@@ -52,8 +52,16 @@ class EntryRecord(msgspec.Struct, array_like=True, gc=False):
 
 def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
     """Put the header (checksum, version, compression, dictionary id) in front of a payload."""
-    body = _PREFIX.pack(_limits.format_version, compression, dict_id) + payload
-    return zlib.crc32(body).to_bytes(4, "big") + body
+    prefix_crc = _prefix_crcs.get((compression, dict_id))
+    if prefix_crc is None:
+        prefix = _PREFIX.pack(_limits.format_version, compression, dict_id)
+        prefix_crc = _prefix_crcs[(compression, dict_id)] = zlib.crc32(prefix)
+    crc = zlib.crc32(payload, prefix_crc)
+    return _HEADER.pack(crc, _limits.format_version, compression, dict_id) + payload
+
+
+_prefix_crcs: dict[tuple[int, int], int] = {}
+"""CRC-32 of each header prefix seen (bytes 4-9), from which a frame's checksum continues."""
 
 
 def unframe(value: bytes) -> tuple[int, int, bytes]:

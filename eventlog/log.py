@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import itertools
 import os
 import threading
 import time
@@ -54,8 +55,17 @@ def _default_clock() -> int:
     return time.time_ns()
 
 
-def _default_ids() -> str:
-    return os.urandom(16).hex()
+class _Ids:
+    """Default id source: 64 random bits drawn once per log object, then a counter.
+
+    Unique without a system call per id, and shorter to store than a UUID."""
+
+    def __init__(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -178,7 +188,7 @@ class EventLog:
         self.store = store
         self.clock = clock or _default_clock
         """Returns the time in nanoseconds since the epoch; injected for replayable tests."""
-        self.ids = ids or _default_ids
+        self.ids = ids or _Ids()
         """Returns a new unique id string (event and checkpoint ids)."""
         self.reducer: Reducer = reducer or AgentReducer()
         """The reducer used when a call names none."""
@@ -518,14 +528,16 @@ class EventLog:
         position -= len(values)
         offsets: dict[int, int] = dict(known)
         written = 0
+        put = txn.put
         for i, value in values:
             rec.head += 1
             position += 1
             written += len(value)
-            txn.put("events", prefix + u64(rec.head), value)
-            txn.put("feed", u64(position), prefix + u64(rec.head))
+            key = prefix + rec.head.to_bytes(8, "big")
+            put("events", key, value)
+            put("feed", position.to_bytes(8, "big"), key)
             if r.given[i]:
-                txn.put("event_ids", prefix + r.ids[i].encode(), u64(rec.head))
+                put("event_ids", prefix + r.ids[i].encode(), key[8:])
             offsets[i] = rec.head
         r.offsets = [offsets[i] if i in offsets else first_of[r.ids[i]] for i in range(len(r.events))]
         r.written = written
