@@ -7,38 +7,40 @@ import hashlib
 from . import _limits
 from .errors import EventLogError, InvalidRunIdError
 
-_RUN_KEY_INLINE_BYTES_MAX = 448
-
 
 def run_key(run_id: str) -> bytes:
     """The `runs` table key of a run id: its UTF-8 bytes, or, for an id over 448 bytes (LMDB keys
     hold at most 511), its first 448 bytes, 0xff (a byte UTF-8 never holds) and the SHA-256 of the id."""
     raw = run_id.encode("utf-8")
-    if len(raw) <= _RUN_KEY_INLINE_BYTES_MAX:
+    inline = _limits.run_key_inline_size_bytes_max
+    if len(raw) <= inline:
         return raw
-    return raw[:_RUN_KEY_INLINE_BYTES_MAX] + b"\xff" + hashlib.sha256(raw).digest()
+    return raw[:inline] + b"\xff" + hashlib.sha256(raw).digest()
 
 
 def check_run_id(run_id: object) -> bytes:
     """The UTF-8 bytes of a valid run id; raises InvalidRunIdError."""
     if not isinstance(run_id, str) or not run_id:
         raise InvalidRunIdError(f"a run id is a non-empty string, not {run_id!r}")
-    raw = run_id.encode("utf-8", "surrogatepass")
+    try:
+        raw = run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRunIdError(f"run id {run_id!r} is not valid unicode text") from None
     if len(raw) > _limits.run_id_size_bytes_max:
         raise InvalidRunIdError(
             f"run id of {len(raw)} UTF-8 bytes is over the limit of {_limits.run_id_size_bytes_max}"
         )
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRunIdError(f"run id {run_id!r} is not valid unicode text") from None
     return raw
 
 
 def check_id(what: str, value: object) -> bytes:
+    """The UTF-8 bytes of a valid caller-chosen event or checkpoint id; raises EventLogError."""
     if not isinstance(value, str) or not value:
         raise EventLogError(f"{what} must be a non-empty string, not {value!r}")
-    raw = value.encode("utf-8")
+    try:
+        raw = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise EventLogError(f"{what} {value!r} is not valid unicode text") from None
     if len(raw) > _limits.event_id_size_bytes_max:
         raise EventLogError(f"{what} of {len(raw)} bytes is over the limit of {_limits.event_id_size_bytes_max}")
     return raw

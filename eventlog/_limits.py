@@ -11,6 +11,10 @@ format_version = 1
 run_id_size_bytes_max = 1024
 """Longest run id, in UTF-8 bytes."""
 
+run_key_inline_size_bytes_max = 448
+"""Run ids up to this many bytes are their own key; longer ones are keyed by this many bytes,
+0xff and their SHA-256 (LMDB keys hold at most 511 bytes)."""
+
 event_id_size_bytes_max = 256
 """Longest caller-chosen event id or checkpoint id, in UTF-8 bytes."""
 
@@ -81,6 +85,8 @@ lmdb_max_dbs = 16
 """Named sub-databases an LMDB log may hold."""
 
 assert 0 < run_id_size_bytes_max <= 4096
+assert run_key_inline_size_bytes_max + 1 + 32 <= 511  # LMDB's largest key
+assert 16 + event_id_size_bytes_max <= 511
 assert 0 < record_size_bytes_max <= snapshot_size_bytes_max
 assert dictionary_train_records_min <= dictionary_sample_records_max
 assert map_size_bytes_initial <= map_size_bytes_max
