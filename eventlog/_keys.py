@@ -20,27 +20,21 @@ def run_key(run_id: str) -> bytes:
 
 def check_run_id(run_id: object) -> bytes:
     """The UTF-8 bytes of a valid run id; raises InvalidRunIdError."""
-    if not isinstance(run_id, str) or not run_id:
-        raise InvalidRunIdError(f"a run id is a non-empty string, not {run_id!r}")
-    try:
-        raw = run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRunIdError(f"run id {run_id!r} is not valid unicode text") from None
-    if len(raw) > _limits.run_id_size_bytes_max:
-        raise InvalidRunIdError(
-            f"run id of {len(raw)} UTF-8 bytes is over the limit of {_limits.run_id_size_bytes_max}"
-        )
-    return raw
+    return _utf8("run id", run_id, _limits.run_id_size_bytes_max, InvalidRunIdError)
 
 
 def check_id(what: str, value: object) -> bytes:
     """The UTF-8 bytes of a valid caller-chosen event or checkpoint id; raises EventLogError."""
+    return _utf8(what, value, _limits.event_id_size_bytes_max, EventLogError)
+
+
+def _utf8(what: str, value: object, size_bytes_max: int, error: type[EventLogError]) -> bytes:
     if not isinstance(value, str) or not value:
-        raise EventLogError(f"{what} must be a non-empty string, not {value!r}")
+        raise error(f"{what} must be a non-empty string, not {value!r}")
     try:
         raw = value.encode("utf-8")
     except UnicodeEncodeError:
-        raise EventLogError(f"{what} {value!r} is not valid unicode text") from None
-    if len(raw) > _limits.event_id_size_bytes_max:
-        raise EventLogError(f"{what} of {len(raw)} bytes is over the limit of {_limits.event_id_size_bytes_max}")
+        raise error(f"{what} {value!r} is not valid unicode text") from None
+    if len(raw) > size_bytes_max:
+        raise error(f"{what} of {len(raw)} UTF-8 bytes is over the limit of {size_bytes_max}")
     return raw

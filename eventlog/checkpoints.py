@@ -100,8 +100,8 @@ class Checkpoints:
             existing = self._find(run_id, checkpoint_id)
             if existing is not None:
                 return self._update_metadata(run_id, existing[0], existing[1], metadata or {}, reducer)
-        state = log.state_at(run_id, offset, reducer=reducer)
         target = log.head(run_id) if offset is None else offset
+        state = log.state_at(run_id, target, reducer=reducer)
         pending = log._pending(
             run_id,
             target,

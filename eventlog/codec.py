@@ -186,31 +186,25 @@ class Codec:
 
     def decode_entry(self, value: bytes) -> EntryRecord:
         """Decode a stored entry. Raises CorruptRecordError (the caller adds run and offset)."""
-        payload = self.payload(value)
-        decoder = self._entry_decoder
-        if decoder is None or self._generation != events._generation:
-            decoder = self._decoders()[0]
-        try:
-            return decoder.decode(payload)
-        except (msgspec.DecodeError, ValueError, TypeError) as exc:
-            raise CorruptRecordError(f"undecodable entry: {exc}") from None
+        self._refresh()
+        return self._decode(self._entry_decoder, self.payload(value), "entry")
 
     def decode_entry_event(self, value: bytes) -> Any:
         """Decode only the event of a stored entry (folds need nothing else). Raises CorruptRecordError."""
-        payload = self.payload(value)
-        if self._fold_decoder is None or self._generation != events._generation:
-            self._decoders()
-        try:
-            return self._fold_decoder.decode(payload).event  # type: ignore[union-attr]
-        except (msgspec.DecodeError, ValueError, TypeError) as exc:
-            raise CorruptRecordError(f"undecodable entry: {exc}") from None
+        self._refresh()
+        return self._decode(self._fold_decoder, self.payload(value), "entry").event
 
     def decode_event(self, data: bytes) -> Any:
         """Decode an event encoded by `encode_event`."""
+        self._refresh()
+        return self._decode(self._event_decoder, data, "event")
+
+    @staticmethod
+    def _decode(decoder: Any, payload: bytes, what: str) -> Any:
         try:
-            return self._decoders()[1].decode(data)
+            return decoder.decode(payload)
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
-            raise CorruptRecordError(f"undecodable event: {exc}") from None
+            raise CorruptRecordError(f"undecodable {what}: {exc}") from None
 
     def decode_value(self, value: bytes, type: Any, size_bytes_max: int = _limits.snapshot_size_bytes_max) -> Any:
         """Decode a value framed by `encode_value`."""
@@ -222,9 +216,10 @@ class Codec:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _decoders(self) -> tuple[msgspec.msgpack.Decoder[Any], msgspec.msgpack.Decoder[Any]]:
-        generation = events.generation()
-        if generation != self._generation or self._entry_decoder is None or self._event_decoder is None:
+    def _refresh(self) -> None:
+        """Build the decoders again when an event kind was registered since they were built."""
+        generation = events._generation
+        if generation != self._generation:
             with self._lock:
                 union = Union[tuple(events.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
                 entry_type = msgspec.defstruct(
@@ -244,7 +239,6 @@ class Codec:
                 self._event_decoder = msgspec.msgpack.Decoder(union)
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
                 self._generation = generation
-        return self._entry_decoder, self._event_decoder
 
     def _dict(self, dict_id: int) -> zstandard.ZstdCompressionDict:
         found = self._dicts.get(dict_id)

@@ -480,6 +480,17 @@ class EventLog:
         if checkpointed and getattr(self.store, "durability", "sync") == "batch":
             self.store.sync()
 
+    def _known_event_ids(self, txn: Txn, rec: RunRecord, event_ids: Sequence[str | None]) -> dict[int, int]:
+        """{index: offset} of the caller-given `event_ids` already appended to the run."""
+        prefix = u64(rec.number)
+        known: dict[int, int] = {}
+        for i, event_id in enumerate(event_ids):
+            if isinstance(event_id, str) and event_id:
+                raw = txn.get("event_ids", prefix + event_id.encode())
+                if raw is not None:
+                    known[i] = from_u64(raw)
+        return known
+
     def _position(self, txn: Txn) -> int:
         """The last position given: the feed's last key, or the meta record kept when the
         feed's tail was deleted (positions are never given twice)."""
@@ -497,12 +508,8 @@ class EventLog:
         rec = self._run(txn, r.run_id)
         head = 0 if rec is None else rec.head
         known: dict[int, int] = {}
-        if rec is not None:
-            for i, (event_id, is_given) in enumerate(zip(r.ids, r.given, strict=True)):
-                if is_given:
-                    raw = txn.get("event_ids", u64(rec.number) + event_id.encode())
-                    if raw is not None:
-                        known[i] = from_u64(raw)
+        if rec is not None and any(r.given):
+            known = self._known_event_ids(txn, rec, [i if g else None for i, g in zip(r.ids, r.given, strict=True)])
         if known and len(known) == len(r.events):
             r.offsets, r.written = [known[i] for i in range(len(r.events))], 0
             return position, False
@@ -757,19 +764,22 @@ class EventLog:
         """(offset to fold to, offset of the starting state, starting state)."""
         tag = reducer_tag(reducer)
 
-        def plan(txn: Txn) -> tuple[int, tuple[int, bytes] | None, int]:
+        def plan(txn: Txn) -> tuple[int, tuple[int, bytes] | None]:
             rec = self._require(txn, run_id)
             target = rec.head if offset is None else offset
             if not 0 <= target <= rec.head:
                 raise OffsetOutOfRangeError(run_id, target, rec.head)
             if target < rec.base:
                 raise PrunedError(run_id, target, rec.base)
-            return target, self._find_snapshot(txn, run_id, rec, target, tag), rec.base
+            found = self._find_snapshot(txn, run_id, rec, target, tag)
+            if found is None:
+                base = self._chain_base(txn, rec)
+                if base > 0:
+                    raise PrunedError(run_id, target, base)
+            return target, found
 
-        target, found, base = self.store.read(plan)
+        target, found = self.store.read(plan)
         if found is None:
-            if base > 0 or self._chain_base(run_id) > 0:
-                raise PrunedError(run_id, target, max(base, self._chain_base(run_id)))
             return target, 0, reducer.initial()
         try:
             snap_offset, _, state = self._load_snapshot(run_id, found[1], reducer)
@@ -777,16 +787,11 @@ class EventLog:
             raise exc.at(run_id, found[0]) from None  # name the snapshot's offset
         return target, snap_offset, state
 
-    def _chain_base(self, run_id: str) -> int:
-        def walk(txn: Txn) -> int:
-            rec = self._require(txn, run_id)
-            while rec.parent is not None:
-                if rec.base:
-                    return rec.base
-                rec = self._require(txn, rec.parent)
-            return rec.base
-
-        return self.store.read(walk)
+    def _chain_base(self, txn: Txn, rec: RunRecord) -> int:
+        """The pruned base of the run or of the nearest pruned run it was forked from (0: none)."""
+        while rec.parent is not None and not rec.base:
+            rec = self._require(txn, rec.parent)
+        return rec.base
 
     def _fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer) -> Any:
         apply = reducer.apply
@@ -1094,9 +1099,9 @@ class EventLog:
                     )
                     return
                 state = msgspec.msgpack.decode(found, type=reducer.state_type)
-            elif rec.parent is not None and self._chain_base(run_id):
+            elif rec.parent is not None and (ancestor_base := self.store.read(lambda t: self._chain_base(t, rec))):
                 # A fork of a pruned run starts at its ancestor's base snapshot.
-                _, start, state = self._start(run_id, self._chain_base(run_id), reducer)
+                _, start, state = self._start(run_id, ancestor_base, reducer)
             else:
                 state = reducer.initial()
         except (msgspec.DecodeError, ValueError, TypeError) as exc:

@@ -10,7 +10,7 @@ from ._keys import check_run_id
 from .checkpoints import Checkpoint
 from .events import Event, LLMCallCompleted
 from .fold import CheckpointPolicy, Reducer, reducer_tag
-from .store._base import Txn, u64
+from .store._base import Txn
 
 if TYPE_CHECKING:
     from .log import EventLog, _PendingCheckpoint
@@ -121,14 +121,7 @@ class Recorder:
 
         def read(txn: Txn) -> set[int]:
             rec = log._run(txn, self.run_id)
-            if rec is None:
-                return set()
-            prefix = u64(rec.number)
-            return {
-                i
-                for i, eid in enumerate(event_ids)
-                if isinstance(eid, str) and eid and txn.get("event_ids", prefix + eid.encode()) is not None
-            }
+            return set() if rec is None else set(log._known_event_ids(txn, rec, event_ids))
 
         return log.store.read(read)
 

@@ -157,6 +157,23 @@ def lmdb_used_bytes(env: Any) -> int:
     return (info["last_pgno"] + 1) * stat["psize"]
 
 
+def _pages(st: dict[str, int]) -> int:
+    return st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+
+
+def _named_dbs(env: Any) -> Iterator[tuple[bytes, Any]]:
+    """(name, handle) of every named database of an open LMDB environment."""
+    import lmdb
+
+    with env.begin() as txn:
+        names = [bytes(k) for k, _ in txn.cursor()]
+    for name in names:
+        try:
+            yield name, env.open_db(name, create=False)
+        except lmdb.Error:
+            continue
+
+
 def lmdb_live_bytes(path: str) -> int:
     """Bytes of the pages an LMDB directory's databases hold now (what a compacting copy
     keeps): branch, leaf and overflow pages of the main and every named database, plus the
@@ -165,21 +182,11 @@ def lmdb_live_bytes(path: str) -> int:
 
     env = lmdb.open(path, readonly=True, lock=False, max_dbs=64, subdir=True)
     try:
-
-        def pages(st: dict[str, int]) -> int:
-            return st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-
         main = env.stat()
-        total = pages(main) + 2
-        with env.begin() as txn:
-            names = [bytes(k) for k, _ in txn.cursor()]
-        for name in names:
-            try:
-                db = env.open_db(name, create=False)
-            except lmdb.Error:
-                continue
+        total = _pages(main) + 2
+        for _, db in _named_dbs(env):
             with env.begin() as txn:
-                total += pages(txn.stat(db))
+                total += _pages(txn.stat(db))
         return total * main["psize"]
     finally:
         env.close()
@@ -192,21 +199,11 @@ def lmdb_breakdown(path: str) -> dict[str, dict[str, int]]:
     env = lmdb.open(path, readonly=True, lock=False, max_dbs=64, subdir=True)
     out: dict[str, dict[str, int]] = {}
     try:
-        with env.begin() as txn:
-            names = [bytes(k) for k, _ in txn.cursor()]
-        for name in names:
-            try:
-                db = env.open_db(name, create=False)
-            except lmdb.Error:
-                continue
+        for name, db in _named_dbs(env):
             with env.begin() as txn:
                 st = txn.stat(db)
                 kv = sum(len(k) + len(v) for k, v in txn.cursor(db=db))
-            out[name.decode(errors="replace")] = {
-                "entries": st["entries"],
-                "pages": st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"],
-                "kv_bytes": kv,
-            }
+            out[name.decode(errors="replace")] = {"entries": st["entries"], "pages": _pages(st), "kv_bytes": kv}
     finally:
         env.close()
     return out
