@@ -1,0 +1,64 @@
+"""Run views: how the command line and the UI show a run that an integration wrote.
+
+A run written through an integration (a LangGraph thread, a WayFlow conversation) holds
+that integration's own event kinds and folds with its own reducer. Its module registers a
+`RunView` under the `eventlog.views` entry point group; `view_of` picks the view whose
+`kind_prefix` the run's first event kind starts with. Runs of the standard kinds have no
+view: the command line shows them with `AgentReducer`.
+
+    [project.entry-points."eventlog.views"]
+    langgraph = "eventlog.langgraph:VIEW"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .log import EventLog
+
+__all__ = ["RunView", "load_views", "view_of"]
+
+
+class RunView(Protocol):
+    """What the command line and the UI ask of an integration about one of its runs."""
+
+    name: str
+    """Short name shown beside the run (`langgraph`, `wayflow`)."""
+    kind_prefix: str
+    """A run whose first event kind starts with this prefix belongs to the view."""
+
+    def history(self, log: EventLog, run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:
+        """The run's history, oldest first: column names and one row (plain data) per checkpoint."""
+
+    def state(self, log: EventLog, run_id: str, offset: int) -> Any:
+        """The run's state after its first `offset` events, as plain data (JSON-encodable)."""
+
+
+_loaded: list[RunView] | None = None
+
+
+def load_views() -> list[RunView]:
+    """Every installed view (imported once; a view whose framework is missing is skipped)."""
+    global _loaded
+    if _loaded is None:
+        views: list[RunView] = []
+        for ep in entry_points(group="eventlog.views"):
+            try:
+                views.append(ep.load())
+            except ImportError:
+                continue  # its framework is not installed: its runs show as plain events
+        _loaded = views
+    return _loaded
+
+
+def view_of(first_kind: str | None) -> RunView | None:
+    """The view of a run whose first event is of kind `first_kind`, or None."""
+    if first_kind is None:
+        return None
+    for view in load_views():
+        if first_kind.startswith(view.kind_prefix):
+            return view
+    return None
