@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from . import _limits, events
 from .checkpoints import Checkpoint, Checkpoints
@@ -21,25 +21,35 @@ from .errors import (
     ClosedError,
     ConflictError,
     CorruptRecordError,
+    DuplicateIdError,
     EventLogError,
     ForkDependencyError,
     FormatVersionError,
+    InvalidArgumentError,
     InvalidEventError,
     InvalidRunIdError,
+    KeyMismatchError,
+    LockFileError,
     LogFullError,
     NotALogError,
     OffsetOutOfRangeError,
     PrunedError,
     ReadOnlyError,
     RecordTooLargeError,
+    ReducerError,
     RunExistsError,
     UnencodableValueError,
+    UnknownKindError,
     UnknownRunError,
 )
 from .events import Event, register
-from .fold import AgentReducer, AgentState, CheckpointPolicy, Reducer
+from .fold import AgentReducer, AgentState, Reducer
 from .log import Entry, EventLog, Problem, RunInfo, VerifyReport
-from .recorder import Recorder
+from .policy import CheckpointPolicy
+from .runwriter import RunWriter
+
+Recorder = RunWriter
+"""The older name of `RunWriter`."""
 
 __version__ = "0.1.0"
 
@@ -53,14 +63,18 @@ __all__ = [
     "ClosedError",
     "ConflictError",
     "CorruptRecordError",
+    "DuplicateIdError",
     "Entry",
     "Event",
     "EventLog",
     "EventLogError",
     "ForkDependencyError",
     "FormatVersionError",
+    "InvalidArgumentError",
     "InvalidEventError",
     "InvalidRunIdError",
+    "KeyMismatchError",
+    "LockFileError",
     "LogFullError",
     "NotALogError",
     "OffsetOutOfRangeError",
@@ -70,9 +84,12 @@ __all__ = [
     "RecordTooLargeError",
     "Recorder",
     "Reducer",
+    "ReducerError",
     "RunExistsError",
     "RunInfo",
+    "RunWriter",
     "UnencodableValueError",
+    "UnknownKindError",
     "UnknownRunError",
     "VerifyReport",
     "events",
@@ -81,48 +98,129 @@ __all__ = [
 ]
 
 
+S = TypeVar("S")
+
+_PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg", "postgres+psycopg")
+_APPLIES = {"lmdb": {"durability", "map_size_bytes", "map_size_bytes_max"}, "postgres": {"pool_size"}, "memory": set()}
+_LABEL = {"lmdb": "an LMDB log", "postgres": "a PostgreSQL log", "memory": "an in-memory log"}
+
+
+@overload
 def open(
     path: str | os.PathLike[str],
     *,
-    durability: str = "sync",
+    durability: str | None = None,
     readonly: bool = False,
+    create: bool = True,
     clock: Callable[[], int] | None = None,
     ids: Callable[[], str] | None = None,
     record_size_bytes_max: int = _limits.record_size_bytes_max,
-    map_size_bytes: int = _limits.map_size_bytes_initial,
-    map_size_bytes_max: int = _limits.map_size_bytes_max,
-    reducer: Reducer | None = None,
-) -> EventLog:
-    """Open (creating if missing) the log at `path`: an LMDB directory, ":memory:", or a
-    PostgreSQL URL (`postgresql://user@host/db?schema=NAME`; the schema defaults to `eventlog`).
+    map_size_bytes: int | None = None,
+    map_size_bytes_max: int | None = None,
+    pool_size: int | None = None,
+    key: bytes | None = None,
+    reducer: None = None,
+) -> EventLog[AgentState]: ...
 
-    `durability`: `sync` (fsync at every commit, the default), `batch` (fsync at checkpoint
-    boundaries and on close) or `none` (the OS decides). A killed process loses no committed
-    event in any mode; see docs/format.md for what each mode survives.
+
+@overload
+def open(
+    path: str | os.PathLike[str],
+    *,
+    durability: str | None = None,
+    readonly: bool = False,
+    create: bool = True,
+    clock: Callable[[], int] | None = None,
+    ids: Callable[[], str] | None = None,
+    record_size_bytes_max: int = _limits.record_size_bytes_max,
+    map_size_bytes: int | None = None,
+    map_size_bytes_max: int | None = None,
+    pool_size: int | None = None,
+    key: bytes | None = None,
+    reducer: Reducer[S],
+) -> EventLog[S]: ...
+
+
+def open(
+    path: str | os.PathLike[str],
+    *,
+    durability: str | None = None,
+    readonly: bool = False,
+    create: bool = True,
+    clock: Callable[[], int] | None = None,
+    ids: Callable[[], str] | None = None,
+    record_size_bytes_max: int = _limits.record_size_bytes_max,
+    map_size_bytes: int | None = None,
+    map_size_bytes_max: int | None = None,
+    pool_size: int | None = None,
+    key: bytes | None = None,
+    reducer: Reducer[Any] | None = None,
+) -> EventLog[Any]:
+    """Open the log at `path`: an LMDB directory, ":memory:", or a PostgreSQL URL
+    (`postgresql://user@host/db?schema=NAME`; the schema defaults to `eventlog`).
+
+    A missing log is created unless `create=False` (then NotALogError).
+    `durability` (LMDB): `sync` (fsync at every commit, the default), `batch` (fsync at
+    checkpoint boundaries and on close) or `none` (the OS decides). A killed process loses
+    no committed event in any mode; see docs/durability.md for what each mode survives.
+    `map_size_bytes` and `map_size_bytes_max` (LMDB): the map's first and largest size.
+    `pool_size` (PostgreSQL): connections kept open at most (default 8).
     `clock` returns nanoseconds since the epoch and `ids` returns new unique id strings:
-    inject them to make a run replay exactly. `reducer` is the default for state_at and
-    checkpoints (AgentReducer unless given).
+    inject them to make a run replay exactly. `key`: a 32-byte key that encrypts every
+    record (AES-GCM; needs `pip install 'eventlog[crypto]'`); the key is never stored.
+    `reducer` is the default for state_at and checkpoints (AgentReducer unless given).
+    An option that does not apply to the chosen store is refused (InvalidArgumentError).
     """
     from .store import LMDBStore, MemoryStore
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"path must be a directory path, ':memory:' or a PostgreSQL URL, not {path!r}")
+    where = os.fspath(path)
+    if not isinstance(where, str) or not where:
+        raise InvalidArgumentError(f"path must be a non-empty text path, not {path!r}")
+    scheme = where.split("://", 1)[0].lower() if "://" in where else None
+    kind = "memory" if where == ":memory:" else "lmdb" if scheme is None else "postgres"
+    options = {
+        "durability": durability,
+        "map_size_bytes": map_size_bytes,
+        "map_size_bytes_max": map_size_bytes_max,
+        "pool_size": pool_size,
+    }
+    wrong = [name for name, value in options.items() if value is not None and name not in _APPLIES[kind]]
+    if kind == "memory" and readonly:
+        wrong.append("readonly")
+    if wrong:
+        raise InvalidArgumentError(f"{', '.join(wrong)} does not apply to {_LABEL[kind]}")
+    cipher = None
+    if key is not None:
+        from .crypto import AESGCMCipher
+
+        cipher = AESGCMCipher(key)
     store: Any
-    if str(path) == ":memory:":
+    if where == ":memory:":
         store = MemoryStore()
-    elif str(path).startswith(("postgresql://", "postgres://")):
+    elif scheme is not None:
+        if scheme not in _PG_SCHEMES:
+            raise InvalidArgumentError(
+                f"{scheme}:// is not a log this eventlog opens; use a directory path, ':memory:' or postgresql://"
+            )
         from .store.postgres import PostgresStore, split_dsn
 
-        dsn, schema = split_dsn(str(path))
-        store = PostgresStore(dsn, schema=schema, readonly=readonly)
+        dsn, schema = split_dsn(where)
+        store = PostgresStore(dsn, schema=schema, readonly=readonly, create=create, pool_size=pool_size)
     else:
         store = LMDBStore(
-            path,
-            durability=durability,
+            where,
+            durability=durability or "sync",
             readonly=readonly,
-            map_size_bytes=map_size_bytes,
-            map_size_bytes_max=map_size_bytes_max,
+            create=create,
+            map_size_bytes=map_size_bytes or _limits.map_size_bytes_initial,
+            map_size_bytes_max=map_size_bytes_max or _limits.map_size_bytes_max,
         )
     try:
-        return EventLog(store, clock=clock, ids=ids, record_size_bytes_max=record_size_bytes_max, reducer=reducer)
+        return EventLog(
+            store, clock=clock, ids=ids, record_size_bytes_max=record_size_bytes_max, reducer=reducer, cipher=cipher
+        )
     except BaseException:
         store.close()
         raise

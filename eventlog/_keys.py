@@ -1,11 +1,43 @@
-"""Run ids and other caller-chosen ids: their checks and the keys they are stored under."""
+"""The key space (docs/format.md, "The directory") and the checks on what callers name keys with.
+
+Integers in keys are big-endian u64, so byte order is numeric order. Every key of a run
+starts with its run number, so one prefix scan finds all of a run's records in a table.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
+from collections.abc import Callable
 
 from . import _limits
-from .errors import EventLogError, InvalidRunIdError
+from .errors import EventLogError, InvalidArgumentError, InvalidRunIdError, OffsetOutOfRangeError
+
+# meta keys
+META_FORMAT = b"format"
+META_POSITION = b"position"
+META_RUN_NUMBER = b"run_number"
+META_DICT_CURRENT = b"dict.current"
+META_DICT_NEXT_TRY = b"dict.next_try"
+META_DICT = b"dict:"
+META_RECORD_SIZE_MAX = b"limit.record_size_bytes_max"
+META_KEY_CHECK = b"key.check"
+
+
+def u64(n: int) -> bytes:
+    """Fixed-width big-endian key part: byte order is numeric order."""
+    return n.to_bytes(8, "big")
+
+
+def from_u64(b: bytes) -> int:
+    """Inverse of `u64`."""
+    return int.from_bytes(b, "big")
+
+
+def dict_key(dict_id: int) -> bytes:
+    """The meta key of a zstd dictionary."""
+    return META_DICT + dict_id.to_bytes(4, "big")
 
 
 def run_key(run_id: str) -> bytes:
@@ -18,14 +50,42 @@ def run_key(run_id: str) -> bytes:
     return raw[:inline] + b"\xff" + hashlib.sha256(raw).digest()
 
 
+def run_prefix(number: int) -> bytes:
+    """The prefix of every key of the run numbered `number`."""
+    return u64(number)
+
+
+def run_range(number: int) -> tuple[bytes, bytes]:
+    """(start, stop) of a prefix scan over one run's keys."""
+    return u64(number), u64(number + 1)
+
+
+def event_key(number: int, offset: int) -> bytes:
+    """`events` key: run number, offset."""
+    return u64(number) + u64(offset)
+
+
+def id_key(number: int, some_id: str) -> bytes:
+    """`event_ids` / `checkpoint_ids` key: run number, the id's UTF-8 bytes."""
+    return u64(number) + some_id.encode("utf-8")
+
+
+def snapshot_key(number: int, offset: int, tag: bytes) -> bytes:
+    """`snapshots` key: run number, offset, reducer tag."""
+    return u64(number) + u64(offset) + tag
+
+
+# -- checks on caller input ------------------------------------------------------------------
+
+
 def check_run_id(run_id: object) -> bytes:
     """The UTF-8 bytes of a valid run id; raises InvalidRunIdError."""
     return _utf8("run id", run_id, _limits.run_id_size_bytes_max, InvalidRunIdError)
 
 
 def check_id(what: str, value: object) -> bytes:
-    """The UTF-8 bytes of a valid caller-chosen event or checkpoint id; raises EventLogError."""
-    return _utf8(what, value, _limits.event_id_size_bytes_max, EventLogError)
+    """The UTF-8 bytes of a valid event or checkpoint id; raises InvalidArgumentError."""
+    return _utf8(what, value, _limits.event_id_size_bytes_max, InvalidArgumentError)
 
 
 def _utf8(what: str, value: object, size_bytes_max: int, error: type[EventLogError]) -> bytes:
@@ -38,3 +98,56 @@ def _utf8(what: str, value: object, size_bytes_max: int, error: type[EventLogErr
     if len(raw) > size_bytes_max:
         raise error(f"{what} of {len(raw)} UTF-8 bytes is over the limit of {size_bytes_max}")
     return raw
+
+
+def check_int(what: str, value: object, lo: int = 0, hi: int = (1 << 64) - 1) -> int:
+    """`value` if it is an int (not a bool) in lo..hi; raises InvalidArgumentError."""
+    if type(value) is not int and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise InvalidArgumentError(f"{what} must be an integer, not {type(value).__name__} {value!r}")
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(f"{what} {value} is out of range {lo}..{hi}")
+    return int(value)
+
+
+def check_offset(run_id: str, what: str, value: object, head: int, lo: int = 0) -> int:
+    """An offset of a run in lo..head; InvalidArgumentError for a non-integer, OffsetOutOfRangeError outside."""
+    offset = check_int(what, value, -(1 << 64), 1 << 64)
+    if not lo <= offset <= head:
+        raise OffsetOutOfRangeError(run_id, offset, head)
+    return offset
+
+
+def check_time_ns(what: str, value: object) -> int:
+    """A time in nanoseconds since the Unix epoch, as an int in 0..2**63-1; raises InvalidArgumentError."""
+    return check_int(what, value, 0, _limits.time_ns_max)
+
+
+def check_limit(limit: object) -> int | None:
+    """None, or a count of at least 0; raises InvalidArgumentError."""
+    return None if limit is None else check_int("limit", limit)
+
+
+# -- ids ------------------------------------------------------------------------------------
+
+
+class IdSource:
+    """Makes event and checkpoint ids: the log's own (64 random bits drawn once per open log,
+    then a fixed-width counter: unique without a system call per id), or an injected
+    `ids()` whose results are checked like a caller's ids."""
+
+    def __init__(self, ids: Callable[[], str] | None) -> None:
+        self.injected = ids is not None
+        if ids is None:
+            prefix = os.urandom(8).hex()
+            count = itertools.count(1)
+            ids = lambda: f"{prefix}{next(count):08x}"
+        self._ids = ids
+
+    def draw(self, what: str = "event_id") -> str:
+        """A new id, checked; InvalidArgumentError when an injected source returns a bad one."""
+        try:
+            value = self._ids()
+        except Exception as exc:
+            raise InvalidArgumentError(f"the log's id source raised {exc!r}") from exc
+        check_id(f"{what} from the log's id source", value)
+        return value

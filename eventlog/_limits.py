@@ -5,8 +5,12 @@ The checks at the bottom run at import time so that limits that disagree fail lo
 
 from __future__ import annotations
 
-format_version = 1
-"""Version of the on-disk format written by this code. A log written by a newer version is refused."""
+format_version = 2
+"""Version of the log's layout written by this code (the `format` meta record). A log written by a
+newer version is refused; a log of an older version is migrated when opened for writing."""
+
+record_format_version = 1
+"""Version byte of every frame (see docs/format.md); a frame of another version is refused."""
 
 run_id_size_bytes_max = 1024
 """Longest run id, in UTF-8 bytes."""
@@ -16,7 +20,13 @@ run_key_inline_size_bytes_max = 448
 0xff and their SHA-256 (LMDB keys hold at most 511 bytes)."""
 
 event_id_size_bytes_max = 256
-"""Longest caller-chosen event id or checkpoint id, in UTF-8 bytes."""
+"""Longest event id or checkpoint id, in UTF-8 bytes."""
+
+time_ns_max = (1 << 63) - 1
+"""Latest time an entry or checkpoint may carry, in nanoseconds since the Unix epoch (year 2262)."""
+
+id_draws_max = 16
+"""Times the log's own id source is asked again when an id it made is taken in the run."""
 
 record_size_bytes_max = 16 * 1024 * 1024
 """Default limit on one encoded event (before compression); configurable per log."""
@@ -84,7 +94,21 @@ read_chunk_entries = 1024
 lmdb_max_dbs = 16
 """Named sub-databases an LMDB log may hold."""
 
+reader_check_writes = 256
+"""An LMDB log clears the reader slots of dead processes at open and every this many write
+transactions, so a killed reader never pins pages for long."""
+
+migrate_chunk_entries = 4096
+"""Entries indexed per write transaction when a log of an older format is migrated."""
+
+pg_identifier_size_bytes_max = 63
+"""Longest PostgreSQL identifier (a schema name): PostgreSQL cuts longer ones, so they are refused."""
+
+pg_pool_connections_max = 8
+"""Connections a PostgreSQL log keeps open at most (one pool per open log)."""
+
 assert 0 < run_id_size_bytes_max <= 4096
+assert 0 < id_draws_max and 0 < pg_pool_connections_max
 assert run_key_inline_size_bytes_max + 1 + 32 <= 511  # LMDB's largest key
 assert 16 + event_id_size_bytes_max <= 511
 assert 0 < record_size_bytes_max <= snapshot_size_bytes_max

@@ -23,7 +23,7 @@ class RunRecord(msgspec.Struct, array_like=True):
     """Run this one was forked from."""
     fork_offset: U64 = 0
     """Offsets up to this are the parent's events, shared."""
-    created_ns: int = 0
+    created_ns: U64 = 0
     """When the run was created."""
     checkpoint_seq: U64 = 0
     """Sequence number of the last checkpoint saved (never reused)."""
@@ -36,13 +36,28 @@ class CheckpointRecord(msgspec.Struct, array_like=True):
 
     checkpoint_id: str
     offset: U64
-    created_ns: int
+    created_ns: U64
     reducer: str
     reducer_version: int
     metadata: dict[str, Any]
-    superstep: int | None = None
-    completed_nodes: list[str] = []
-    paused_nodes: list[str] = []
+    legacy_superstep: int | None = None
+    """Format 1 stored three facts of `AgentState` here; read into `summary`, never written."""
+    legacy_completed_nodes: list[str] = []
+    legacy_paused_nodes: list[str] = []
+    summary: dict[str, Any] = {}
+    """What the reducer's `summarize(state)` said of the state (empty when it has no such method)."""
+
+    def summary_of(self) -> dict[str, Any]:
+        """The summary, with the facts a format-1 record kept in its own fields."""
+        if self.summary or (
+            self.legacy_superstep is None and not self.legacy_completed_nodes and not self.legacy_paused_nodes
+        ):
+            return self.summary
+        return {
+            "superstep": self.legacy_superstep,
+            "completed_nodes": self.legacy_completed_nodes,
+            "paused_nodes": self.legacy_paused_nodes,
+        }
 
 
 class SnapshotRecord(msgspec.Struct, array_like=True):

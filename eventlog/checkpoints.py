@@ -1,59 +1,81 @@
-"""`log.checkpoints`: materialized snapshots of a run's state at an offset, with metadata."""
+"""`log.checkpoints`: a run's state at an offset, saved with metadata, listed, loaded, deleted.
+
+A checkpoint always restores its exact state. Its state is materialized as a snapshot only
+when the events since the nearest snapshot take `snapshot_event_bytes_ratio` times that
+snapshot's bytes; otherwise it is folded from that snapshot when loaded, so storage stays
+linear when a checkpoint is taken at every step (docs/architecture.md, "Checkpoints").
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
-from ._keys import check_id
-from ._records import CheckpointRecord
-from .errors import CheckpointNotFoundError, CorruptRecordError, EventLogError
-from .fold import Reducer
-from .store._base import Txn, from_u64, u64
+import msgspec
 
-if TYPE_CHECKING:
-    from .log import EventLog
+from . import _limits
+from ._keys import check_id, check_int, check_limit, check_offset, id_key, run_range, snapshot_key, u64
+from ._records import CheckpointRecord, RunRecord
+from ._replay import Replay
+from ._runs import Runs
+from .codec import Codec
+from .errors import (
+    CheckpointNotFoundError,
+    ConflictError,
+    CorruptRecordError,
+    DuplicateIdError,
+    PrunedError,
+    ReducerError,
+)
+from .fold import Reducer, check_reducer, reducer_tag
+from .store._base import Store, Txn
 
 __all__ = ["Checkpoint", "Checkpoints"]
 
+S = TypeVar("S")
 
-class Checkpoint:
-    """A materialized snapshot of a run's state at an offset, with its metadata.
+
+class Checkpoint(Generic[S]):
+    """A run's state at an offset, saved with its metadata.
 
     `state` is loaded when first read: from the snapshot stored at this offset, or by
     folding from the nearest one below it.
     """
 
     __slots__ = (
-        "_log",
-        "_reducer",
+        "_load",
         "_state",
         "checkpoint_id",
-        "completed_nodes",
         "created_ns",
         "metadata",
         "offset",
-        "paused_nodes",
         "reducer",
         "reducer_version",
         "run_id",
-        "superstep",
+        "summary",
     )
 
-    def __init__(self, log: EventLog, run_id: str, rec: CheckpointRecord, reducer: Reducer, state: Any = None) -> None:
-        self._log = log
-        self._reducer = reducer
+    def __init__(self, run_id: str, rec: CheckpointRecord, load: Callable[[], S], state: S | None = None) -> None:
+        self._load = load
         self._state = state
         self.run_id = run_id
+        """The run the checkpoint belongs to."""
         self.checkpoint_id = rec.checkpoint_id
+        """Unique id of the checkpoint in its run."""
         self.offset = rec.offset
+        """The run's state after its first `offset` events is what the checkpoint holds."""
         self.created_ns = rec.created_ns
+        """When the checkpoint was saved, in nanoseconds since the Unix epoch."""
         self.reducer = rec.reducer
+        """Name of the reducer that made the state."""
         self.reducer_version = rec.reducer_version
-        self.metadata = rec.metadata
-        self.superstep = rec.superstep
-        self.completed_nodes = rec.completed_nodes
-        self.paused_nodes = rec.paused_nodes
+        """Version of that reducer."""
+        self.metadata: dict[str, Any] = rec.metadata
+        """The caller's metadata."""
+        self.summary: dict[str, Any] = rec.summary_of()
+        """What the reducer's `summarize(state)` kept of the state (for AgentReducer: superstep,
+        completed and paused nodes, status); empty when the reducer has no `summarize`."""
 
     @property
     def created_at(self) -> _dt.datetime:
@@ -61,24 +83,126 @@ class Checkpoint:
         return _dt.datetime.fromtimestamp(self.created_ns / 1e9, tz=_dt.UTC)
 
     @property
-    def state(self) -> Any:
+    def state(self) -> S:
         """The run's state at `offset`, folded by the reducer the checkpoint was loaded with."""
         if self._state is None:
-            self._state = self._log.state_at(self.run_id, self.offset, reducer=self._reducer)
+            self._state = self._load()
         return self._state
 
     def __repr__(self) -> str:
         return (
             f"Checkpoint(run_id={self.run_id!r}, checkpoint_id={self.checkpoint_id!r}, offset={self.offset}, "
-            f"superstep={self.superstep}, created_at={self.created_at.isoformat()})"
+            f"created_at={self.created_at.isoformat()})"
         )
 
 
-class Checkpoints:
+class Pending(msgspec.Struct):
+    """A checkpoint ready to write: its record and, when materialized, its snapshot (both framed)."""
+
+    record: CheckpointRecord
+    snapshot: bytes | None
+    tag: bytes
+
+
+class Checkpoints(Generic[S]):
     """`log.checkpoints`: save, load, load_latest, list and delete a run's checkpoints."""
 
-    def __init__(self, log: EventLog) -> None:
-        self._log = log
+    def __init__(
+        self,
+        store: Store,
+        codec: Codec,
+        runs: Runs,
+        replay: Replay,
+        reducer: Reducer[S],
+        now: Callable[[], int],
+        draw_id: Callable[[], str],
+        injected_ids: bool,
+    ) -> None:
+        self._store, self._codec, self._runs, self._replay = store, codec, runs, replay
+        self._reducer = reducer
+        self._now, self._draw_id, self._injected_ids = now, draw_id, injected_ids
+
+    # -- building and writing ------------------------------------------------------------------
+
+    def pending(
+        self,
+        offset: int,
+        state: Any,
+        reducer: Reducer[Any],
+        *,
+        metadata: dict[str, Any] | None,
+        checkpoint_id: str | None,
+        materialize: bool,
+    ) -> Pending:
+        """A checkpoint of `state` at `offset`, checked and encoded: raises before anything is written."""
+        meta = self.check_metadata(metadata)
+        summary: dict[str, Any] = {}
+        summarize = getattr(reducer, "summarize", None)
+        if summarize is not None:
+            try:
+                summary = summarize(state)
+            except Exception as exc:
+                raise ReducerError(f"{reducer.name}.summarize raised {exc!r}") from exc
+            self._codec.encode_checked(f"{reducer.name}.summarize(state)", summary, dict[str, Any])
+        record = CheckpointRecord(
+            checkpoint_id=checkpoint_id or "",
+            offset=offset,
+            created_ns=self._now(),
+            reducer=reducer.name,
+            reducer_version=reducer.version,
+            metadata=meta,
+            summary=summary,
+        )
+        snapshot = self._replay.snapshot_value(state, offset, reducer) if materialize else None
+        return Pending(record, snapshot, reducer_tag(reducer))
+
+    def check_metadata(self, metadata: object) -> dict[str, Any]:
+        """Checkpoint metadata as a dict that reads back equal; else UnencodableValueError."""
+        meta = {} if metadata is None else metadata
+        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any])
+        return dict(meta)  # type: ignore[call-overload]
+
+    def put(self, txn: Txn, rec: RunRecord, pending: Pending) -> None:
+        """Write a pending checkpoint in the caller's transaction (the caller puts `rec` after).
+
+        A checkpoint id the run holds already is refused (a caller's id) or drawn again (the
+        log's own id source); raises before anything is written."""
+        record = pending.record
+        if not record.checkpoint_id:
+            record.checkpoint_id = self._free_id(txn, rec.number)
+        elif txn.get("checkpoint_ids", id_key(rec.number, record.checkpoint_id)) is not None:
+            raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
+        value = self._codec.encode_value(record)
+        rec.checkpoint_seq += 1
+        txn.put("checkpoints", u64(rec.number) + u64(rec.checkpoint_seq), value)
+        txn.put("checkpoint_ids", id_key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
+        if pending.snapshot is not None:
+            txn.put("snapshots", snapshot_key(rec.number, record.offset, pending.tag), pending.snapshot)
+
+    def _free_id(self, txn: Txn, number: int) -> str:
+        for _ in range(_limits.id_draws_max):
+            candidate = self._draw_id()
+            if txn.get("checkpoint_ids", id_key(number, candidate)) is None:
+                return candidate
+            if self._injected_ids:
+                raise DuplicateIdError(
+                    f"the log's id source returned {candidate!r}, a checkpoint id the run holds already; "
+                    "an id source given to eventlog.open(ids=...) must return ids unique in the log"
+                )
+        raise DuplicateIdError(f"the log's id source returned {_limits.id_draws_max} ids the run holds already")
+
+    def record(self, run_id: str, value: bytes) -> CheckpointRecord:
+        """A stored checkpoint record, decoded; damage names the run."""
+        try:
+            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, None) from None
+        return rec
+
+    def _wrap(self, run_id: str, rec: CheckpointRecord, reducer: Reducer[Any], state: Any = None) -> Checkpoint[Any]:
+        return Checkpoint(run_id, rec, lambda: self._replay.state_at(run_id, rec.offset, reducer), state)
+
+    # -- the public face -------------------------------------------------------------------------
 
     def save(
         self,
@@ -87,80 +211,93 @@ class Checkpoints:
         *,
         metadata: dict[str, Any] | None = None,
         checkpoint_id: str | None = None,
-        reducer: Reducer | None = None,
-    ) -> Checkpoint:
+        reducer: Reducer[Any] | None = None,
+    ) -> Checkpoint[S]:
         """Save a checkpoint of the run at `offset` (default: the head).
 
         Saving an id that exists again updates its metadata only; it does not become latest.
         """
-        log = self._log
-        reducer = reducer or log.reducer
+        reducer = self._reducer_or_default(reducer)
         if checkpoint_id is not None:
             check_id("checkpoint_id", checkpoint_id)
-            existing = self._find(run_id, checkpoint_id)
-            if existing is not None:
-                return self._update_metadata(run_id, existing[0], existing[1], metadata or {}, reducer)
-        target = log.head(run_id) if offset is None else offset
-        state = log.state_at(run_id, target, reducer=reducer)
-        pending = log._pending(
-            run_id,
+        if offset is not None:
+            check_int("offset", offset, -(1 << 64), 1 << 64)
+        meta = self.check_metadata(metadata)
+        if checkpoint_id is not None:
+            updated = self._update_metadata(run_id, checkpoint_id, meta, reducer)
+            if updated is not None:
+                return updated
+        number, target = self._store.read(lambda txn: self._plan(txn, run_id, offset))
+        state = self._replay.state_at(run_id, target, reducer)
+        pending = self.pending(
             target,
             state,
             reducer,
-            metadata=metadata,
+            metadata=meta,
             checkpoint_id=checkpoint_id,
-            materialize=log._snapshot_due(run_id, target, reducer),
+            materialize=self._replay.snapshot_due(run_id, target, reducer),
         )
 
         def write(txn: Txn) -> None:
-            rec = log._require(txn, run_id)
-            if txn.get("checkpoint_ids", u64(rec.number) + pending.record.checkpoint_id.encode()) is not None:
-                raise EventLogError(f"run {run_id!r}: checkpoint {pending.record.checkpoint_id!r} was saved meanwhile")
-            rec.checkpoint_seq += 1
-            log._put_checkpoint(txn, rec, pending)
-            log._put_run(txn, run_id, rec)
+            rec = self._runs.require(txn, run_id)
+            if rec.number != number:  # deleted and made again since the fold: the fold was of another run
+                raise ConflictError(run_id, target, rec.head, recreated=True)
+            if target < rec.base:
+                raise PrunedError(run_id, target, rec.base)
+            self.put(txn, rec, pending)
+            self._runs.put(txn, run_id, rec)
 
-        log.store.write(write)
-        if getattr(log.store, "durability", "sync") == "batch":
-            log.store.sync()
-        return Checkpoint(log, run_id, pending.record, reducer, state)
+        self._store.write(write)
+        if self._store.durability == "batch":
+            self._store.sync()
+        return self._wrap(run_id, pending.record, reducer, state)
 
-    def _find(self, run_id: str, checkpoint_id: str) -> tuple[int, CheckpointRecord] | None:
-        log = self._log
+    def _plan(self, txn: Txn, run_id: str, offset: int | None) -> tuple[int, int]:
+        rec = self._runs.require(txn, run_id)
+        target = rec.head if offset is None else check_offset(run_id, "offset", offset, rec.head)
+        return rec.number, target
 
-        def find(txn: Txn) -> tuple[int, CheckpointRecord] | None:
-            rec = log._require(txn, run_id)
-            seq = txn.get("checkpoint_ids", u64(rec.number) + checkpoint_id.encode())
+    def _update_metadata(
+        self, run_id: str, checkpoint_id: str, metadata: dict[str, Any], reducer: Reducer[Any]
+    ) -> Checkpoint[S] | None:
+        def write(txn: Txn) -> CheckpointRecord | None:
+            rec = self._runs.require(txn, run_id)
+            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
+            if seq is None:
+                return None
+            key = u64(rec.number) + seq
+            value = txn.get("checkpoints", key)
+            if value is None:
+                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
+            record = self.record(run_id, value)
+            record.metadata = metadata
+            txn.put("checkpoints", key, self._codec.encode_value(record))
+            return record
+
+        found = self._store.write(write)
+        return None if found is None else self._wrap(run_id, found, reducer)
+
+    def load(self, run_id: str, checkpoint_id: str, *, reducer: Reducer[Any] | None = None) -> Checkpoint[S]:
+        """The checkpoint with this id; CheckpointNotFoundError if there is none."""
+        reducer = self._reducer_or_default(reducer)
+        check_id("checkpoint_id", checkpoint_id)
+
+        def find(txn: Txn) -> CheckpointRecord | None:
+            rec = self._runs.require(txn, run_id)
+            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
             if seq is None:
                 return None
             value = txn.get("checkpoints", u64(rec.number) + seq)
             if value is None:
                 raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            return from_u64(seq), log._checkpoint_record(run_id, value)
+            return self.record(run_id, value)
 
-        return log.store.read(find)
-
-    def _update_metadata(
-        self, run_id: str, seq: int, record: CheckpointRecord, metadata: dict[str, Any], reducer: Reducer
-    ) -> Checkpoint:
-        log = self._log
-        record.metadata = dict(metadata)
-
-        def write(txn: Txn) -> None:
-            rec = log._require(txn, run_id)
-            txn.put("checkpoints", u64(rec.number) + u64(seq), log.codec.encode_value(record))
-
-        log.store.write(write)
-        return Checkpoint(log, run_id, record, reducer)
-
-    def load(self, run_id: str, checkpoint_id: str, *, reducer: Reducer | None = None) -> Checkpoint:
-        """The checkpoint with this id; CheckpointNotFoundError if there is none."""
-        found = self._find(run_id, checkpoint_id)
+        found = self._store.read(find)
         if found is None:
             raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        return Checkpoint(self._log, run_id, found[1], reducer or self._log.reducer)
+        return self._wrap(run_id, found, reducer)
 
-    def load_latest(self, run_id: str, *, reducer: Reducer | None = None) -> Checkpoint | None:
+    def load_latest(self, run_id: str, *, reducer: Reducer[Any] | None = None) -> Checkpoint[S] | None:
         """The checkpoint saved last (after a delete, the one before it), or None."""
         found = self.list(run_id, limit=1, newest_first=True, reducer=reducer)
         return found[0] if found else None
@@ -171,37 +308,47 @@ class Checkpoints:
         limit: int | None = None,
         *,
         newest_first: bool = False,
-        reducer: Reducer | None = None,
-    ) -> list[Checkpoint]:
+        reducer: Reducer[Any] | None = None,
+    ) -> list[Checkpoint[S]]:
         """The run's checkpoints, oldest first (or newest first), at most `limit` of them.
 
         With a limit and oldest first, these are the newest `limit`, still oldest first.
         """
-        log = self._log
-        reducer = reducer or log.reducer
+        reducer = self._reducer_or_default(reducer)
+        limit = check_limit(limit)
 
         def scan(txn: Txn) -> list[bytes]:
-            rec = log._require(txn, run_id)
-            pairs = txn.scan("checkpoints", u64(rec.number), u64(rec.number + 1), reverse=True, limit=limit)
-            return [value for _, value in pairs]
+            rec = self._runs.require(txn, run_id)
+            start, stop = run_range(rec.number)
+            return [value for _, value in txn.scan("checkpoints", start, stop, reverse=True, limit=limit)]
 
-        values = log.store.read(scan)
-        out = [Checkpoint(log, run_id, log._checkpoint_record(run_id, v), reducer) for v in values]
+        out = [self._wrap(run_id, self.record(run_id, v), reducer) for v in self._store.read(scan)]
         if not newest_first:
             out.reverse()
         return out
 
     def delete(self, run_id: str, checkpoint_id: str) -> None:
         """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it)."""
-        log = self._log
+        check_id("checkpoint_id", checkpoint_id)
 
         def write(txn: Txn) -> None:
-            rec = log._require(txn, run_id)
-            key = u64(rec.number) + checkpoint_id.encode()
+            rec = self._runs.require(txn, run_id)
+            key = id_key(rec.number, checkpoint_id)
             seq = txn.get("checkpoint_ids", key)
             if seq is None:
                 raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
             txn.delete("checkpoint_ids", key)
             txn.delete("checkpoints", u64(rec.number) + seq)
 
-        log.store.write(write)
+        self._store.write(write)
+
+    def count(self, txn: Txn, rec: RunRecord) -> int:
+        """Checkpoints a run keeps."""
+        start, stop = run_range(rec.number)
+        return len(txn.scan("checkpoints", start, stop))
+
+    def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
+        if reducer is None:
+            return self._reducer
+        check_reducer(reducer)
+        return reducer

@@ -25,12 +25,14 @@ from .errors import (
     CorruptRecordError,
     EventLogError,
     ForkDependencyError,
+    InvalidArgumentError,
     InvalidEventError,
     InvalidRunIdError,
     NotALogError,
     OffsetOutOfRangeError,
     PrunedError,
     RunExistsError,
+    UnknownKindError,
     UnknownRunError,
 )
 
@@ -40,7 +42,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 """Any other error (a declined `delete`, a full disk, a log of a newer format)."""
 EXIT_USAGE = 2
-"""Bad arguments or options, or no log given."""
+"""Bad arguments or options, no log given, or an event kind this process does not know (pass --kinds)."""
 EXIT_NOT_FOUND = 3
 """No log at the path, no such run, checkpoint or file, an offset out of range or pruned."""
 EXIT_CONFLICT = 4
@@ -132,6 +134,12 @@ def _size(n: int) -> str:
 def _short(value: Any, limit: int = 80) -> str:
     text = msgspec.json.encode(value).decode()
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cell(value: Any) -> str:
+    """A summary value in a table cell: lists as comma-separated items."""
+    text = "" if value is None else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _kind(event: Any) -> str:
@@ -252,9 +260,7 @@ def _checkpoint_dict(cp: Any) -> dict[str, Any]:
         "created_ns": cp.created_ns,
         "reducer": cp.reducer,
         "reducer_version": cp.reducer_version,
-        "superstep": cp.superstep,
-        "completed_nodes": cp.completed_nodes,
-        "paused_nodes": cp.paused_nodes,
+        "summary": cp.summary,
         "metadata": cp.metadata,
     }
 
@@ -265,12 +271,14 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json([_checkpoint_dict(cp) for cp in cps])
         return EXIT_OK
+    keys: list[str] = []  # the summary facts the reducer keeps, as columns, in order of first appearance
+    for cp in cps:
+        keys += [k for k in cp.summary if k not in keys]
     rows = [
         (
             cp.checkpoint_id,
             cp.offset,
-            cp.superstep,
-            ", ".join(cp.paused_nodes),
+            *(_cell(cp.summary.get(k)) for k in keys),
             _when(cp.created_ns),
             _short(cp.metadata, 40),
         )
@@ -278,7 +286,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     ]
     _table(
         f"checkpoints of run {args.run}, oldest first",
-        ["checkpoint", "offset", "superstep", "paused", "created (UTC)", "metadata"],
+        ["checkpoint", "offset", *[k.replace("_", " ") for k in keys], "created (UTC)", "metadata"],
         rows,
     )
     return EXIT_OK
@@ -725,7 +733,7 @@ def _exit_code(exc: EventLogError) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, (ConflictError, RunExistsError, ForkDependencyError)):
         return EXIT_CONFLICT
-    if isinstance(exc, (InvalidRunIdError, InvalidEventError)):
+    if isinstance(exc, (InvalidRunIdError, InvalidEventError, InvalidArgumentError, UnknownKindError)):
         return EXIT_USAGE
     from .transfer import ExportFileError
 

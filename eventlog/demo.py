@@ -79,7 +79,7 @@ def _printer(console: Console):
             console.print(escape(f"[Superstep {event.superstep}] Executing node: {event.node}"))
         if checkpoint is not None:
             console.print(
-                f"[green]→ Checkpoint saved at superstep {checkpoint.superstep}[/] (offset {checkpoint.offset})"
+                f"[green]→ Checkpoint saved at superstep {checkpoint.summary['superstep']}[/] (offset {checkpoint.offset})"
             )
 
     return listener
@@ -107,12 +107,16 @@ def _workflow(log: eventlog.EventLog, console: Console, names: dict[str, str]) -
     table = Table("#", "Superstep", "Offset", "Timestamp (UTC)", "State")
     for i, cp in enumerate(log.checkpoints.list(run_id), 1):
         stamp = cp.created_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        table.add_row(f"Checkpoint {i}", str(cp.superstep), str(cp.offset), stamp, escape(_json(cp.state.values)))
+        table.add_row(
+            f"Checkpoint {i}", str(cp.summary["superstep"]), str(cp.offset), stamp, escape(_json(cp.state.values))
+        )
     console.print(table)
 
     _heading(console, "Part 3: Time-Travel (Load State from Superstep 2)")
-    cp2 = next(cp for cp in log.checkpoints.list(run_id) if cp.superstep == 2)
-    console.print(f"Loaded checkpoint at superstep {cp2.superstep} (offset {cp2.offset}, id {cp2.checkpoint_id[:12]}…)")
+    cp2 = next(cp for cp in log.checkpoints.list(run_id) if cp.summary["superstep"] == 2)
+    console.print(
+        f"Loaded checkpoint at superstep {cp2.summary['superstep']} (offset {cp2.offset}, id {cp2.checkpoint_id[:12]}…)"
+    )
     console.print(f"State: {escape(_json(cp2.state.values))}")
     console.print(
         f"Any offset works, not only checkpoints: state at offset 5 = {escape(_json(log.state_at(run_id, 5).values))}"
@@ -137,7 +141,7 @@ def _workflow(log: eventlog.EventLog, console: Console, names: dict[str, str]) -
         )
     latest = log.checkpoints.load_latest(retry_id)
     assert latest is not None
-    console.print(f"Last checkpoint: superstep {latest.superstep}; resuming from the exact head of the log…")
+    console.print(f"Last checkpoint: superstep {latest.summary['superstep']}; resuming from the exact head of the log…")
     state = flaky.resume(retry_id)
     counts = Counter(ran)
     console.print(f"Superstep {state.superstep} reached; state {_json(state.values)}")
@@ -323,7 +327,7 @@ def run_demo(path: str | None = None, console: Console | None = None) -> int:
             f"verify: {report.runs} runs, {report.events} events, {report.checkpoints} checkpoints, "
             f"{'no problems' if report.ok else f'{len(report.problems)} problems'}"
         )
-        cp2 = next(cp for cp in log.checkpoints.list(names["workflow"]) if cp.superstep == 2)
+        cp2 = next(cp for cp in log.checkpoints.list(names["workflow"]) if cp.summary["superstep"] == 2)
         turns = [cp.offset for cp in log.checkpoints.list(names["chat"])]
         commands = (
             "runs",

@@ -10,19 +10,25 @@ __all__ = [
     "ClosedError",
     "ConflictError",
     "CorruptRecordError",
+    "DuplicateIdError",
     "EventLogError",
     "ForkDependencyError",
     "FormatVersionError",
+    "InvalidArgumentError",
     "InvalidEventError",
     "InvalidRunIdError",
+    "KeyMismatchError",
+    "LockFileError",
     "LogFullError",
     "NotALogError",
     "OffsetOutOfRangeError",
     "PrunedError",
     "ReadOnlyError",
     "RecordTooLargeError",
+    "ReducerError",
     "RunExistsError",
     "UnencodableValueError",
+    "UnknownKindError",
     "UnknownRunError",
 ]
 
@@ -34,8 +40,14 @@ class EventLogError(Exception):
 class ConflictError(EventLogError):
     """`expected_offset` did not match the run's head: another writer appended first."""
 
-    def __init__(self, run_id: str, expected: int, head: int) -> None:
+    def __init__(self, run_id: str, expected: int, head: int, *, recreated: bool = False) -> None:
         self.run_id, self.expected, self.head = run_id, expected, head
+        if recreated:
+            super().__init__(
+                f"run {run_id!r} was deleted (or deleted and made again) by another writer; "
+                "what this writer knew of it no longer holds"
+            )
+            return
         super().__init__(
             f"run {run_id!r}: expected head {expected} but head is {head}; "
             f"re-read the run from offset {expected} and retry"
@@ -69,27 +81,56 @@ class OffsetOutOfRangeError(EventLogError, IndexError):
 class PrunedError(EventLogError):
     """The offset lies below the run's pruned base."""
 
-    def __init__(self, run_id: str, offset: int, base: int) -> None:
+    def __init__(self, run_id: str, offset: int, base: int, *, detail: str | None = None) -> None:
         self.run_id, self.offset, self.base = run_id, offset, base
+        if detail is not None:
+            super().__init__(f"run {run_id!r}: offset {offset}: {detail}")
+            return
         super().__init__(f"run {run_id!r}: offset {offset} was pruned; the earliest state kept is at offset {base}")
 
 
 class CorruptRecordError(EventLogError):
-    """A stored record failed its checks (checksum, header, length, decoding)."""
+    """A stored record failed its checks (checksum, header, length, decoding).
 
-    def __init__(self, what: str, run_id: str | None = None, offset: int | None = None) -> None:
-        self.what, self.run_id, self.offset = what, run_id, offset
+    `run_id` and `offset` name the entry where they are known; `position` names its place in
+    the feed when the feed met it, so that a feed reader can go on past it with
+    `log.feed(after=position)`."""
+
+    def __init__(
+        self, what: str, run_id: str | None = None, offset: int | None = None, position: int | None = None
+    ) -> None:
+        self.what, self.run_id, self.offset, self.position = what, run_id, offset, position
         where = ""
         if run_id is not None:
             where = f"run {run_id!r}"
             if offset is not None:
                 where += f" offset {offset}"
             where += ": "
+        if position is not None:
+            where = f"feed position {position}: " + where
         super().__init__(f"{where}corrupt record: {what}; run `eventlog verify` and restore this run from a copy")
 
-    def at(self, run_id: str | None, offset: int | None) -> CorruptRecordError:
+    def at(self, run_id: str | None, offset: int | None, position: int | None = None) -> CorruptRecordError:
         """The same error, naming where the record lives."""
-        return CorruptRecordError(self.what, run_id, offset)
+        return CorruptRecordError(self.what, run_id, offset, position if position is not None else self.position)
+
+
+class UnknownKindError(EventLogError):
+    """A stored event is of a kind this process has not registered: not damage, but a reader
+    older than the writer (or a module of event kinds not imported). Register the kind (or
+    pass `--kinds MODULE` to the command line) to read it."""
+
+    def __init__(self, kind: str, run_id: str | None = None, offset: int | None = None) -> None:
+        self.kind, self.run_id, self.offset = kind, run_id, offset
+        where = "" if run_id is None else f"run {run_id!r}" + ("" if offset is None else f" offset {offset}") + ": "
+        super().__init__(
+            f"{where}the event kind {kind!r} is not registered in this process; import the module that "
+            "registers it (eventlog --kinds MODULE), or upgrade eventlog"
+        )
+
+    def at(self, run_id: str | None, offset: int | None) -> UnknownKindError:
+        """The same error, naming where the event lives."""
+        return UnknownKindError(self.kind, run_id, offset)
 
 
 class FormatVersionError(EventLogError):
@@ -100,13 +141,37 @@ class NotALogError(EventLogError):
     """The path is not an eventlog log (or is damaged beyond opening)."""
 
 
-class InvalidEventError(EventLogError, TypeError):
+class InvalidEventError(EventLogError, TypeError, ValueError):
     """The object is not an instance of a registered event kind."""
 
 
 class UnencodableValueError(EventLogError, TypeError):
     """A state or checkpoint metadata that msgpack cannot encode canonically (say, a dict with
     keys that are not strings, or an object of an unknown type)."""
+
+
+class InvalidArgumentError(EventLogError, ValueError, TypeError):
+    """An argument of the wrong type or out of its range (an offset, a limit, a time, an option)."""
+
+
+class DuplicateIdError(EventLogError):
+    """An id source injected with `ids=` made an event or checkpoint id that the run holds already."""
+
+
+class ReducerError(EventLogError):
+    """A reducer raised while folding an event; the original exception is the cause."""
+
+
+class KeyMismatchError(EventLogError):
+    """An encrypted log opened without its key or with another one, or a key given for a log
+    that is not encrypted."""
+
+
+class LockFileError(EventLogError):
+    """An LMDB log's `lock.mdb` was deleted or replaced while this process had the log open.
+
+    Two processes with different lock files would write over each other, so this one refuses
+    to read or write; close every process that uses the log, then open it again."""
 
 
 class InvalidRunIdError(EventLogError, ValueError):

@@ -14,9 +14,12 @@ A user's own kind::
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Union
 
 import msgspec
+
+from .errors import InvalidEventError
 
 __all__ = [
     "AssistantMessage",
@@ -45,6 +48,7 @@ __all__ = [
     "UserMessage",
     "kinds",
     "register",
+    "upcaster",
 ]
 
 
@@ -324,23 +328,57 @@ _STANDARD: tuple[type[Event], ...] = (
 )  # fmt: skip
 
 _registry: dict[str, type[Event]] = {}
+_upcasters: dict[str, tuple[type[Event], Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 _generation = 0
 
 
-def register(kind: type[Event]) -> type[Event]:
-    """Register a user's event kind (usable as a class decorator). Its tag must be new."""
+def register(
+    kind: type[Event], *, upcasters: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None
+) -> type[Event]:
+    """Register a user's event kind (usable as a class decorator). Its tag must be new.
+
+    `upcasters` reads older shapes of the kind: for each tag the kind was stored under
+    before, a function from the old event's fields (a dict, without `kind`) to the fields of
+    this kind. An event stored under an old tag is read as this kind through it.
+
+    Raises InvalidEventError for a class that cannot be an event kind (not an `Event`
+    subclass, no string tag, another `tag_field`, `array_like`, a tag that is taken).
+    """
     global _generation
     if not (isinstance(kind, type) and issubclass(kind, Event)) or kind is Event:
-        raise TypeError(f"{kind!r} is not a subclass of eventlog.Event")
-    tag = kind.__struct_config__.tag
-    if not isinstance(tag, str):
-        raise TypeError(f"{kind.__name__} needs a string tag: class {kind.__name__}(Event, tag='app.name')")
+        raise InvalidEventError(f"{kind!r} is not a subclass of eventlog.Event")
+    config = kind.__struct_config__
+    tag = config.tag
+    if not isinstance(tag, str) or not tag:
+        raise InvalidEventError(f"{kind.__name__} needs a string tag: class {kind.__name__}(Event, tag='app.name')")
+    if config.tag_field != "kind" or config.array_like:
+        raise InvalidEventError(
+            f"{kind.__name__}: an event kind is a map tagged by its `kind` field; "
+            "do not set tag_field or array_like on it"
+        )
+    old_tags = dict(upcasters or {})
+    for old, fn in old_tags.items():
+        if not isinstance(old, str) or not old or not callable(fn):
+            raise InvalidEventError(f"{kind.__name__}: upcasters maps old tags (strings) to functions")
+        if old in _registry or (old in _upcasters and _upcasters[old][0] is not kind):
+            raise InvalidEventError(f"{kind.__name__}: the old tag {old!r} names another kind")
     known = _registry.get(tag)
     if known is kind:
+        _upcasters.update({old: (kind, fn) for old, fn in old_tags.items()})
         return kind
     if known is not None:
-        raise ValueError(f"event tag {tag!r} is taken by {known.__module__}.{known.__qualname__}")
+        raise InvalidEventError(f"event tag {tag!r} is taken by {known.__module__}.{known.__qualname__}")
+    if tag in _upcasters:
+        raise InvalidEventError(f"event tag {tag!r} is an old tag of {_upcasters[tag][0].__qualname__}")
+    try:  # the kind must fit in one tagged union with every other kind, as the decoders need
+        union = Union[(*_registry.values(), kind)]  # type: ignore[valid-type]
+        msgspec.msgpack.Decoder(union)
+        msgspec.json.Decoder(union)
+        msgspec.msgpack.Encoder().encode(kind.__struct_fields__)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEventError(f"{kind.__name__} cannot be decoded beside the other event kinds: {exc}") from None
     _registry[tag] = kind
+    _upcasters.update({old: (kind, fn) for old, fn in old_tags.items()})
     _generation += 1
     return kind
 
@@ -353,6 +391,11 @@ def kinds() -> dict[str, type[Event]]:
 def generation() -> int:
     """Changes whenever a kind is registered (codecs rebuild their decoders then)."""
     return _generation
+
+
+def upcaster(tag: str) -> tuple[type[Event], Callable[[dict[str, Any]], dict[str, Any]]] | None:
+    """The kind an event stored under an old `tag` is read as, and the function that reshapes it."""
+    return _upcasters.get(tag)
 
 
 for _kind in _STANDARD:

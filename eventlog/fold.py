@@ -1,4 +1,4 @@
-"""Folding: the reducer protocol, `AgentReducer` and its `AgentState`, and `CheckpointPolicy`.
+"""Folding: the reducer protocol, `AgentReducer` and its `AgentState`.
 
 A reducer is a pure, deterministic fold: `apply(state, event) -> state`. `apply` may change
 the state it is given in place and return it (the log only hands it states it owns), but
@@ -9,18 +9,30 @@ I/O. `verify` re-folds every run and names a checkpoint whose bytes differ.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
 from . import events as ev
+from .errors import InvalidArgumentError
 
-__all__ = ["AgentReducer", "AgentState", "CheckpointPolicy", "Reducer", "reducer_tag"]
+__all__ = ["AgentReducer", "AgentState", "Reducer", "check_reducer", "reducer_tag"]
+
+S = TypeVar("S")
 
 
 @runtime_checkable
-class Reducer(Protocol):
-    """What `state_at`, checkpoints and the recorder fold with."""
+class Reducer(Protocol[S]):
+    """What `state_at`, checkpoints and run writers fold with; generic in its state `S`.
+
+    Two methods are optional, looked up by name:
+
+    - `upgrade(state, from_version) -> S`: a state saved by an older `version` of this
+      reducer (decoded as plain msgpack data) made into a state of this version. Without
+      it, a run pruned under an older version cannot be read by this one.
+    - `summarize(state) -> dict`: a few facts of the state kept in each checkpoint record,
+      so that a listing of checkpoints need not fold (`Checkpoint.summary`).
+    """
 
     name: str
     """Stable name; recorded in every checkpoint."""
@@ -29,14 +41,29 @@ class Reducer(Protocol):
     state_type: Any
     """The type states decode to (a msgspec Struct, `dict`, or `typing.Any`)."""
 
-    def initial(self) -> Any:
+    def initial(self) -> S:
         """The state at offset 0, before any event."""
+        ...
 
-    def apply(self, state: Any, event: ev.Event) -> Any:
+    def apply(self, state: S, event: ev.Event) -> S:
         """The state after `event`. May update `state` in place and return it."""
+        ...
 
 
-def reducer_tag(reducer: Reducer) -> bytes:
+def check_reducer(reducer: object) -> None:
+    """Raise InvalidArgumentError unless `reducer` has a usable name, version, initial and apply."""
+    name, version = getattr(reducer, "name", None), getattr(reducer, "version", None)
+    if not isinstance(name, str) or not name or "@" in name or len(name.encode("utf-8", "replace")) > 128:
+        raise InvalidArgumentError(f"a reducer needs a `name`: a short string without '@', not {name!r}")
+    if type(version) is not int or not 0 <= version < 1 << 32:
+        raise InvalidArgumentError(f"reducer {name!r} needs an integer `version` in 0..2**32-1, not {version!r}")
+    if not callable(getattr(reducer, "initial", None)) or not callable(getattr(reducer, "apply", None)):
+        raise InvalidArgumentError(f"reducer {name!r} needs `initial()` and `apply(state, event)` methods")
+    if not hasattr(reducer, "state_type"):
+        raise InvalidArgumentError(f"reducer {name!r} needs a `state_type` (the type its states decode to)")
+
+
+def reducer_tag(reducer: Reducer[Any]) -> bytes:
     """The bytes that name a reducer and its version in snapshot keys."""
     return f"{reducer.name}@{reducer.version}".encode()
 
@@ -92,6 +119,16 @@ class AgentReducer:
     name = "agent"
     version = 1
     state_type = AgentState
+
+    @staticmethod
+    def summarize(state: AgentState) -> dict[str, Any]:
+        """The graph facts each checkpoint keeps: superstep, completed and paused nodes, status."""
+        return {
+            "superstep": state.superstep,
+            "completed_nodes": list(state.completed_nodes),
+            "paused_nodes": list(state.paused_nodes),
+            "status": state.status,
+        }
 
     def __init__(self) -> None:
         s = AgentState
@@ -195,87 +232,3 @@ class AgentReducer:
         s.paused_nodes = [n for n in s.paused_nodes if e.nodes and n not in e.nodes]
         s.interrupt = None
         s.resume_value = e.value
-
-
-_INTERNAL = (ev.StepCompleted, ev.LLMCallCompleted, ev.ToolCallCompleted, ev.SuperstepCompleted, ev.TurnCompleted)
-
-
-class CheckpointPolicy(msgspec.Struct, frozen=True):
-    """When a recorder checkpoints by itself. Combine fields freely; the constructors name the usual ones.
-
-    - `events=N`: after every N events.
-    - `supersteps=N`: after every N-th completed superstep.
-    - `turns`: at the end of every conversation turn (WayFlow `CONVERSATION_TURNS`).
-    - `llm_turns`: after every LLM answer, and at a turn's end when an LLM answered since
-      the last checkpoint (WayFlow `LLM_TURNS`).
-    - `internal_steps`: after every step, LLM call, tool call, superstep and turn
-      (WayFlow `ALL_INTERNAL_TURNS`).
-    - `final`: when the run completes well (never when it fails).
-    """
-
-    events: int = 0
-    supersteps: int = 0
-    turns: bool = False
-    llm_turns: bool = False
-    internal_steps: bool = False
-    final: bool = True
-
-    @classmethod
-    def every(cls, n: int) -> CheckpointPolicy:
-        """After every `n` events."""
-        if n < 1:
-            raise ValueError("every(n) needs n >= 1")
-        return cls(events=n)
-
-    @classmethod
-    def every_supersteps(cls, n: int = 1) -> CheckpointPolicy:
-        """After every `n`-th superstep (agentmesh's default is 1)."""
-        if n < 1:
-            raise ValueError("every_supersteps(n) needs n >= 1")
-        return cls(supersteps=n)
-
-    @classmethod
-    def conversation_turns(cls) -> CheckpointPolicy:
-        """At the end of every conversation turn (WayFlow `CONVERSATION_TURNS`)."""
-        return cls(turns=True)
-
-    @classmethod
-    def llm_turns_only(cls) -> CheckpointPolicy:
-        """After every LLM answer (WayFlow `LLM_TURNS`)."""
-        return cls(llm_turns=True)
-
-    @classmethod
-    def all_internal_turns(cls) -> CheckpointPolicy:
-        """After every internal step (WayFlow `ALL_INTERNAL_TURNS`)."""
-        return cls(internal_steps=True)
-
-    @classmethod
-    def final_only(cls) -> CheckpointPolicy:
-        """Only when the run completes well."""
-        return cls()
-
-    @classmethod
-    def never(cls) -> CheckpointPolicy:
-        """Never by itself; checkpoints only by hand."""
-        return cls(final=False)
-
-    def wants(self, event: ev.Event, events_since: int, llm_since: bool) -> bool:
-        """True when a checkpoint is due right after `event`.
-
-        `events_since` counts events since the last checkpoint, this one included;
-        `llm_since` tells whether an LLM answered since the last checkpoint.
-        """
-        kind = type(event)
-        if kind is ev.RunCompleted:
-            return self.final
-        if kind is ev.RunFailed:
-            return False
-        if self.events and events_since >= self.events:
-            return True
-        if self.supersteps and kind is ev.SuperstepCompleted:
-            return event.superstep % self.supersteps == 0  # type: ignore[attr-defined]
-        if self.turns and kind is ev.TurnCompleted:
-            return True
-        if self.llm_turns and (kind is ev.LLMCallCompleted or (kind is ev.TurnCompleted and llm_since)):
-            return True
-        return self.internal_steps and kind in _INTERNAL

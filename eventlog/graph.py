@@ -391,7 +391,7 @@ class CompiledGraph:
         """An offset at or before the last superstep boundary: a checkpoint of an earlier superstep."""
         floor = self.log.run_info(run_id).base
         for cp in self.log.checkpoints.list(run_id, newest_first=True, reducer=self.reducer):
-            if cp.superstep is not None and cp.superstep < superstep and cp.offset >= floor:
+            if cp.summary.get("superstep") is not None and cp.summary["superstep"] < superstep and cp.offset >= floor:
                 return cp.offset
         return floor
 

@@ -8,8 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import eventlog
+
+# No test depends on the wall clock: a slow machine must not turn a property into a failure.
+# HYPOTHESIS_EXAMPLES scales every property up for a long run (e.g. HYPOTHESIS_EXAMPLES=2000).
+settings.register_profile("eventlog", deadline=None, max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "100")))
+settings.load_profile("eventlog")
 
 BACKENDS = ["memory", "lmdb", "postgres"]
 

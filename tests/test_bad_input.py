@@ -12,7 +12,7 @@ import pytest
 
 import eventlog
 from eventlog.events import StepCompleted, UserMessage
-from eventlog.store._base import u64
+from eventlog._keys import u64
 
 OpenLog = Callable[..., eventlog.EventLog]
 

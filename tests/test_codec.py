@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import eventlog
 from eventlog import events as ev
-from eventlog.codec import RAW, ZSTD, ZSTD_DICT, Codec, EntryRecord, frame, unframe
+from eventlog.codec import RAW, ZSTD, ZSTD_DICT, Codec, EntryRecord, frame, train_dictionary, unframe
 
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # what msgpack holds
 
@@ -89,8 +89,44 @@ def event_strategy(kind: type[eventlog.Event]) -> st.SearchStrategy[eventlog.Eve
     return struct_strategy(info)
 
 
+def _trained() -> bytes:
+    """A zstd dictionary trained from events like the ones these tests make."""
+    words = "tide moon sea water north shore wave current harbour pull earth turn".split()
+    samples = [
+        msgspec.msgpack.encode(
+            [
+                i,
+                i * 7,
+                f"id{i}",
+                None,
+                {"kind": "message.user", "content": " ".join(words[(i * j) % 12] for j in range(40))},
+            ]
+        )
+        for i in range(400)
+    ]
+    trained = train_dictionary(samples)
+    assert trained is not None
+    return trained
+
+
+TRAINED = _trained()
+
+
 def codec() -> Codec:
-    return Codec(lambda dict_id: None, eventlog._limits.record_size_bytes_max)
+    """A codec that knows one trained dictionary, id 1."""
+    return Codec(lambda dict_id: TRAINED if dict_id == 1 else None, eventlog._limits.record_size_bytes_max)
+
+
+def entry(c: Codec, record: EntryRecord, dict_id: int) -> bytes:
+    """A stored entry, as the log writes one."""
+    return c.encode_entry(
+        record.position,
+        record.time_ns,
+        record.event_id,
+        c.encode_meta(record.meta),
+        c.encode_event(record.event),
+        dict_id,
+    )
 
 
 def canonical(value: object) -> bytes:
@@ -131,15 +167,15 @@ def test_every_kind_round_trips_through_an_entry(
     event = data.draw(event_strategy(kind))
     c = codec()
     record = EntryRecord(position, time_ns, event_id, meta, event)
-    for dict_id in (0,):
-        stored = c.encode_entry(record, dict_id)
+    for dict_id in (0, 1):
+        stored = entry(c, record, dict_id)
         back = c.decode_entry(stored)
         assert type(back.event) is kind
         assert canonical(back) == canonical(record)
         assert canonical(back.event) == canonical(event)
         assert (back.position, back.time_ns, back.event_id) == (position, time_ns, event_id)
         # and once more from the decoded record: a fixed point
-        assert c.encode_entry(back, 0) == stored
+        assert entry(c, back, dict_id) == stored
     assert c.decode_event(c.encode_event(event)) == event or canonical(
         c.decode_event(c.encode_event(event))
     ) == canonical(event)
@@ -160,7 +196,7 @@ def test_any_registered_kind_round_trips(data: st.DataObject) -> None:
     kind = data.draw(st.sampled_from(sorted(supported, key=lambda k: k.__struct_config__.tag)))  # type: ignore[union-attr]
     event = data.draw(event_strategy(kind))
     c = codec()
-    back = c.decode_entry(c.encode_entry(EntryRecord(1, 0, "e", None, event), 0))
+    back = c.decode_entry(entry(c, EntryRecord(1, 0, "e", None, event), 0))
     assert canonical(back.event) == canonical(event)
 
 
@@ -180,10 +216,13 @@ def test_events_round_trip_through_a_real_lmdb_log(tmp_path: Path, data: st.Data
 def test_long_messages_are_compressed_and_round_trip() -> None:
     c = codec()
     event = ev.UserMessage(content="the same words again " * 500)
-    stored = c.encode_entry(EntryRecord(1, 2, "id", None, event), 0)
+    stored = entry(c, EntryRecord(1, 2, "id", None, event), 0)
     assert len(stored) < len(canonical(event)) // 4
     assert unframe(stored)[0] == ZSTD
     assert c.decode_entry(stored).event == event
+    with_dict = entry(c, EntryRecord(1, 2, "id", None, event), 1)
+    assert unframe(with_dict)[:2] == (ZSTD_DICT, 1) and len(with_dict) <= len(stored)
+    assert codec().decode_entry(with_dict).event == event  # a fresh codec loads the dictionary by its id
 
 
 # -- frames ------------------------------------------------------------------------------
@@ -316,7 +355,7 @@ def test_arbitrary_payloads_with_a_good_checksum_raise_only_corrupt_record(paylo
     value = frame(payload, compression, 9 if compression == ZSTD_DICT else 0)
     try:
         record = codec().decode_entry(value)
-    except eventlog.CorruptRecordError:
+    except (eventlog.CorruptRecordError, eventlog.UnknownKindError):
         return
     # A payload that happens to be a valid entry must decode to a registered kind.
     assert isinstance(record.event, eventlog.Event)
@@ -335,7 +374,7 @@ def test_mutated_valid_entries_raise_only_corrupt_record(data: st.DataObject) ->
     value = frame(bytes(payload[:cut]), RAW, 0)
     try:
         record = codec().decode_entry(value)
-    except eventlog.CorruptRecordError:
+    except (eventlog.CorruptRecordError, eventlog.UnknownKindError):  # a changed tag reads as an unknown kind
         return
     assert isinstance(record.event, eventlog.Event)
 
@@ -437,7 +476,7 @@ def test_user_kind_round_trips() -> None:
     event = Approved(
         by="ann", amount=INT_MAX, ratio=-math.inf, tags=["x", "ü"], extra={"n": [1, None]}, blob=b"\x00\xff", note="ok"
     )
-    back = c.decode_entry(c.encode_entry(EntryRecord(1, 1, "e", None, event), 0)).event
+    back = c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0)).event
     assert back == event and type(back) is Approved
 
 
@@ -445,7 +484,7 @@ def test_user_kind_round_trips() -> None:
 @given(event=event_strategy(Approved))
 def test_user_kind_round_trips_for_any_value(event: Approved) -> None:
     c = codec()
-    assert canonical(c.decode_entry(c.encode_entry(EntryRecord(1, 1, "e", None, event), 0)).event) == canonical(event)
+    assert canonical(c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0)).event) == canonical(event)
 
 
 def test_user_kind_in_a_real_log(tmp_path: Path) -> None:
@@ -468,7 +507,7 @@ def test_duplicate_tag_is_refused() -> None:
         eventlog.register(type("StepAgain", (eventlog.Event,), {}, frozen=True, tag="step.completed"))
     assert eventlog.register(Approved) is Approved  # registering the same kind again is harmless
     with pytest.raises(eventlog.InvalidEventError):
-        codec().encode_entry(EntryRecord(1, 1, "e", None, Impostor(by="x")), 0)
+        entry(codec(), EntryRecord(1, 1, "e", None, Impostor(by="x")), 0)
 
 
 def test_register_refuses_what_is_not_a_kind() -> None:
@@ -481,15 +520,16 @@ def test_register_refuses_what_is_not_a_kind() -> None:
         eventlog.register(eventlog.Event)
 
 
-def test_decoding_an_unregistered_tag_is_a_corrupt_record() -> None:
+def test_decoding_an_unregistered_tag_is_an_unknown_kind_not_corruption() -> None:
     payload = msgspec.msgpack.encode([1, 2, "e", None, {"kind": "nobody.knows", "x": 1}])
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.UnknownKindError, match="nobody.knows") as info:
         codec().decode_entry(frame(payload, RAW, 0))
+    assert not isinstance(info.value, eventlog.CorruptRecordError) and info.value.kind == "nobody.knows"
 
 
 def test_nan_survives_bit_for_bit() -> None:
     c = codec()
     weird_nan = struct.unpack(">d", bytes.fromhex("7ff8000000000123"))[0]
     event = ev.ToolCallCompleted(call_id="c", tool="t", output=[weird_nan, math.nan], latency_ms=math.nan)
-    back = c.decode_entry(c.encode_entry(EntryRecord(1, 1, "e", None, event), 0)).event
+    back = c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0)).event
     assert canonical(back) == canonical(event)

@@ -335,7 +335,7 @@ def test_checkpoints_save_load_list_delete(log: eventlog.EventLog) -> None:
         "agent",
         1,
     )
-    assert loaded.superstep == 0 and loaded.completed_nodes == ["n1", "n2"] and loaded.paused_nodes == []
+    assert loaded.summary == {"superstep": 0, "completed_nodes": ["n1", "n2"], "paused_nodes": [], "status": "pending"}
     assert loaded.state.values == {"i": 2}
     assert log.run_info("r").checkpoints == 3
 
@@ -516,7 +516,7 @@ def test_prune_keeps_the_latest_checkpoint_of_a_paused_run(log: eventlog.EventLo
         rec.append(step(i))
     rec.append(Interrupted(nodes=["approve"], reason="sign off"))
     latest = log.checkpoints.save("paused")  # the pause's checkpoint, at the head
-    assert latest.paused_nodes == ["approve"]
+    assert latest.summary["paused_nodes"] == ["approve"]
     base = log.prune("paused", before=10**6)
     assert base == latest.offset == 5
     kept = log.checkpoints.load_latest("paused")

@@ -301,7 +301,7 @@ def test_human_approval_pause_and_resume(path: Path) -> None:
             "payload": {"call_id": "call-1", "tool": "book", "arguments": {"people": 4}},
         }
         latest = log.checkpoints.load_latest("chat")
-        assert latest.offset == log.head("chat") and latest.paused_nodes == ["call-1"]
+        assert latest.offset == log.head("chat") and latest.summary["paused_nodes"] == ["call-1"]
         with pytest.raises(ConversationPausedError, match="resume"):
             chat.send("hello?")
     with eventlog.open(path) as log:  # the human answers after a restart

@@ -22,7 +22,8 @@ import eventlog
 from eventlog import CorruptRecordError
 from eventlog.codec import Codec, frame
 from eventlog.events import AssistantMessage, StepCompleted, UserMessage
-from eventlog.store._base import TABLES, u64
+from eventlog._keys import u64
+from eventlog.store._base import TABLES
 
 RUNS = ("a", "b", "c")
 EVENTS = 24
@@ -59,7 +60,7 @@ def path(tmp_path: Path) -> Path:
 
 
 def _number(log: eventlog.EventLog, run: str) -> int:
-    return log.store.read(lambda txn: log._run(txn, run)).number
+    return log.store.read(lambda txn: log._runs.require(txn, run)).number
 
 
 def _flip(log: eventlog.EventLog, table: str, key: bytes, index: int, mask: int = 0xFF) -> None:

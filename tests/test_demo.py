@@ -83,7 +83,7 @@ def test_demo_runs_in_a_subprocess_and_prints_each_part(tmp_path: Path) -> None:
             "chat-demo",
             "chat-demo-rewind",
         }
-        assert [cp.superstep for cp in log.checkpoints.list("workflow-demo")] == [1, 2, 3]
+        assert [cp.summary["superstep"] for cp in log.checkpoints.list("workflow-demo")] == [1, 2, 3]
         assert log.state_at("workflow-retry").status == "completed"
         assert len(log.checkpoints.list("chat-demo")) == 3
         assert log.run_info("chat-demo-rewind").parent == "chat-demo"

@@ -37,7 +37,11 @@ def code_blocks(path: Path) -> list[tuple[int, str, str]]:
         j = i + 1
         while j < len(lines):
             closing = _FENCE.match(lines[j])
-            if closing is not None and closing["fence"].startswith(fence[0] * len(fence)) and not closing["info"].strip():
+            if (
+                closing is not None
+                and closing["fence"].startswith(fence[0] * len(fence))
+                and not closing["info"].strip()
+            ):
                 break
             body.append(lines[j].removeprefix(indent))
             j += 1

@@ -38,7 +38,8 @@ from eventlog import (
 from eventlog._records import CheckpointRecord, RunRecord, SnapshotRecord
 from eventlog.codec import RAW, ZSTD, Codec, frame
 from eventlog.events import StepCompleted, UserMessage
-from eventlog.store._base import TABLES, u64
+from eventlog._keys import u64
+from eventlog.store._base import TABLES
 
 EXAMPLES = int(os.environ.get("EVENTLOG_FUZZ_EXAMPLES", "100"))
 fuzz = settings(
@@ -92,7 +93,7 @@ def _dump(log: eventlog.EventLog) -> dict[str, list[tuple[bytes, bytes]]]:
 
 
 def _number(log: eventlog.EventLog, run: str) -> int:
-    return log.store.read(lambda txn: log._run(txn, run)).number
+    return log.store.read(lambda txn: log._runs.require(txn, run)).number
 
 
 def _put(log: eventlog.EventLog, table: str, key: bytes, value: bytes) -> bytes:

@@ -83,9 +83,9 @@ def test_three_steps_checkpoint_after_every_superstep(log: eventlog.EventLog) ->
     assert state.values == {"value": 30}
     assert state.superstep == 3
     cps = log.checkpoints.list("wf")
-    assert [cp.superstep for cp in cps] == [1, 2, 3]
+    assert [cp.summary["superstep"] for cp in cps] == [1, 2, 3]
     assert [cp.state.values for cp in cps] == [{"value": 10}, {"value": 20}, {"value": 30}]
-    assert [cp.completed_nodes for cp in cps] == [["step1"], ["step1", "step2"], ["step1", "step2", "step3"]]
+    assert [cp.summary["completed_nodes"] for cp in cps] == [["step1"], ["step1", "step2"], ["step1", "step2", "step3"]]
     assert cps[0].created_at <= cps[1].created_at <= cps[2].created_at
     assert abs(time.time() - cps[2].created_at.timestamp()) < 60
     assert kinds(log, "wf") == [
@@ -101,13 +101,16 @@ def test_every_n_supersteps(log: eventlog.EventLog) -> None:
     g = three_step()
     g.compile(log, policy=eventlog.CheckpointPolicy.every_supersteps(2)).run("wf", {})
     # superstep 2 by the policy, superstep 3 by the final checkpoint of a run that ends well
-    assert [cp.superstep for cp in log.checkpoints.list("wf")] == [2, 3]
+    assert [cp.summary["superstep"] for cp in log.checkpoints.list("wf")] == [2, 3]
 
 
 def test_listener_sees_every_event_and_each_checkpoint(log: eventlog.EventLog) -> None:
     seen: list[tuple[str, int, int | None]] = []
     runner = three_step().compile(
-        log, listener=lambda e, off, cp: seen.append((type(e).__name__, off, None if cp is None else cp.superstep))
+        log,
+        listener=lambda e, off, cp: seen.append(
+            (type(e).__name__, off, None if cp is None else cp.summary["superstep"])
+        ),
     )
     runner.run("wf", {})
     assert [off for _, off, _ in seen] == list(range(1, log.head("wf") + 1))
@@ -123,7 +126,7 @@ def test_time_travel_to_superstep_2_and_fork(log: eventlog.EventLog) -> None:
     runner = three_step(ran).compile(log)
     runner.run("wf", {"value": 0})
     head, cps_before = log.head("wf"), [cp.checkpoint_id for cp in log.checkpoints.list("wf")]
-    cp2 = next(cp for cp in log.checkpoints.list("wf") if cp.superstep == 2)
+    cp2 = next(cp for cp in log.checkpoints.list("wf") if cp.summary["superstep"] == 2)
     assert cp2.state.values == {"value": 20}
     assert log.state_at("wf", cp2.offset).values == {"value": 20}
 
@@ -155,14 +158,14 @@ def test_fail_at_superstep_2_resume_finishes_at_superstep_3(tmp_path: Path) -> N
         state = log.state_at("wf")
         assert state.status == "failed" and state.superstep == 1
         # a failed run writes no checkpoint for the failure
-        assert [cp.superstep for cp in log.checkpoints.list("wf")] == [1]
+        assert [cp.summary["superstep"] for cp in log.checkpoints.list("wf")] == [1]
     failing[0] = False
     with eventlog.open(tmp_path / "log") as log:  # a fresh log object on the same directory
         state = three_step(ran, failing).compile(log).resume("wf")
         assert state.status == "completed" and state.superstep == 3
         assert state.values == {"value": 30}
         assert ran == ["step1", "step2", "step2", "step3"]  # step1 never ran again
-        assert [cp.superstep for cp in log.checkpoints.list("wf")] == [1, 2, 3]
+        assert [cp.summary["superstep"] for cp in log.checkpoints.list("wf")] == [1, 2, 3]
         assert log.verify().ok
 
 
@@ -276,7 +279,7 @@ def test_interrupt_pauses_checkpoints_and_resumes_with_value(tmp_path: Path) -> 
         assert state.status == "paused" and state.paused_nodes == ["approve"]
         assert state.interrupt == {"reason": "approve the transfer?", "payload": {"amount": 100}}
         latest = log.checkpoints.load_latest("pay")
-        assert latest is not None and latest.offset == log.head("pay") and latest.paused_nodes == ["approve"]
+        assert latest is not None and latest.offset == log.head("pay") and latest.summary["paused_nodes"] == ["approve"]
         assert latest.metadata["source"] == "interrupt"
         with pytest.raises(RunPausedError, match="approve"):
             runner.resume("pay")

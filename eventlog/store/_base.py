@@ -48,10 +48,12 @@ class Txn(Protocol):
 
 
 class Store(Protocol):
-    """One log's storage. Safe to use from many threads; LMDB also from many processes."""
+    """One log's storage. Safe to use from many threads; LMDB and PostgreSQL also from many processes."""
 
     readonly: bool
     """True when writes are refused."""
+    durability: str
+    """When commits reach the disk: `sync` (each commit), `batch` (at `sync()` and close) or `none`."""
 
     def read(self, fn: Callable[[Txn], T]) -> T:
         """Run `fn` in a read transaction and return its result."""
@@ -71,13 +73,3 @@ class Store(Protocol):
 
     def stats(self) -> dict[str, int]:
         """Sizes: `bytes_on_disk`, `map_size_bytes` (0 where that means nothing), entries per table."""
-
-
-def u64(n: int) -> bytes:
-    """Fixed-width big-endian key part: byte order is numeric order."""
-    return n.to_bytes(8, "big")
-
-
-def from_u64(b: bytes) -> int:
-    """Inverse of `u64`."""
-    return int.from_bytes(b, "big")

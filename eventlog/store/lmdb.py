@@ -8,18 +8,29 @@ transactions finish and holds new ones back while the map grows).
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
 
 from .. import _limits
-from ..errors import ClosedError, LogFullError, NotALogError, ReadOnlyError
+from ..errors import (
+    ClosedError,
+    CorruptRecordError,
+    EventLogError,
+    InvalidArgumentError,
+    LockFileError,
+    LogFullError,
+    NotALogError,
+    ReadOnlyError,
+)
 from ._base import TABLES
 
 T = TypeVar("T")
@@ -29,20 +40,27 @@ _FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 class _Gate:
-    """Counts open transactions; `exclusive` waits until none is open and lets none begin."""
+    """Counts open transactions; `exclusive` waits until none is open and lets none begin.
+
+    A thread that has a transaction open may open another (a dictionary read inside a
+    write, say) even while an `exclusive` waits: it would otherwise wait for itself."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._active = 0
         self._exclusive = False
+        self._local = threading.local()
 
     def enter(self) -> None:
+        depth = getattr(self._local, "depth", 0)
         with self._cond:
-            while self._exclusive:
+            while self._exclusive and depth == 0:
                 self._cond.wait()
             self._active += 1
+        self._local.depth = depth + 1
 
     def leave(self) -> None:
+        self._local.depth -= 1
         with self._cond:
             self._active -= 1
             self._cond.notify_all()
@@ -112,6 +130,9 @@ class _LMDBTxn:
                     break
             return out
 
+    def count(self, table: str) -> int:
+        return int(self._txn.stat(self._dbs[table])["entries"])
+
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         if count <= 0:
             return [], None
@@ -125,7 +146,14 @@ class _LMDBTxn:
 
 
 class LMDBStore:
-    """A log in an LMDB directory. `durability` is `sync`, `batch` or `none` (see docs/format.md)."""
+    """A log in an LMDB directory. `durability` is `sync`, `batch` or `none` (see docs/durability.md).
+
+    Besides LMDB's own locks, every write transaction holds an exclusive `flock` on
+    `data.mdb` and checks that `lock.mdb` is still the file this process opened: an
+    operator who deletes `lock.mdb` while the log is in use would otherwise let two
+    processes write with separate lock tables. Such a process refuses every further read
+    and write with LockFileError (docs/durability.md, "What never to do").
+    """
 
     def __init__(
         self,
@@ -133,43 +161,58 @@ class LMDBStore:
         *,
         durability: str = "sync",
         readonly: bool = False,
+        create: bool = True,
         map_size_bytes: int = _limits.map_size_bytes_initial,
         map_size_bytes_max: int = _limits.map_size_bytes_max,
     ) -> None:
         if durability not in DURABILITY:
-            raise ValueError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
+            raise InvalidArgumentError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
+        for name, value in (("map_size_bytes", map_size_bytes), ("map_size_bytes_max", map_size_bytes_max)):
+            if type(value) is not int or not 1 << 16 <= value <= 1 << 48:
+                raise InvalidArgumentError(f"{name} must be an integer from 64 KiB to 256 TiB, not {value!r}")
         self.path = Path(path)
         self.durability = durability
         self.readonly = readonly
-        self._map_size_bytes_max = map_size_bytes_max
+        self._map_size_bytes_max = max(map_size_bytes_max, map_size_bytes)
         self._gate = _Gate()
         self._closed = False
-        self._check_path()
+        self._broken: str | None = None
+        self._write_lock = threading.Lock()
+        self._writes = 0
+        self._check_path(create)
         self._env = self._open_env(map_size_bytes)
+        self._lock_id: tuple[int, int] | None = None
+        self._data_fd = -1
         try:
+            self._guard()
             self._check_size()
             self._dbs = self._open_dbs()
+            if not readonly:
+                self._env.reader_check()
         except BaseException:
-            self._env.close()
+            self._release()
             raise
 
     # -- opening -----------------------------------------------------------------------
 
-    def _check_path(self) -> None:
+    def _check_path(self, create: bool) -> None:
         p = self.path
-        if p.exists() and not p.is_dir():
-            raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
-        if p.is_dir() and not (p / "data.mdb").exists():
-            if any(p.iterdir()):
-                raise NotALogError(
-                    f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
-                )
-            if self.readonly:
-                raise NotALogError(f"{p} holds no log to open read-only")
-        if not p.exists():
-            if self.readonly:
-                raise NotALogError(f"{p} does not exist; there is no log to open read-only")
-            p.mkdir(mode=0o700, parents=True)
+        try:
+            if p.exists() and not p.is_dir():
+                raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
+            if p.is_dir() and not (p / "data.mdb").exists():
+                if any(p.iterdir()):
+                    raise NotALogError(
+                        f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
+                    )
+                if self.readonly or not create:
+                    raise NotALogError(f"{p} holds no log")
+            if not p.exists():
+                if self.readonly or not create:
+                    raise NotALogError(f"no log at {p}")
+                p.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise NotALogError(f"{p} cannot be used as a log directory: {exc.strerror or exc}") from None
 
     def _open_env(self, map_size_bytes: int) -> lmdb.Environment:
         kwargs: dict[str, Any] = dict(
@@ -197,6 +240,34 @@ class LMDBStore:
                 ) from None
             raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
 
+    def _guard(self) -> None:
+        """Note which `lock.mdb` this process uses, and open `data.mdb` for the writers' flock."""
+        try:
+            st = os.stat(self.path / "lock.mdb")
+        except FileNotFoundError:
+            return  # opened without a lock file (read-only, in a directory we may not write)
+        self._lock_id = (st.st_dev, st.st_ino)
+        if not self.readonly:
+            self._data_fd = os.open(self.path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
+
+    def _check_lock_file(self) -> None:
+        if self._broken is not None:
+            raise LockFileError(self._broken)
+        if self._lock_id is None:
+            return
+        try:
+            st = os.stat(self.path / "lock.mdb")
+            same = (st.st_dev, st.st_ino) == self._lock_id
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self._broken = (
+                f"{self.path}/lock.mdb was deleted or replaced while this process had the log open; "
+                "to keep two processes from writing over each other this one refuses to go on: "
+                "stop every process that uses the log, then open it again"
+            )
+            raise LockFileError(self._broken)
+
     def _check_size(self) -> None:
         """Refuse (read-only) or zero-pad (writable) a data file shorter than the pages its meta names.
 
@@ -215,15 +286,13 @@ class LMDBStore:
             if self.readonly:
                 size, need = shortfall()
                 if size < need:
-                    from ..errors import CorruptRecordError
-
                     raise CorruptRecordError(
                         f"{data} is {size} bytes but the log's pages reach {need} bytes: the file was "
                         "truncated; restore it from a copy (or, if it only ends in unwritten free pages, "
                         "open it once writable)"
                     )
                 return
-            with self._env.begin(write=True):  # the writer lock: no other process extends the file now
+            with self._writing(), self._env.begin(write=True):  # no other process extends the file now
                 size, need = shortfall()
                 if size < need:
                     os.truncate(data, need)  # grows only: `need` is above the size read under the lock
@@ -244,16 +313,30 @@ class LMDBStore:
                 raise NotALogError(f"{self.path} is not a complete eventlog log (missing tables)")
             return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
         try:
-            with self._env.begin(write=True) as txn:
+            with self._writing(), self._env.begin(write=True) as txn:
                 return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from None
 
     # -- transactions ------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """This process's write lock, then the flock every writer process takes, then the lock file check."""
+        with self._write_lock:
+            if self._data_fd >= 0:
+                fcntl.flock(self._data_fd, fcntl.LOCK_EX)
+            try:
+                self._check_lock_file()
+                yield
+            finally:
+                if self._data_fd >= 0:
+                    fcntl.flock(self._data_fd, fcntl.LOCK_UN)
+
     def read(self, fn: Callable[[_LMDBTxn], T]) -> T:
         while True:
             self._check_open()
+            self._check_lock_file()
             self._gate.enter()
             try:
                 with self._env.begin(buffers=False) as txn:
@@ -274,8 +357,12 @@ class LMDBStore:
             self._gate.enter()
             grow = False
             try:
-                with self._env.begin(write=True) as txn:
-                    return fn(_LMDBTxn(txn, self._dbs, write=True))
+                with self._writing(), self._env.begin(write=True) as txn:
+                    result = fn(_LMDBTxn(txn, self._dbs, write=True))
+                self._writes += 1
+                if self._writes % _limits.reader_check_writes == 0:
+                    self._env.reader_check()  # free the reader slots of killed processes
+                return result
             except lmdb.MapResizedError:
                 pass
             except lmdb.MapFullError:
@@ -297,6 +384,7 @@ class LMDBStore:
                     f"{self.path}: the map is at its limit of {self._map_size_bytes_max} bytes; "
                     "prune or delete runs, or open the log with a larger map_size_bytes_max"
                 )
+            self._env.reader_check()
             self._env.set_mapsize(min(size * 2, self._map_size_bytes_max))
 
         self._gate.exclusive(grow)
@@ -317,10 +405,20 @@ class LMDBStore:
     def close(self) -> None:
         if self._closed:
             return
-        if not self.readonly and self.durability != "sync":
-            self._env.sync(True)
         self._closed = True
+        try:
+            if not self.readonly and self.durability != "sync" and self._broken is None:
+                self._env.sync(True)
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from None
+        finally:
+            self._release()
+
+    def _release(self) -> None:
         self._env.close()
+        if self._data_fd >= 0:
+            os.close(self._data_fd)
+            self._data_fd = -1
 
     def stats(self) -> dict[str, int]:
         self._check_open()
@@ -331,9 +429,7 @@ class LMDBStore:
             "file_size_bytes": st.st_size,
             "map_size_bytes": self._env.info()["map_size"],
         }
-        with self._env.begin() as txn:
-            for name, db in self._dbs.items():
-                out[f"entries_{name}"] = txn.stat(db)["entries"]
+        out.update(self.read(lambda txn: {f"entries_{name}": txn.count(name) for name in TABLES}))
         return out
 
     def _check_open(self) -> None:
@@ -346,15 +442,16 @@ def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
     return any(os.strerror(code) in text for code in codes)
 
 
-def _translate(exc: lmdb.Error, path: Path) -> Exception:
-    if isinstance(exc, lmdb.MapFullError) or _is_errno(exc, *_FULL_ERRNOS):
+def _translate(exc: lmdb.Error, path: Path) -> EventLogError:
+    """Every LMDB error as a named eventlog error."""
+    if isinstance(exc, (lmdb.MapFullError, lmdb.TxnFullError)) or _is_errno(exc, *_FULL_ERRNOS):
         return LogFullError(
             f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry"
         )
     if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EROFS):
         return ReadOnlyError(f"{path}: cannot write ({exc})")
-    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError)):
-        from ..errors import CorruptRecordError
-
+    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.PanicError)):
         return CorruptRecordError(f"LMDB reports {exc}")
-    return exc
+    if isinstance(exc, lmdb.BadValsizeError):
+        return InvalidArgumentError(f"{path}: a key or value LMDB cannot hold ({exc})")
+    return EventLogError(f"{path}: LMDB error: {exc}")

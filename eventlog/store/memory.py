@@ -84,6 +84,7 @@ class MemoryStore:
     """Tables in dictionaries with sorted keys, one lock. Lost when the process ends."""
 
     readonly = False
+    durability = "none"
 
     def __init__(self) -> None:
         self._tables = {name: _Table() for name in TABLES}

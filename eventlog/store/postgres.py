@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ClosedError, EventLogError, LogFullError, NotALogError, ReadOnlyError
+from .. import _limits
+from ..errors import ClosedError, EventLogError, InvalidArgumentError, LogFullError, NotALogError, ReadOnlyError
 from ._base import TABLES
 
 T = TypeVar("T")
@@ -35,12 +36,38 @@ def _import_psycopg() -> Any:
 
 
 def split_dsn(dsn: str) -> tuple[str, str]:
-    """Take the `schema` query parameter out of a connection URL: (dsn, schema)."""
+    """Take the `schema` query parameter out of a connection URL: (dsn, schema).
+
+    `postgresql+psycopg://` (SQLAlchemy's spelling) and any case of the scheme are read as
+    `postgresql://`. An empty `schema=` is refused rather than read as the default."""
     parts = urlsplit(dsn)
-    query = parse_qsl(parts.query)
-    schema = next((v for k, v in query if k == "schema"), "eventlog")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [v for k, v in query if k == "schema"]
+    if len(schemas) > 1 or (schemas and not schemas[0]):
+        raise InvalidArgumentError(f"give one non-empty schema= in the URL, not {schemas!r}")
+    schema = schemas[0] if schemas else "eventlog"
+    check_schema(schema)
     rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
+    return urlunsplit(parts._replace(scheme="postgresql", query=rest)), schema
+
+
+def check_schema(schema: object) -> str:
+    """A schema name PostgreSQL keeps exactly: ASCII letters, digits and underscores, not starting
+    with a digit, at most 63 bytes (PostgreSQL cuts longer names, so two would alias)."""
+    limit = _limits.pg_identifier_size_bytes_max
+    if (
+        not isinstance(schema, str)
+        or not schema
+        or not schema.isascii()
+        or not schema.replace("_", "").isalnum()
+        or schema[0].isdigit()
+        or len(schema) > limit
+    ):
+        raise InvalidArgumentError(
+            f"schema name {schema!r} must be 1 to {limit} ASCII letters, digits and underscores, "
+            "not starting with a digit"
+        )
+    return schema
 
 
 class _PgTxn:
@@ -88,20 +115,31 @@ class _PgTxn:
 
 
 class PostgresStore:
-    """A log in a PostgreSQL schema (created if missing). One connection per thread."""
+    """A log in a PostgreSQL schema (created if missing), over a bounded pool of connections
+    (`pool_size`, 8 unless given): threads share them, and `close()` closes them all."""
 
     durability = "sync"
 
-    def __init__(self, dsn: str, *, schema: str = "eventlog", readonly: bool = False) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "eventlog",
+        readonly: bool = False,
+        create: bool = True,
+        pool_size: int | None = None,
+    ) -> None:
         self._psycopg = _import_psycopg()
-        if not schema.replace("_", "").isalnum() or schema[0].isdigit():
-            raise EventLogError(f"schema name {schema!r} must be letters, digits and underscores")
+        check_schema(schema)
+        size = _limits.pg_pool_connections_max if pool_size is None else pool_size
+        if type(size) is not int or not 1 <= size <= 1024:
+            raise InvalidArgumentError(f"pool_size must be an integer from 1 to 1024, not {pool_size!r}")
         self.dsn = dsn
         self.schema = schema
         self.readonly = readonly
-        self._local = threading.local()
-        self._connections: list[Any] = []
-        self._lock = threading.Lock()
+        self.pool_size = size
+        """Connections kept open at most."""
+        self._local = threading.local()  # the connection of a write in progress on this thread
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
         kv = f'"{schema}".kv'
@@ -114,31 +152,33 @@ class PostgresStore:
             "scan_desc": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k DESC LIMIT %s",
             "scan_desc_open": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s ORDER BY k DESC LIMIT %s",
         }
-        self._create()
+        try:
+            import psycopg_pool
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise EventLogError("the PostgreSQL store needs psycopg_pool: pip install 'eventlog[postgres]'") from exc
+        self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
+        self._pool = psycopg_pool.ConnectionPool(
+            dsn, min_size=1, max_size=size, kwargs={"autocommit": False}, open=False, timeout=_POOL_TIMEOUT_SECONDS
+        )
+        try:
+            self._pool.open(wait=True, timeout=_POOL_TIMEOUT_SECONDS)
+            self._create(create)
+        except (self._psycopg.Error, *self._pool_errors) as exc:
+            self._pool.close()
+            raise NotALogError(f"cannot connect to PostgreSQL: {exc}".strip()) from None
+        except BaseException:
+            self._pool.close()
+            raise
 
-    def _connection(self) -> Any:
-        self._check_open()
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            try:
-                conn = self._psycopg.connect(self.dsn, autocommit=False)
-            except self._psycopg.Error as exc:
-                raise NotALogError(f"cannot connect to PostgreSQL: {exc}".strip()) from None
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
-
-    def _create(self) -> None:
-        conn = self._connection()
-        with conn.transaction():
+    def _create(self, create: bool) -> None:
+        with self._pool.connection() as conn, conn.transaction():
             exists = conn.execute(
                 "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'kv'", (self.schema,)
             ).fetchone()
-            if exists or self.readonly:
-                if not exists:
-                    raise NotALogError(f"schema {self.schema!r} holds no log to open read-only")
+            if exists:
                 return
+            if self.readonly or not create:
+                raise NotALogError(f"schema {self.schema!r} holds no log")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             conn.execute(
@@ -147,36 +187,44 @@ class PostgresStore:
             )
 
     def read(self, fn: Callable[[_PgTxn], T]) -> T:
-        conn = self._connection()
-        if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
-            with conn.cursor() as cur:  # a read inside this thread's write: see that transaction
+        self._check_open()
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            with current.cursor() as cur:  # a read inside this thread's write: see that transaction
                 return fn(_PgTxn(cur, self._q, write=False))
-        conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
-        conn.read_only = True
         try:
-            with conn.transaction(), conn.cursor() as cur:
-                return fn(_PgTxn(cur, self._q, write=False))
+            with self._pool.connection() as conn:
+                conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
+                conn.read_only = True
+                with conn.transaction(), conn.cursor() as cur:
+                    return fn(_PgTxn(cur, self._q, write=False))
         except self._psycopg.Error as exc:
             raise _translate(self._psycopg, exc) from None
-        finally:
-            if conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE:
-                conn.read_only = False
+        except self._pool_errors as exc:
+            raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
 
     def write(self, fn: Callable[[_PgTxn], T]) -> T:
         if self.readonly:
             raise ReadOnlyError(f"schema {self.schema!r} was opened read-only")
-        conn = self._connection()
-        conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED
-        conn.read_only = False
+        self._check_open()
         try:
-            with conn.transaction(), conn.cursor() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
-                txn = _PgTxn(cur, self._q, write=True)
-                result = fn(txn)
-                txn.flush()
-                return result
+            with self._pool.connection() as conn:
+                conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED
+                conn.read_only = False
+                self._local.conn = conn
+                try:
+                    with conn.transaction(), conn.cursor() as cur:
+                        cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                        txn = _PgTxn(cur, self._q, write=True)
+                        result = fn(txn)
+                        txn.flush()
+                        return result
+                finally:
+                    self._local.conn = None
         except self._psycopg.Error as exc:
             raise _translate(self._psycopg, exc) from None
+        except self._pool_errors as exc:
+            raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
 
     def sync(self) -> None:
         self._check_open()
@@ -185,10 +233,11 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
+        self._pool.close()
+
+    def connections(self) -> int:
+        """Connections the pool holds open now."""
+        return int(self._pool.get_stats().get("pool_size", 0))
 
     def stats(self) -> dict[str, int]:
         def count(txn: _PgTxn) -> dict[str, int]:
@@ -211,13 +260,19 @@ class PostgresStore:
     def drop_schema(dsn: str, schema: str) -> None:
         """Remove a log's schema and everything in it (used by tests and `delete`-all tooling)."""
         psycopg = _import_psycopg()
+        check_schema(schema)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def _translate(psycopg: Any, exc: Exception) -> Exception:
-    if isinstance(exc, psycopg.errors.DiskFull) or isinstance(exc, psycopg.errors.ProgramLimitExceeded):
+_POOL_TIMEOUT_SECONDS = 30.0
+"""How long an operation waits for a free connection of the pool."""
+
+
+def _translate(psycopg: Any, exc: Exception) -> EventLogError:
+    """Every psycopg error as a named eventlog error."""
+    if isinstance(exc, (psycopg.errors.DiskFull, psycopg.errors.ProgramLimitExceeded)):
         return LogFullError(f"PostgreSQL: {exc}".strip())
     if isinstance(exc, psycopg.OperationalError):
         return EventLogError(f"PostgreSQL connection failed: {exc}".strip())
-    return exc
+    return EventLogError(f"PostgreSQL: {type(exc).__name__}: {exc}".strip())

@@ -1,0 +1,113 @@
+"""zstd dictionaries trained from the log's own records, off the commit path.
+
+The first dictionary is trained once the log holds 256 events, a new one each time the
+count grows eightfold (docs/format.md, "Frames"). Training reads a bounded sample of the
+latest records in a read transaction and runs in a background thread; a short write
+transaction then stores the dictionary, unless another writer stored one meanwhile. New
+records use a dictionary from the transaction after it was stored; records name the
+dictionary they were compressed with, so older records stay readable.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from . import _limits
+from ._keys import META_DICT, META_DICT_CURRENT, META_DICT_NEXT_TRY, dict_key, from_u64
+from ._runs import Runs
+from .codec import Codec, train_dictionary
+from .errors import CorruptRecordError, EventLogError
+from .store._base import Store, Txn
+
+
+class Dictionaries:
+    """Loads dictionaries for the codec and trains new ones on the schedule."""
+
+    def __init__(self, store: Store, codec: Codec, runs: Runs) -> None:
+        self._store, self._codec, self._runs = store, codec, runs
+        self._next_try = 0  # the position from which training is due; read at open
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def load(self, dict_id: int) -> bytes | None:
+        """A dictionary's bytes from the log's meta, or None when it is missing."""
+        raw = self._store.read(lambda txn: txn.get("meta", dict_key(dict_id)))
+        return None if raw is None else self._codec.payload(raw, _limits.dictionary_size_bytes * 4)
+
+    def open(self, txn: Txn) -> None:
+        """Make every stored dictionary known to the codec and read the schedule (at open)."""
+        for key, raw in txn.scan("meta", META_DICT, META_DICT + b"\xff"):
+            try:
+                data = self._codec.payload(raw, _limits.dictionary_size_bytes * 4)
+            except CorruptRecordError:
+                continue  # verify names it; records that use it fail by name when read
+            self._codec.add_dictionary(from_u64(key[len(META_DICT) :]), data)
+        self._next_try = self._runs.meta_int(txn, META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
+
+    def after_commit(self, position: int) -> None:
+        """Start training in the background when `position` reached the schedule."""
+        if position < self._next_try or self._store.readonly:
+            return
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._next_try = 1 << 64  # until the thread has read the schedule again
+            self._thread = threading.Thread(target=self._train, name="eventlog-dictionary", daemon=True)
+            self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for a training in progress (at close)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _train(self) -> None:
+        try:
+            self._train_once()
+        except EventLogError:
+            self._next_try = 0  # the next commit looks at the schedule again
+
+    def _train_once(self) -> None:
+        def sample(txn: Txn) -> tuple[int, int, int, list[bytes]]:
+            position = self._runs.last_position(txn)
+            next_try = self._runs.meta_int(txn, META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
+            current = self._runs.meta_int(txn, META_DICT_CURRENT)
+            samples: list[bytes] = []
+            if position < next_try:
+                return position, next_try, current, samples
+            size = 0
+            for _, ref in txn.scan("feed", b"", None, reverse=True, limit=_limits.dictionary_sample_records_max):
+                value = txn.get("events", ref)
+                if value is None:
+                    continue
+                try:
+                    payload = self._codec.payload(value)
+                except CorruptRecordError:
+                    continue
+                samples.append(payload)
+                size += len(payload)
+                if size >= _limits.dictionary_sample_size_bytes_max:
+                    break
+            return position, next_try, current, samples
+
+        position, next_try, current, samples = self._store.read(sample)
+        if position < next_try:
+            self._next_try = next_try
+            return
+        trained = train_dictionary(samples)
+
+        def store(txn: Txn) -> tuple[int, bool]:
+            if self._runs.meta_int(txn, META_DICT_CURRENT) != current:
+                return self._runs.meta_int(txn, META_DICT_NEXT_TRY), False  # another writer trained meanwhile
+            if trained is None:
+                self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, position * 2)
+                return position * 2, False
+            txn.put("meta", dict_key(current + 1), self._codec.compress(trained, 0))
+            self._runs.put_meta_int(txn, META_DICT_CURRENT, current + 1)
+            upcoming = position * _limits.dictionary_retrain_factor
+            self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, upcoming)
+            return upcoming, True
+
+        self._next_try, stored = self._store.write(store)
+        if stored and trained is not None:
+            self._codec.add_dictionary(current + 1, trained)

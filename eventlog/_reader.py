@@ -1,0 +1,165 @@
+"""The read path: a run's entries by offset range, one entry, and the feed in commit order.
+
+Long reads go in chunks, each in its own read transaction, so a reader never pins the
+map for long. Every record is checked as it is decoded; a damaged one is named by run,
+offset and (in the feed) position (docs/architecture.md, "Reading").
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from . import _limits
+from ._keys import check_int, check_offset, event_key, from_u64, u64
+from ._records import RunRecord
+from ._runs import Runs
+from .codec import Codec
+from .errors import CorruptRecordError, UnknownKindError
+from .events import Event
+from .store._base import Store, Txn
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """An event as stored: the event plus its offset, position, event_id, time and meta."""
+
+    run_id: str
+    """The run the entry was read from."""
+    offset: int
+    """Place in the run, from 1."""
+    position: int
+    """Place in the whole log's commit order, from 1."""
+    event_id: str
+    """Unique id of the event in its run (the caller's, or one the log made)."""
+    time_ns: int
+    """Commit time in nanoseconds since the Unix epoch."""
+    meta: dict[str, Any] | None
+    """The caller's metadata."""
+    event: Event
+    """The event."""
+
+    @property
+    def time(self) -> _dt.datetime:
+        """Commit time as an aware UTC datetime."""
+        return _dt.datetime.fromtimestamp(self.time_ns / 1e9, tz=_dt.UTC)
+
+
+def check_range(run_id: str, rec: RunRecord, after: int, upto: int | None) -> int:
+    """`upto` (the head when None) once both bounds are offsets of the run."""
+    check_offset(run_id, "after", after, rec.head)
+    return rec.head if upto is None else check_offset(run_id, "upto", upto, rec.head)
+
+
+class Reader:
+    """Reads entries of runs and of the feed."""
+
+    def __init__(self, store: Store, codec: Codec, runs: Runs) -> None:
+        self._store, self._codec, self._runs = store, codec, runs
+
+    def decode(self, run_id: str, offset: int, value: bytes, position: int | None = None) -> Any:
+        """A stored entry, decoded; damage is named by run and offset."""
+        try:
+            return self._codec.decode_entry(value)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, offset, position) from None
+        except UnknownKindError as exc:
+            raise exc.at(run_id, offset) from None
+
+    def chunks(self, run_id: str, after: int, upto: int | None, chunk: int) -> Iterator[tuple[str, int, list[bytes]]]:
+        """Stored values of offsets (after, upto] as (owner run id, first offset, values) pieces,
+        each chunk read in its own read transaction."""
+        end: int | None = upto
+        while True:
+
+            def read(
+                txn: Txn, after: int = after, end: int | None = end
+            ) -> tuple[int, list[tuple[str, int, list[bytes]]]]:
+                rec = self._runs.require(txn, run_id)
+                stop = check_range(run_id, rec, after, end)
+                return stop, self.pieces(txn, run_id, rec, after, stop, chunk)
+
+            stop, pieces = self._store.read(read)
+            end = stop
+            last = after
+            for owner, first, values in pieces:
+                yield owner, first, values
+                last = first + len(values) - 1
+            if not pieces or last >= stop:
+                return
+            after = last
+
+    def pieces(
+        self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int, room: int
+    ) -> list[tuple[str, int, list[bytes]]]:
+        """At most `room` stored values of offsets (after, upto], read in `txn`, in pieces by owner."""
+        out: list[tuple[str, int, list[bytes]]] = []
+        for link in self._runs.segments(txn, run_id, rec, after, upto):
+            if room <= 0:
+                break
+            number, lo = link.rec.number, link.lo
+            want = min(room, link.hi - lo)
+            values, last = txn.values("events", event_key(number, lo + 1), want)
+            # Keys are unique and sorted: the right count and last key mean no gap.
+            if len(values) != want or last != event_key(number, lo + want):
+                pairs = txn.scan("events", event_key(number, lo + 1), event_key(number, link.hi + 1), limit=want)
+                expected = lo + 1
+                for key, _ in pairs:
+                    if from_u64(key[8:]) != expected:
+                        break
+                    expected += 1
+                raise CorruptRecordError(f"offset {expected} is missing", link.run_id, expected)
+            out.append((link.run_id, lo + 1, values))
+            room -= want
+        return out
+
+    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
+        """Entries with offsets in (after, upto] in order."""
+        for owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries):
+            for i, value in enumerate(values):
+                r = self.decode(owner, first + i, value)
+                yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event)
+
+    def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
+        """Every entry of every run with position > after, in commit order.
+
+        A damaged entry raises CorruptRecordError naming its `position`; `feed(after=position)`
+        goes on past it."""
+        check_int("after", after)
+        if limit is not None:
+            check_int("limit", limit)
+        count = 0
+        while limit is None or count < limit:
+            want = _limits.read_chunk_entries if limit is None else min(_limits.read_chunk_entries, limit - count)
+            chunk = self._store.read(lambda txn, after=after, want=want: self.feed_chunk(txn, after, want))
+            if not chunk:
+                return
+            yield from chunk
+            count += len(chunk)
+            after = chunk[-1].position
+
+    def feed_chunk(self, txn: Txn, after: int, want: int) -> list[Entry]:
+        """At most `want` feed entries after `after`, read in `txn`."""
+        out: list[Entry] = []
+        names: dict[int, str] = {}
+        if after >= (1 << 64) - 1:
+            return out  # past every position a log can give
+        for key, ref in txn.scan("feed", u64(after + 1), None, limit=want):
+            position = from_u64(key)
+            if len(ref) != 16:
+                raise CorruptRecordError("malformed feed reference", None, None, position)
+            number, offset = from_u64(ref[:8]), from_u64(ref[8:16])
+            if number not in names:
+                names[number] = self._runs.name_of(txn, number)
+            value = txn.get("events", ref)
+            if value is None:
+                raise CorruptRecordError("the feed points at a missing entry", names[number], offset, position)
+            r = self.decode(names[number], offset, value, position)
+            if r.position != position:
+                raise CorruptRecordError(
+                    f"the feed points at an entry of position {r.position}", names[number], offset, position
+                )
+            out.append(Entry(names[number], offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
+        return out

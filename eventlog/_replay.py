@@ -1,0 +1,197 @@
+"""Replay: the state at any offset, from the nearest snapshot at or below it and the events after it.
+
+A snapshot is found along the run's lineage (docs/architecture.md, "state_at"); only a
+snapshot of the same reducer name and version is used, except at a pruned base, where a
+reducer's `upgrade` may carry an older version's state forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from . import _limits
+from ._keys import check_int, check_offset, from_u64, snapshot_key, u64
+from ._reader import Reader
+from ._records import RunRecord, SnapshotRecord
+from ._runs import Runs
+from .codec import Codec
+from .errors import CorruptRecordError, PrunedError, ReducerError, UnknownKindError
+from .fold import Reducer, reducer_tag
+from .store._base import Store, Txn
+
+_FOLD_CHUNK_ENTRIES = 4096
+
+
+class Replay:
+    """Plans and runs folds."""
+
+    def __init__(self, store: Store, codec: Codec, runs: Runs, reader: Reader) -> None:
+        self._store, self._codec, self._runs, self._reader = store, codec, runs, reader
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def find_snapshot(self, txn: Txn, run_id: str, rec: RunRecord, offset: int, tag: bytes) -> tuple[int, bytes] | None:
+        """The nearest snapshot at or below `offset` made by the reducer `tag`: (offset, stored value)."""
+        for link in self._runs.lineage(txn, run_id, rec):
+            offset = min(offset, link.hi)
+            lo = max(link.lo, link.rec.base)
+            if offset < lo:
+                continue
+            prefix = u64(link.rec.number)
+            stop = prefix + u64(offset + 1)
+            while True:
+                found = txn.scan("snapshots", prefix + u64(lo), stop, reverse=True, limit=16)
+                for key, value in found:
+                    if key[16:] == tag:
+                        return from_u64(key[8:16]), value
+                if len(found) < 16:
+                    break
+                stop = found[-1][0]  # exclusive: go on below the last key seen
+        return None
+
+    def load_snapshot(self, run_id: str, value: bytes, reducer: Reducer[Any]) -> tuple[int, bytes, Any]:
+        """(offset, canonical state bytes, state) of a stored snapshot."""
+        try:
+            snap = self._codec.decode_value(value, SnapshotRecord)
+            state = msgspec.msgpack.decode(snap.state, type=reducer.state_type)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, None) from None
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id) from None
+        return snap.offset, bytes(snap.state), state
+
+    def snapshot_value(self, state: Any, offset: int, reducer: Reducer[Any]) -> bytes:
+        """A snapshot record, framed, of a state that reads back equal (else UnencodableValueError)."""
+        raw = self._codec.encode_checked(f"the state of reducer {reducer.name!r}", state, reducer.state_type)
+        record = SnapshotRecord(reducer.name, reducer.version, offset, msgspec.Raw(raw))
+        return self._codec.encode_value(record, level=_limits.snapshot_compression_level)
+
+    def snapshot_due(self, run_id: str, offset: int, reducer: Reducer[Any]) -> bool:
+        """Materialize when the events since the nearest snapshot take `snapshot_event_bytes_ratio`
+        times its bytes: snapshot bytes stay linear in the event bytes (see `_limits`)."""
+        tag = reducer_tag(reducer)
+
+        def due(txn: Txn) -> bool:
+            rec = self._runs.require(txn, run_id)
+            found = self.find_snapshot(txn, run_id, rec, offset, tag)
+            if found is None:
+                return True
+            snap_offset, value = found
+            return (
+                snap_offset != offset
+                and self.bytes_since(
+                    txn, run_id, rec, snap_offset, offset, len(value) * _limits.snapshot_event_bytes_ratio
+                )
+                >= len(value) * _limits.snapshot_event_bytes_ratio
+            )
+
+        return self._store.read(due)
+
+    def bytes_since(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int, cap: int | None) -> int:
+        """Stored bytes of the events (after, upto], counted up to `cap`."""
+        total = 0
+        for link in self._runs.segments(txn, run_id, rec, after, upto):
+            prefix = u64(link.rec.number)
+            for _, value in txn.scan("events", prefix + u64(link.lo + 1), prefix + u64(link.hi + 1)):
+                total += len(value)
+                if cap is not None and total >= cap:
+                    return total
+        return total
+
+    # -- fold --------------------------------------------------------------------------------
+
+    def start(self, run_id: str, offset: int | None, reducer: Reducer[Any]) -> tuple[int, int, Any]:
+        """(offset to fold to, offset of the starting state, starting state)."""
+        tag = reducer_tag(reducer)
+        if offset is not None:
+            check_int("offset", offset, -(1 << 64), 1 << 64)
+
+        def plan(txn: Txn) -> tuple[int, tuple[int, bytes] | None, tuple[int, bytes, bytes] | None]:
+            rec = self._runs.require(txn, run_id)
+            target = rec.head if offset is None else check_offset(run_id, "offset", offset, rec.head)
+            if target < rec.base:
+                raise PrunedError(run_id, target, rec.base)
+            found = self.find_snapshot(txn, run_id, rec, target, tag)
+            older = None
+            if found is None:
+                base = self._runs.chain_base(txn, run_id, rec)
+                if base > 0:
+                    older = self._older_base(txn, run_id, rec, base, reducer)
+                    if older is None:
+                        raise PrunedError(run_id, target, base)
+            return target, found, older
+
+        target, found, older = self._store.read(plan)
+        if older is not None:
+            return target, older[0], self._upgrade(run_id, older, reducer)
+        if found is None:
+            return target, 0, reducer.initial()
+        try:
+            snap_offset, _, state = self.load_snapshot(run_id, found[1], reducer)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, found[0]) from None  # name the snapshot's offset
+        return target, snap_offset, state
+
+    def _older_base(
+        self, txn: Txn, run_id: str, rec: RunRecord, base: int, reducer: Reducer[Any]
+    ) -> tuple[int, bytes, bytes] | None:
+        """(base, tag, stored value) of a snapshot at the pruned base by another version of the reducer."""
+        for link in self._runs.lineage(txn, run_id, rec):
+            if link.rec.base != base:
+                continue
+            prefix = snapshot_key(link.rec.number, base, reducer.name.encode() + b"@")
+            for key, value in txn.scan("snapshots", prefix, prefix + b"\xff"):
+                return base, bytes(key[16:]), value
+        return None
+
+    def _upgrade(self, run_id: str, older: tuple[int, bytes, bytes], reducer: Reducer[Any]) -> Any:
+        base, tag, value = older
+        upgrade = getattr(reducer, "upgrade", None)
+        if upgrade is None:
+            raise PrunedError(
+                run_id,
+                base,
+                base,
+                detail=f"the state at its pruned base was saved by reducer {tag.decode()!r}; "
+                f"{reducer.name}@{reducer.version} has no upgrade(state, from_version) to read it",
+            )
+        try:
+            snap = self._codec.decode_value(value, SnapshotRecord)
+            old_state = msgspec.msgpack.decode(snap.state)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, base) from None
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id, base) from None
+        try:
+            return upgrade(old_state, snap.reducer_version)
+        except Exception as exc:
+            raise ReducerError(
+                f"run {run_id!r}: {reducer.name}.upgrade from version {snap.reducer_version} raised {exc!r}"
+            ) from exc
+
+    def fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer[Any]) -> Any:
+        """The state after folding the events (after, upto] into `state`."""
+        apply = reducer.apply
+        decode = self._codec.decode_entry_event
+        for owner, first, values in self._reader.chunks(run_id, after, upto, _FOLD_CHUNK_ENTRIES):
+            value = b""
+            try:
+                for value in values:
+                    state = apply(state, decode(value))
+            except (CorruptRecordError, UnknownKindError) as exc:
+                raise exc.at(owner, first + values.index(value)) from None
+            except Exception as exc:
+                offset = first + values.index(value)
+                raise ReducerError(
+                    f"run {run_id!r} offset {offset}: reducer {reducer.name}@{reducer.version} raised {exc!r}"
+                ) from exc
+        return state
+
+    def state_at(self, run_id: str, offset: int | None, reducer: Reducer[Any]) -> Any:
+        """The run's state after its first `offset` events (the head when None)."""
+        target, start, state = self.start(run_id, offset, reducer)
+        if target > start:
+            state = self.fold(run_id, state, start, target, reducer)
+        return state

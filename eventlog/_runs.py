@@ -1,0 +1,153 @@
+"""Run records and a run's lineage: the chain of runs a fork reads its first events from.
+
+A fork shares its parent's first `fork_offset` events by reference, and the parent may be
+a fork too. `lineage` walks that chain once, from the run up, and says which run holds
+which offsets; reading a range, finding a snapshot and finding the pruned base all use it
+(docs/architecture.md, "Lineage").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from . import _keys
+from ._keys import check_run_id, run_key, u64
+from ._records import RunRecord
+from .codec import RAW, Codec, frame, unframe
+from .errors import CorruptRecordError, PrunedError, UnknownRunError
+from .store._base import Txn
+
+
+class Link(NamedTuple):
+    """Offsets (lo, hi] of the run being read live under `rec.number`, the run `run_id`."""
+
+    run_id: str
+    rec: RunRecord
+    lo: int
+    hi: int
+
+
+class Runs:
+    """Reads and writes run records, and walks a run's lineage, inside a caller's transaction."""
+
+    def __init__(self, codec: Codec) -> None:
+        self._codec = codec
+
+    def get(self, txn: Txn, run_id: str) -> RunRecord | None:
+        """The run's record, or None when there is no such run."""
+        check_run_id(run_id)
+        raw = txn.get("runs", run_key(run_id))
+        if raw is None:
+            return None
+        try:
+            rec: RunRecord = self._codec.decode_value(raw, RunRecord)
+        except CorruptRecordError as exc:
+            raise exc.at(run_id, None) from None
+        return rec
+
+    def require(self, txn: Txn, run_id: str) -> RunRecord:
+        """The run's record; UnknownRunError when there is none."""
+        rec = self.get(txn, run_id)
+        if rec is None:
+            raise UnknownRunError(run_id)
+        return rec
+
+    def put(self, txn: Txn, run_id: str, rec: RunRecord) -> None:
+        txn.put("runs", run_key(run_id), self._codec.encode_value(rec))
+
+    def create(self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0) -> RunRecord:
+        """A new run record with the next run number (the caller puts it)."""
+        number = self.meta_int(txn, _keys.META_RUN_NUMBER) + 1
+        self.put_meta_int(txn, _keys.META_RUN_NUMBER, number)
+        txn.put("run_numbers", u64(number), run_id.encode())
+        return RunRecord(number=number, head=at, parent=parent, fork_offset=at, created_ns=now)
+
+    def run_ids(self, txn: Txn, after: str | None = None, limit: int | None = None) -> list[str]:
+        """Run ids in byte order of their keys, after `after`, at most `limit`."""
+        start = b"" if after is None else run_key(after) + b"\x00"
+        out: list[str] = []
+        for key, value in txn.scan("runs", start, None, limit=limit):
+            if b"\xff" in key:  # a long id, keyed by its hash: its full id is in run_numbers
+                try:
+                    number = self._codec.decode_value(value, RunRecord).number
+                except CorruptRecordError as exc:
+                    raise exc.at(bytes(key[:64]).decode("utf-8", "replace") + "…", None) from None
+                full = txn.get("run_numbers", u64(number))
+                if full is None:
+                    raise CorruptRecordError(f"run number {number} has no id in run_numbers")
+                key = full
+            out.append(bytes(key).decode("utf-8", "replace"))
+        return out
+
+    def name_of(self, txn: Txn, number: int) -> str:
+        """The id of the run numbered `number` (`#number` when it is gone)."""
+        raw = txn.get("run_numbers", u64(number))
+        return raw.decode("utf-8", "replace") if raw is not None else f"#{number}"
+
+    # -- meta counters ---------------------------------------------------------------------
+
+    def meta_int(self, txn: Txn, key: bytes) -> int:
+        """A counter of the `meta` table (0 when absent); counters are never sealed."""
+        raw = txn.get("meta", key)
+        if raw is None:
+            return 0
+        compression, _, payload = unframe(raw)
+        if compression != RAW or len(payload) != 8:
+            raise CorruptRecordError(f"meta record {key!r} is not a counter")
+        return _keys.from_u64(payload)
+
+    def put_meta_int(self, txn: Txn, key: bytes, value: int) -> None:
+        txn.put("meta", key, frame(u64(value), RAW, 0))
+
+    def last_position(self, txn: Txn) -> int:
+        """The last feed position given: the feed's last key, or the meta record kept when the
+        feed's tail was deleted (positions are never given twice)."""
+        last = txn.scan("feed", b"", None, reverse=True, limit=1)
+        return max(_keys.from_u64(last[0][0]) if last else 0, self.meta_int(txn, _keys.META_POSITION))
+
+    def keep_position(self, txn: Txn) -> None:
+        """Record the last position before feed entries are deleted."""
+        self.put_meta_int(txn, _keys.META_POSITION, self.last_position(txn))
+
+    # -- lineage -----------------------------------------------------------------------------
+
+    def lineage(self, txn: Txn, run_id: str, rec: RunRecord) -> Iterator[Link]:
+        """Where each offset of the run lives: the run itself, then each run it was forked from."""
+        hi = rec.head
+        while True:
+            lo = min(rec.fork_offset, hi)
+            yield Link(run_id, rec, lo, hi)
+            if rec.parent is None or lo == 0:
+                return
+            hi, child = lo, run_id
+            run_id = rec.parent
+            found = self.get(txn, run_id)
+            if found is None:
+                raise CorruptRecordError(f"run {child!r} forks from {run_id!r}, which is missing", child)
+            rec = found
+
+    def segments(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int) -> list[Link]:
+        """Offsets (after, upto] as pieces in order, each with the run that stores it.
+
+        PrunedError when a piece lies at or below the base of the run that stores it."""
+        if after < rec.base and upto > after:  # below the run's own base, even where a parent holds it
+            raise PrunedError(run_id, after + 1, rec.base)
+        pieces: list[Link] = []
+        for link in self.lineage(txn, run_id, rec):
+            lo, hi = max(link.lo, after), min(link.hi, upto)
+            if hi > lo:
+                if lo < link.rec.base:
+                    raise PrunedError(run_id, lo + 1, link.rec.base)
+                pieces.append(Link(link.run_id, link.rec, lo, hi))
+            if link.lo <= after:
+                break
+        pieces.reverse()
+        return pieces
+
+    def chain_base(self, txn: Txn, run_id: str, rec: RunRecord) -> int:
+        """The pruned base of the run or of the nearest pruned run it reads from (0: none)."""
+        for link in self.lineage(txn, run_id, rec):
+            if link.rec.base:
+                return link.rec.base
+        return 0

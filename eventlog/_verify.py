@@ -1,0 +1,310 @@
+"""verify: every record's checks, offsets without gaps, the indexes against the entries, and
+every stored snapshot against a fresh fold (docs/architecture.md, "Verify").
+
+The unchecksummed tables are cross-checked: each entry's feed position must point back at
+it and its event id must be indexed to its offset, and each table must hold no more keys
+than the entries account for, so a re-pointed or extra reference is found too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from ._keys import event_key, from_u64, id_key, run_range, u64
+from ._reader import Reader
+from ._records import CheckpointRecord, RunRecord
+from ._replay import Replay
+from ._runs import Runs
+from .checkpoints import Checkpoints
+from .codec import Codec
+from .errors import CorruptRecordError, EventLogError, PrunedError, ReducerError, UnknownKindError
+from .fold import Reducer, reducer_tag
+from .store._base import Store, Txn
+
+__all__ = ["Problem", "VerifyReport"]
+
+_CHUNK = 4096
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One thing `verify` found wrong."""
+
+    run_id: str | None
+    offset: int | None
+    kind: str
+    """`corrupt`, `gap`, `unknown_kind`, `nondeterministic`, `checkpoint`, `feed`, `index` or `meta`."""
+    message: str
+
+
+class VerifyReport(msgspec.Struct):
+    """What `verify` checked and found."""
+
+    runs: int = 0
+    events: int = 0
+    checkpoints: int = 0
+    problems: list[Problem] = []
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+class Verifier:
+    """Runs the checks of `verify` in bounded memory: runs and tables are read in chunks."""
+
+    def __init__(
+        self, store: Store, codec: Codec, runs: Runs, reader: Reader, replay: Replay, checkpoints: Checkpoints[Any]
+    ) -> None:
+        self._store, self._codec, self._runs = store, codec, runs
+        self._reader, self._replay, self._checkpoints = reader, replay, checkpoints
+
+    def verify(
+        self,
+        run_id: str | None,
+        reducer: Reducer[Any],
+        progress: Callable[[int], None] | None,
+        ids_indexed: bool,
+    ) -> VerifyReport:
+        report = VerifyReport(problems=[])
+        try:
+            run_ids = [run_id] if run_id is not None else self._all_runs()
+        except CorruptRecordError as exc:
+            report.problems.append(Problem(exc.run_id, exc.offset, "corrupt", str(exc)))
+            return report
+        entries = 0
+        for rid in run_ids:
+            report.runs += 1
+            entries += self._run(rid, reducer, report, progress, ids_indexed)
+        if run_id is None:
+            self._feed(report, entries)
+        return report
+
+    def _all_runs(self) -> list[str]:
+        out: list[str] = []
+        while True:
+            chunk = self._store.read(lambda txn: self._runs.run_ids(txn, out[-1] if out else None, _CHUNK))
+            out.extend(chunk)
+            if len(chunk) < _CHUNK:
+                return out
+
+    def _run(
+        self,
+        run_id: str,
+        reducer: Reducer[Any],
+        report: VerifyReport,
+        progress: Callable[[int], None] | None,
+        ids_indexed: bool,
+    ) -> int:
+        """Check one run; returns the number of entries the run itself stores."""
+        problems = report.problems
+        try:
+            rec = self._store.read(lambda txn: self._runs.require(txn, run_id))
+        except CorruptRecordError as exc:
+            problems.append(Problem(run_id, None, "corrupt", str(exc)))
+            return 0
+        checkpoints, snapshots = self._store.read(lambda txn: self._stored(txn, run_id, rec, reducer, report))
+        own = self._indexes(run_id, rec, report, ids_indexed)
+        start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
+        try:
+            _, start, state = self._replay.start(run_id, start, reducer)
+        except (CorruptRecordError, PrunedError, ReducerError) as exc:
+            problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
+            return own
+        self._compare(run_id, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
+        pending = 0
+        try:
+            for owner, first, values in self._reader.chunks(run_id, start, rec.head, _CHUNK):
+                for i, value in enumerate(values):
+                    offset = first + i
+                    try:
+                        event = self._codec.decode_entry_event(value)
+                    except CorruptRecordError as exc:
+                        problems.append(Problem(owner, offset, "corrupt", str(exc.at(owner, offset))))
+                        return own
+                    except UnknownKindError as exc:
+                        problems.append(Problem(owner, offset, "unknown_kind", str(exc.at(owner, offset))))
+                        return own
+                    try:
+                        state = reducer.apply(state, event)
+                    except Exception as exc:  # noqa: BLE001 - a reducer failing is reported, not raised
+                        problems.append(Problem(run_id, offset, "corrupt", f"the reducer raised {exc!r}"))
+                        return own
+                    report.events += 1
+                    pending += 1
+                    if offset in snapshots or offset in checkpoints:
+                        self._compare(run_id, offset, state, snapshots, checkpoints, reducer, report)
+                if progress is not None and pending >= 1024:
+                    progress(pending)
+                    pending = 0
+        except CorruptRecordError as exc:
+            kind = "gap" if "missing" in exc.what else "corrupt"
+            problems.append(Problem(exc.run_id or run_id, exc.offset, kind, str(exc)))
+        except PrunedError as exc:
+            problems.append(Problem(run_id, exc.offset, "corrupt", str(exc)))
+        if progress is not None and pending:
+            progress(pending)
+        return own
+
+    def _stored(
+        self, txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any], report: VerifyReport
+    ) -> tuple[dict[int, list[CheckpointRecord]], dict[int, bytes]]:
+        """The run's checkpoints by offset and its snapshots (of `reducer`) as canonical state bytes."""
+        start, stop = run_range(rec.number)
+        tag = reducer_tag(reducer)
+        checkpoints: dict[int, list[CheckpointRecord]] = {}
+        for key, value in txn.scan("checkpoints", start, stop):
+            report.checkpoints += 1
+            try:
+                cp = self._checkpoints.record(run_id, value)
+            except CorruptRecordError as exc:
+                report.problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
+                continue
+            checkpoints.setdefault(cp.offset, []).append(cp)
+            if txn.get("checkpoint_ids", id_key(rec.number, cp.checkpoint_id)) != key[8:]:
+                report.problems.append(
+                    Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
+                )
+        indexed = len(txn.scan("checkpoint_ids", start, stop))
+        if indexed != report.checkpoints and indexed > sum(len(v) for v in checkpoints.values()):
+            report.problems.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
+        snapshots: dict[int, bytes] = {}
+        for key, value in txn.scan("snapshots", start, stop):
+            offset = from_u64(key[8:16])
+            if key[16:] != tag:
+                continue
+            try:
+                _, raw, _ = self._replay.load_snapshot(run_id, value, reducer)
+            except CorruptRecordError as exc:
+                report.problems.append(Problem(run_id, offset, "corrupt", f"snapshot at offset {offset}: {exc.what}"))
+                continue
+            snapshots[offset] = raw
+        return checkpoints, snapshots
+
+    def _indexes(self, run_id: str, rec: RunRecord, report: VerifyReport, ids_indexed: bool) -> int:
+        """Cross-check the run's own entries with the feed and the event id index; returns their count."""
+        problems = report.problems
+        number = rec.number
+        first = max(rec.base, rec.fork_offset) + 1
+        count = 0
+        start = event_key(number, first)
+        stop = run_range(number)[1]
+        while True:
+
+            def check(txn: Txn, start: bytes = start) -> tuple[int, bytes | None]:
+                seen = 0
+                last = None
+                for key, value in txn.scan("events", start, stop, limit=_CHUNK):
+                    seen += 1
+                    last = key
+                    offset = from_u64(key[8:])
+                    try:
+                        entry = self._codec.decode_entry(value)
+                    except (CorruptRecordError, UnknownKindError):
+                        continue  # named by the fold
+                    if txn.get("feed", u64(entry.position)) != key:
+                        problems.append(
+                            Problem(run_id, offset, "feed", f"feed position {entry.position} does not point at it")
+                        )
+                    if ids_indexed and txn.get("event_ids", id_key(number, entry.event_id)) != key[8:]:
+                        problems.append(
+                            Problem(run_id, offset, "index", f"event id {entry.event_id!r} is not indexed to it")
+                        )
+                return seen, last
+
+            seen, last = self._store.read(check)
+            count += seen
+            if last is None or seen < _CHUNK:
+                break
+            start = last + b"\x00"
+        if ids_indexed:
+            indexed = self._store.read(lambda txn: self._count_ids_above(txn, number, rec.base))
+            if indexed != count:
+                problems.append(Problem(run_id, None, "index", f"{indexed} event ids index the run's {count} entries"))
+        return count
+
+    @staticmethod
+    def _count_ids_above(txn: Txn, number: int, base: int) -> int:
+        start, stop = run_range(number)
+        n = 0
+        while True:
+            pairs = txn.scan("event_ids", start, stop, limit=_CHUNK)
+            n += sum(1 for _, v in pairs if len(v) != 8 or from_u64(v) > base)
+            if len(pairs) < _CHUNK:
+                return n
+            start = pairs[-1][0] + b"\x00"
+
+    def _compare(
+        self,
+        run_id: str,
+        offset: int,
+        state: Any,
+        snapshots: dict[int, bytes],
+        checkpoints: dict[int, list[CheckpointRecord]],
+        reducer: Reducer[Any],
+        report: VerifyReport,
+        skip_snapshot: bool = False,
+    ) -> None:
+        stored = snapshots.get(offset)
+        if stored is not None and not skip_snapshot and stored != self._codec.encode_state(state):
+            report.problems.append(
+                Problem(
+                    run_id,
+                    offset,
+                    "nondeterministic",
+                    f"run {run_id!r} offset {offset}: the snapshot differs from a fresh fold by "
+                    f"{reducer.name}@{reducer.version}; the reducer is not deterministic or the snapshot is damaged",
+                )
+            )
+        summarize = getattr(reducer, "summarize", None)
+        for cp in checkpoints.get(offset, []):
+            if cp.reducer != reducer.name or cp.reducer_version != reducer.version or summarize is None:
+                continue
+            try:
+                fresh = msgspec.msgpack.decode(self._codec.encode_state(summarize(state)))
+            except (EventLogError, Exception):  # noqa: BLE001 - a reducer failing is reported, not raised
+                fresh = None
+            stored = cp.summary_of()
+            if stored and (not isinstance(fresh, dict) or {k: fresh.get(k) for k in stored} != stored):
+                report.problems.append(
+                    Problem(run_id, offset, "checkpoint", f"checkpoint {cp.checkpoint_id!r} disagrees with the fold")
+                )
+
+    def _feed(self, report: VerifyReport, entries: int) -> None:
+        """Every feed position must point at an entry that exists, and there must be as many
+        positions as entries (the entries each checked that their position points back)."""
+        count = 0
+        last_key = b""
+        while True:
+
+            def check(txn: Txn, start: bytes = last_key) -> tuple[int, bytes]:
+                seen = 0
+                last = start
+                for key, ref in txn.scan("feed", start, None, limit=_CHUNK):
+                    seen += 1
+                    last = key + b"\x00"
+                    position = from_u64(key)
+                    if len(ref) != 16:
+                        report.problems.append(Problem(None, None, "feed", f"feed position {position} is malformed"))
+                    elif txn.get("events", ref) is None:
+                        report.problems.append(
+                            Problem(
+                                self._runs.name_of(txn, from_u64(ref[:8])),
+                                from_u64(ref[8:16]),
+                                "feed",
+                                f"feed position {position} points at a missing entry",
+                            )
+                        )
+                return seen, last
+
+            seen, last_key = self._store.read(check)
+            count += seen
+            if seen < _CHUNK:
+                break
+        if count > entries and not any(p.kind == "feed" for p in report.problems):
+            report.problems.append(
+                Problem(None, None, "feed", f"the feed holds {count} positions for {entries} entries")
+            )

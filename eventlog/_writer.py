@@ -1,0 +1,310 @@
+"""The write path: appends checked before anything is written, then group-committed.
+
+An append becomes a `Request`: every event is encoded and read back, its meta too, every
+id and the time checked, the size bounded — all before the request queues, so bad input
+never reaches a transaction. While one thread commits, the requests of other threads
+queue; the next leader commits them all in one transaction, one fsync for many appends
+(docs/architecture.md, "An append").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _limits
+from ._keys import IdSource, check_id, check_int, check_run_id, check_time_ns, event_key, id_key, u64
+from ._records import RunRecord
+from ._runs import Runs
+from .codec import Codec
+from .errors import ConflictError, DuplicateIdError, EventLogError, InvalidArgumentError
+from .store._base import Store, Txn
+
+CheckpointHook = Callable[[Txn, RunRecord, int], bool]
+"""`hook(txn, run record, bytes written)`, called in the transaction after a request's events
+are written (the record's head is the last offset); returns True when it wrote a checkpoint."""
+
+
+class Request:
+    """One append, checked, waiting for (or in) a group commit."""
+
+    __slots__ = (
+        "checkpoint",
+        "committed",
+        "done",
+        "error",
+        "event_bytes",
+        "expected_number",
+        "expected_offset",
+        "given",
+        "ids",
+        "kinds",
+        "lead",
+        "meta",
+        "number",
+        "offsets",
+        "run_id",
+        "time_ns",
+        "writing",
+        "written",
+    )  # fmt: skip
+
+    def __init__(self, run_id: str, kinds: list[str], event_bytes: list[bytes], meta: bytes, ids: list[str | None],
+                 time_ns: int, expected_offset: int | None, expected_number: int | None,
+                 checkpoint: CheckpointHook | None) -> None:  # fmt: skip
+        self.run_id, self.kinds, self.event_bytes, self.meta = run_id, kinds, event_bytes, meta
+        self.ids, self.given = ids, [i is not None for i in ids]
+        self.time_ns, self.expected_offset, self.expected_number = time_ns, expected_offset, expected_number
+        self.checkpoint = checkpoint
+        self.offsets: list[int] = []
+        self.number: int | None = None  # the run's number, once committed
+        self.written = 0
+        self.error: BaseException | None = None
+        self.lead = False
+        self.writing = False
+        self.committed = False
+        self.done: threading.Event | None = None  # made for a request that waits for a leader
+
+
+class Writer:
+    """Checks appends, then commits them in groups."""
+
+    def __init__(
+        self,
+        store: Store,
+        codec: Codec,
+        runs: Runs,
+        ids: IdSource,
+        clock: Callable[[], int],
+        on_commit: Callable[[int], None],
+    ) -> None:
+        self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
+        self._on_commit = on_commit  # called with the last position after each commit that wrote events
+        self._queue_lock = threading.Lock()
+        self._queue: list[Request] = []
+        self._leading = False
+        self._last_batch = 0
+        self.commits = 0
+        """Transactions committed with at least one event (for benchmarks and tests)."""
+
+    def now(self) -> int:
+        """The log's clock, checked."""
+        try:
+            value = self._clock()
+        except Exception as exc:
+            raise InvalidArgumentError(f"the log's clock raised {exc!r}") from exc
+        return check_time_ns("the log's clock", value)
+
+    def request(
+        self,
+        run_id: str,
+        events: Sequence[Any],
+        *,
+        event_ids: Sequence[str | None] | None = None,
+        meta: dict[str, Any] | None = None,
+        time_ns: int | None = None,
+        expected_offset: int | None = None,
+        expected_number: int | None = None,
+        checkpoint: CheckpointHook | None = None,
+    ) -> Request:
+        """A checked request: raises (a subclass of EventLogError) before anything is written."""
+        check_run_id(run_id)
+        if isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
+            raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
+        if not events:
+            raise InvalidArgumentError("append_many needs at least one event")
+        if len(events) > _limits.batch_events_max:
+            raise InvalidArgumentError(
+                f"{len(events)} events in one batch is over the limit of {_limits.batch_events_max}"
+            )
+        if expected_offset is not None:
+            check_int("expected_offset", expected_offset)
+        if event_ids is None:
+            ids: list[str | None] = [None] * len(events)
+        else:
+            if isinstance(event_ids, (str, bytes)) or not isinstance(event_ids, Sequence):
+                raise InvalidArgumentError(f"event_ids must be a list, not {type(event_ids).__name__}")
+            ids = list(event_ids)
+            if len(ids) != len(events):
+                raise InvalidArgumentError(f"{len(ids)} event ids for {len(events)} events")
+            for given in ids:
+                if given is not None:
+                    check_id("event_id", given)
+        meta_bytes = self._codec.encode_meta(meta)
+        event_bytes = [self._codec.encode_event(e) for e in events]
+        kinds = [type(e).__name__ for e in events]
+        for kind, data in zip(kinds, event_bytes, strict=True):
+            self._codec.check_entry_size(kind, meta_bytes, data)
+        stamp = self.now() if time_ns is None else check_time_ns("time_ns", time_ns)
+        return Request(run_id, kinds, event_bytes, meta_bytes, ids, stamp, expected_offset, expected_number,
+                       checkpoint)  # fmt: skip
+
+    # -- group commit ----------------------------------------------------------------------
+
+    def commit(self, request: Request) -> Request:
+        """Commit a request (with whatever other threads queued meanwhile); raises its error."""
+        with self._queue_lock:
+            lead = not self._leading
+            if lead:
+                self._leading = True
+            else:
+                request.done = threading.Event()
+            self._queue.append(request)
+        if request.done is not None:
+            request.done.wait()
+            lead = request.lead
+        if lead:
+            self._lead()
+        if request.error is not None:
+            raise request.error
+        return request
+
+    def _lead(self) -> None:
+        """Commit every queued request in one transaction, then hand leadership to the next waiter."""
+        batch: list[Request] = []
+        try:
+            if self._last_batch > 1:
+                # Other threads were appending a moment ago: give those the last commit woke up
+                # a moment to queue again, so that this commit takes them along.
+                time.sleep(_limits.group_commit_wait_seconds)
+            with self._queue_lock:
+                batch, self._queue = self._queue, []
+            self._last_batch = len(batch)
+            if batch:
+                self._commit_batch(batch)
+        finally:
+            # Even when this thread is interrupted, no waiter is left behind and leadership passes on.
+            with self._queue_lock:
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    if successor.done is not None:
+                        successor.done.set()
+                else:
+                    self._leading = False
+            for request in batch:
+                if request.error is None and not request.committed:
+                    request.error = EventLogError(
+                        f"run {request.run_id!r}: the commit was interrupted; nothing of this append was written"
+                    )
+                if request.done is not None:
+                    request.done.set()
+
+    def _commit_batch(self, batch: list[Request]) -> None:
+        def write(txn: Txn) -> tuple[int, bool]:
+            checkpointed = False
+            dict_id = self._runs.meta_int(txn, b"dict.current")
+            start = position = self._runs.last_position(txn)
+            for request in batch:
+                request.error = None
+                request.writing = False
+                try:
+                    position, wrote = self._write(txn, request, dict_id, position)
+                    checkpointed |= wrote
+                except EventLogError as exc:
+                    if request.writing:
+                        raise  # some of it was written: abort the transaction
+                    request.error = exc  # wrote nothing: every check runs before the first put
+            return (position if position > start else 0), checkpointed
+
+        try:
+            position, checkpointed = self._store.write(write)
+        except BaseException as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+            for request in batch:  # one failed the whole transaction: commit each alone
+                self._commit_batch([request])
+            return
+        for request in batch:
+            request.committed = request.error is None
+        if checkpointed and self._store.durability == "batch":
+            self._store.sync()
+        if position:
+            self.commits += 1
+            self._on_commit(position)
+
+    def _write(self, txn: Txn, r: Request, dict_id: int, position: int) -> tuple[int, bool]:
+        """Apply one request inside a write transaction; every check runs before the first put.
+
+        Returns the last position given and whether a checkpoint was written."""
+        rec = self._runs.get(txn, r.run_id)
+        if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
+            raise ConflictError(r.run_id, r.expected_offset or 0, 0 if rec is None else rec.head, recreated=True)
+        head = 0 if rec is None else rec.head
+        number = 0 if rec is None else rec.number
+        offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
+        ids = list(r.ids)
+        if rec is not None:
+            for i, given in enumerate(ids):
+                if given is not None:
+                    found = txn.get("event_ids", id_key(number, given))
+                    if found is not None:
+                        offsets[i] = int.from_bytes(found, "big")
+        if len(offsets) == len(ids):
+            r.offsets, r.written, r.number = [offsets[i] for i in range(len(ids))], 0, number
+            return position, False
+        if r.expected_offset is not None and head != r.expected_offset:
+            raise ConflictError(r.run_id, r.expected_offset, head)
+        fresh: list[int] = []
+        first_of: dict[str, int] = {}  # id -> index of its first event in this batch
+        for i, given in enumerate(ids):
+            if i in offsets:
+                continue
+            if given is not None:
+                if given in first_of:
+                    continue  # the same caller id twice in one batch: written once
+                first_of[given] = i
+            else:
+                ids[i] = self._new_id(txn, number if rec is not None else None, first_of)
+                first_of[ids[i]] = i  # type: ignore[index]
+            fresh.append(i)
+        values = []
+        for n, i in enumerate(fresh):
+            value = self._codec.encode_entry(
+                position + 1 + n,
+                r.time_ns,
+                ids[i],
+                r.meta,
+                r.event_bytes[i],
+                dict_id,  # type: ignore[arg-type]
+            )
+            values.append(value)
+        r.writing = True
+        if rec is None:
+            rec = self._runs.create(txn, r.run_id, r.time_ns)
+        number = rec.number
+        put = txn.put
+        written = 0
+        for i, value in zip(fresh, values, strict=True):
+            rec.head += 1
+            position += 1
+            written += len(value)
+            key = event_key(number, rec.head)
+            put("events", key, value)
+            put("feed", u64(position), key)
+            put("event_ids", id_key(number, ids[i]), key[8:])  # type: ignore[arg-type]
+            offsets[i] = rec.head
+        for i, given in enumerate(ids):
+            if i not in offsets:
+                offsets[i] = offsets[first_of[given]]  # type: ignore[index]
+        r.offsets = [offsets[i] for i in range(len(ids))]
+        r.written, r.number = written, number
+        wrote = r.checkpoint(txn, rec, written) if r.checkpoint is not None else False
+        self._runs.put(txn, r.run_id, rec)
+        return position, wrote
+
+    def _new_id(self, txn: Txn, number: int | None, taken: dict[str, int]) -> str:
+        """An id from the log's id source that the run does not hold yet."""
+        for _ in range(_limits.id_draws_max):
+            candidate = self._ids.draw()
+            if candidate not in taken and (number is None or txn.get("event_ids", id_key(number, candidate)) is None):
+                return candidate
+            if self._ids.injected:
+                raise DuplicateIdError(
+                    f"the log's id source returned {candidate!r}, an event id the run holds already; "
+                    "an id source given to eventlog.open(ids=...) must return ids unique in the log"
+                )
+        raise DuplicateIdError(f"the log's id source returned {_limits.id_draws_max} ids the run holds already")

@@ -1,0 +1,190 @@
+"""`RunWriter`: one run's writer, which keeps the run's folded state and checkpoints by a policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from . import _limits
+from ._keys import check_run_id, id_key
+from ._records import RunRecord
+from ._replay import Replay
+from ._runs import Runs
+from ._writer import Writer
+from .checkpoints import Checkpoint, Checkpoints
+from .errors import ReducerError
+from .events import Event, LLMCallCompleted
+from .fold import Reducer, reducer_tag
+from .policy import CheckpointPolicy
+from .store._base import Store, Txn
+
+__all__ = ["RunWriter"]
+
+S = TypeVar("S")
+
+
+class RunWriter(Generic[S]):
+    """Appends to one run, keeps the folded state in memory, and checkpoints by a policy.
+
+    The checkpoint a policy asks for is written in the same transaction as the event that
+    triggers it. Appends are fenced with the offset (and the run) the writer knows: a second
+    writer of the same run, or a delete of it, makes the next append raise ConflictError
+    (then make a new run writer). Make one with `log.writer(run_id, ...)`.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        runs: Runs,
+        writer: Writer,
+        replay: Replay,
+        checkpoints: Checkpoints[Any],
+        run_id: str,
+        reducer: Reducer[S],
+        policy: CheckpointPolicy,
+    ) -> None:
+        check_run_id(run_id)
+        self._store, self._runs, self._writer, self._replay, self._checkpoints = (
+            store,
+            runs,
+            writer,
+            replay,
+            checkpoints,
+        )
+        self.run_id = run_id
+        """The run this writer appends to."""
+        self.reducer = reducer
+        """The reducer that folds `state`."""
+        self.policy = policy
+        """When checkpoints are taken."""
+        self.offset = 0
+        """Offset of the last event appended (the run's head, as this writer knows it)."""
+        self.state: S = reducer.initial()
+        """The run's state at `offset`."""
+        self._number: int | None = None
+        self._events_since = 0
+        self._llm_since = False
+        self._bytes_since = 0
+        self._snapshot_bytes = 0
+        self._reload()
+
+    def _reload(self) -> None:
+        tag = reducer_tag(self.reducer)
+
+        def read(txn: Txn) -> tuple[RunRecord | None, int, int]:
+            rec = self._runs.get(txn, self.run_id)
+            if rec is None:
+                return None, 0, 0
+            found = self._replay.find_snapshot(txn, self.run_id, rec, rec.head, tag)
+            start, size = (0, 0) if found is None else (found[0], len(found[1]))
+            return rec, size, self._replay.bytes_since(txn, self.run_id, rec, start, rec.head, None)
+
+        rec, self._snapshot_bytes, self._bytes_since = self._store.read(read)
+        self._number = None if rec is None else rec.number
+        self.offset = 0 if rec is None else rec.head
+        self.state = (
+            self._replay.state_at(self.run_id, self.offset, self.reducer) if self.offset else self.reducer.initial()
+        )
+        self._events_since = 0
+        self._llm_since = False
+
+    def append(self, event: Event, *, event_id: str | None = None, meta: dict[str, Any] | None = None) -> int:
+        """Append one event, fold it, and checkpoint if the policy says so; return its offset."""
+        ids = None if event_id is None else [event_id]
+        return self.append_many([event], event_ids=ids, meta=meta)[-1]
+
+    def append_many(
+        self,
+        events: Sequence[Event],
+        *,
+        event_ids: Sequence[str | None] | None = None,
+        meta: dict[str, Any] | None = None,
+        checkpoint_metadata: dict[str, Any] | None = None,
+    ) -> list[int]:
+        """Append events atomically, fold them, and checkpoint once after them if the policy asks.
+
+        `checkpoint_metadata` goes on that checkpoint, if one is taken."""
+        request = self._writer.request(
+            self.run_id, events, event_ids=event_ids, meta=meta, expected_offset=self.offset,
+            expected_number=self._number,
+        )  # fmt: skip
+        cp_meta = self._checkpoints.check_metadata(checkpoint_metadata)
+        known = self._known(request.ids)
+        state, wants, events_since, llm_since = self._fold(events, known)
+        written_checkpoint: list[int] = []
+
+        def hook(txn: Txn, rec: RunRecord, written: int) -> bool:
+            if not wants:
+                return False
+            since = self._bytes_since + written
+            materialize = (
+                self._snapshot_bytes == 0 or since >= self._snapshot_bytes * _limits.snapshot_event_bytes_ratio
+            )
+            pending = self._checkpoints.pending(
+                rec.head, state, self.reducer, metadata=cp_meta, checkpoint_id=None, materialize=materialize
+            )
+            self._checkpoints.put(txn, rec, pending)
+            written_checkpoint[:] = [len(pending.snapshot) if pending.snapshot is not None else -1]
+            return True
+
+        request.checkpoint = hook
+        try:
+            self._writer.commit(request)
+        except BaseException:
+            self._reload()
+            raise
+        self._number = request.number
+        fresh = [o for i, o in enumerate(request.offsets) if i not in known]
+        if fresh != list(range(self.offset + 1, self.offset + 1 + len(fresh))):
+            self._reload()  # the log wrote other events than were folded (an id became known meanwhile)
+            return request.offsets
+        self.state = state
+        self.offset = fresh[-1] if fresh else self.offset
+        self._bytes_since += request.written
+        if written_checkpoint:
+            self._events_since, self._llm_since = 0, False
+            if written_checkpoint[0] >= 0:
+                self._snapshot_bytes, self._bytes_since = written_checkpoint[0], 0
+        else:
+            self._events_since, self._llm_since = events_since, llm_since
+        return request.offsets
+
+    def _fold(self, events: Sequence[Event], known: set[int]) -> tuple[S, bool, int, bool]:
+        """The state after the events not yet in the run, and whether the policy wants a checkpoint."""
+        wants = False
+        events_since, llm_since = self._events_since, self._llm_since
+        apply = self.reducer.apply
+        state = self.state
+        try:
+            for i, e in enumerate(events):
+                if i in known:
+                    continue  # a known id is not written again
+                state = apply(state, e)
+                events_since += 1
+                llm_since = llm_since or isinstance(e, LLMCallCompleted)
+                wants = wants or self.policy.wants(e, events_since, llm_since)
+        except Exception as exc:
+            self._reload()
+            raise ReducerError(f"run {self.run_id!r}: reducer {self.reducer.name} raised {exc!r}") from exc
+        except BaseException:
+            self._reload()
+            raise
+        return state, wants, events_since, llm_since
+
+    def _known(self, ids: Sequence[str | None]) -> set[int]:
+        """Indexes of the caller's `ids` already in the run: their events are not written again."""
+        if self._number is None or all(i is None for i in ids):
+            return set()
+        number = self._number
+        return self._store.read(
+            lambda txn: {i for i, e in enumerate(ids) if e is not None and txn.get("event_ids", id_key(number, e))}
+        )
+
+    def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint[S]:
+        """Save a checkpoint of the writer's state at its offset now."""
+        cp = self._checkpoints.save(
+            self.run_id, self.offset, metadata=metadata, checkpoint_id=checkpoint_id, reducer=self.reducer
+        )
+        self._events_since = 0
+        self._llm_since = False
+        return cp
