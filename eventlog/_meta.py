@@ -14,7 +14,7 @@ from ._dictionaries import Dictionaries
 from ._keys import META_FORMAT, META_KEY_CHECK, META_RECORD_SIZE_MAX, from_u64, id_key
 from ._runs import Runs
 from .codec import Codec
-from .errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NotALogError
+from .errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NoLogError, NotALogError
 from .store._base import Store, Txn
 
 
@@ -47,7 +47,7 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
     codec.read_size_bytes_max = max(codec.record_size_bytes_max, stored_limit or _limits.record_size_bytes_max)
     if store.readonly:
         if version == 0:
-            raise NotALogError("there is no log to open read-only")
+            raise NoLogError("there is no log to open read-only")
         return version
     if version == 0:
 

@@ -240,9 +240,9 @@ class Writer:
         if rec is not None:
             for i, given in enumerate(ids):
                 if given is not None:
-                    found = txn.get("event_ids", id_key(number, given))
+                    found = self.find_id(txn, r.run_id, rec, given)
                     if found is not None:
-                        offsets[i] = int.from_bytes(found, "big")
+                        offsets[i] = found
         if len(offsets) == len(ids):
             r.offsets, r.written, r.number = [offsets[i] for i in range(len(ids))], 0, number
             return position, False
@@ -258,7 +258,7 @@ class Writer:
                     continue  # the same caller id twice in one batch: written once
                 first_of[given] = i
             else:
-                ids[i] = self._new_id(txn, number if rec is not None else None, first_of)
+                ids[i] = self._new_id(txn, r.run_id, rec, first_of)
                 first_of[ids[i]] = i  # type: ignore[index]
             fresh.append(i)
         values = []
@@ -296,11 +296,22 @@ class Writer:
         self._runs.put(txn, r.run_id, rec)
         return position, wrote
 
-    def _new_id(self, txn: Txn, number: int | None, taken: dict[str, int]) -> str:
+    def find_id(self, txn: Txn, run_id: str, rec: RunRecord, event_id: str) -> int | None:
+        """The offset of the run's event with this id (a fork's shared events included), or None."""
+        if rec.parent is None:
+            found = txn.get("event_ids", id_key(rec.number, event_id))
+            return None if found is None else int.from_bytes(found, "big")
+        for link in self._runs.lineage(txn, run_id, rec):
+            found = txn.get("event_ids", id_key(link.rec.number, event_id))
+            if found is not None and int.from_bytes(found, "big") <= link.hi:
+                return int.from_bytes(found, "big")
+        return None
+
+    def _new_id(self, txn: Txn, run_id: str, rec: RunRecord | None, taken: dict[str, int]) -> str:
         """An id from the log's id source that the run does not hold yet."""
         for _ in range(_limits.id_draws_max):
             candidate = self._ids.draw()
-            if candidate not in taken and (number is None or txn.get("event_ids", id_key(number, candidate)) is None):
+            if candidate not in taken and (rec is None or self.find_id(txn, run_id, rec, candidate) is None):
                 return candidate
             if self._ids.injected:
                 raise DuplicateIdError(

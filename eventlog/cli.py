@@ -11,6 +11,8 @@ import contextlib
 import datetime as dt
 import importlib
 import os
+import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +30,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidEventError,
     InvalidRunIdError,
+    NoLogError,
     NotALogError,
     OffsetOutOfRangeError,
     PrunedError,
@@ -106,15 +109,28 @@ def _emit_json(value: Any) -> None:
     sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _safe(text: object) -> str:
+    """Text from the log as it may reach a terminal: control characters (ANSI escapes, bidi
+    overrides) shown as escapes, never interpreted."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def _say(text: str, **style: Any) -> None:
+    _console().print(_safe(text), **style)
+
+
 def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     from rich.table import Table
 
-    table = Table(title=title, header_style="bold", show_lines=False)
+    table = Table(title=None if title is None else _safe(title), header_style="bold", show_lines=False)
     for i, name in enumerate(columns):
         last = i == len(columns) - 1
-        table.add_column(name, overflow="fold", no_wrap=not last)
+        table.add_column(_safe(name), overflow="fold", no_wrap=not last)
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*("" if v is None else _safe(v) for v in row))
     _console().print(table)
 
 
@@ -159,12 +175,12 @@ def _progress(description: str, total: int | None) -> Iterator[Callable[..., Non
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     console = _console(stderr=True)
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn()]
+    columns = [SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn()]
     if total is not None:
         columns.append(MofNCompleteColumn())
     columns.append(TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(_safe(description), total=total)
 
         def advance(n: int, total: int | None = None) -> None:
             if total is not None:
@@ -185,19 +201,21 @@ def _log_path(args: argparse.Namespace) -> str:
 
 
 def _open(args: argparse.Namespace, *, write: bool = False, create: bool = False, durability: str = "sync") -> Any:
+    """The log named by --log (a directory or a PostgreSQL URL); NoLogError unless it exists or `create`."""
     import eventlog
 
     path = _log_path(args)
-    if path != ":memory:" and not create and not (Path(path) / "data.mdb").is_file():
-        raise _Fail(f"no log at {path}", EXIT_NOT_FOUND)
-    return eventlog.open(path, readonly=not write, durability=durability)
+    local = "://" not in path and path != ":memory:"
+    return eventlog.open(path, readonly=not write, create=create, durability=durability if local else None)
 
 
 def _load_kinds(modules: Sequence[str]) -> None:
     for name in modules:
         try:
             importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - any failure of a user's module is reported, not raised
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any failure of a user's module (SystemExit too) is reported
             raise _Fail(f"cannot import {name!r} (--kinds): {type(exc).__name__}: {exc}", EXIT_USAGE) from None
 
 
@@ -297,7 +315,7 @@ def _resolve(log: Any, run_id: str, point: str) -> tuple[int, str | None]:
     if point == "head":
         log.run_info(run_id)  # UnknownRunError for a missing run
         return log.head(run_id), None
-    if point.isdigit():
+    if point.isascii() and point.isdigit():
         return int(point), None
     return log.checkpoints.load(run_id, point).offset, point
 
@@ -316,7 +334,7 @@ def _cmd_state(args: argparse.Namespace) -> int:
         return EXIT_OK
     console = _console()
     where = f"checkpoint {checkpoint_id}, offset {offset}" if checkpoint_id else f"offset {offset}"
-    console.print(f"run {args.run} at {where}", style="bold")
+    console.print(_safe(f"run {args.run} at {where}"), style="bold")
     console.print_json(msgspec.json.encode(doc["state"]).decode())
     return EXIT_OK
 
@@ -392,20 +410,27 @@ def _cmd_fork(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(info)
     else:
-        _console().print(f"forked run {args.run} at offset {args.at} as {new}")
+        _say(f"forked run {args.run} at offset {args.at} as {new}")
     return EXIT_OK
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    with _open(args) as log:
-        run_ids = [args.run] if args.run else log.runs()
-        total = 0
-        for rid in run_ids:
-            info = log.run_info(rid)
-            total += info.head - info.base
+    repaired: list[str] = []
+    with _open(args, write=args.repair) as log:
+        if args.repair:
+            with _progress("repairing", None):
+                repaired = log.repair()
+        total: int | None = 0
+        try:
+            for rid in [args.run] if args.run else log.runs():
+                info = log.run_info(rid)
+                total = (total or 0) + info.head - info.base
+        except EventLogError:
+            total = None  # verify names what cannot be read
         with _progress("verifying", total) as advance:
             report = log.verify(args.run, progress=advance)
-    doc = {
+    doc: dict[str, Any] = {"repaired": repaired} if args.repair else {}
+    doc |= {
         "ok": report.ok,
         "runs": report.runs,
         "events": report.events,
@@ -416,6 +441,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         _emit_json(doc)
     else:
         console = _console()
+        for line in repaired:
+            _say(f"repaired: {line}")
         if report.problems:
             _table(
                 "problems",
@@ -435,7 +462,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"run_id": args.run, "base": base})
     else:
-        _console().print(
+        _say(
             f"run {args.run}: events and checkpoints below offset {base} removed; its states from offset {base} on stay readable"
         )
     return EXIT_OK
@@ -455,7 +482,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"run_id": args.run, "deleted": True})
     else:
-        _console().print(f"deleted run {args.run}")
+        _say(f"deleted run {args.run}")
     return EXIT_OK
 
 
@@ -468,7 +495,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(doc)
     else:
-        _console().print(
+        _say(
             f"exported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) to {args.output}"
         )
     return EXIT_OK
@@ -479,18 +506,24 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     if not Path(args.file).is_file():
         raise _Fail(f"no file {args.file}", EXIT_NOT_FOUND)
-    with _open(args, write=True, create=True, durability="none") as log, _progress("importing", None) as advance:
-        summary = import_runs(log, args.file, progress=advance)
+    target = _log_path(args)
+    made = "://" not in target and target != ":memory:" and not os.path.exists(target)
+    try:
+        with _open(args, write=True, create=True, durability="none") as log, _progress("importing", None) as advance:
+            summary = import_runs(log, args.file, progress=advance)
+    except BaseException:
+        if made:  # a failed import leaves no log behind where there was none
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     doc = {"path": str(args.file), **msgspec.structs.asdict(summary)}
     if args.json:
         _emit_json(doc)
     else:
-        console = _console()
-        console.print(
+        _say(
             f"imported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) from {args.file}"
         )
         if summary.skipped_checkpoints:
-            console.print(f"skipped {summary.skipped_checkpoints} checkpoint(s) made by another reducer")
+            _say(f"skipped {summary.skipped_checkpoints} checkpoint(s) made by another reducer")
     return EXIT_OK
 
 
@@ -578,8 +611,8 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "verify",
         "check every record, offset and snapshot",
-        "Check every record's checksum, that offsets have no gaps, the feed, and that every\nstored snapshot equals a fresh fold from the run's start. Exits 5 when it finds a\nproblem, and lists each with its run and offset.",
-        "eventlog verify\neventlog verify run-1 --json",
+        "Check every record's checksum, that offsets have no gaps, the feed and the event id\nindex against the entries, and that every stored snapshot equals a fresh fold from the\nrun's start. Exits 5 when it finds a problem, and lists each with its run and offset.\nWith --repair, first remove index records that point at nothing (entries themselves\nare never changed: restore a damaged run from a copy).",
+        "eventlog verify\neventlog verify run-1 --json\neventlog verify --repair",
     ),
     (
         "prune",
@@ -660,6 +693,11 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--as", dest="new", metavar="NEW", required=True, help="id of the new run")
     elif name == "verify":
         p.add_argument("run", nargs="?", help="check only this run (default: the whole log)")
+        p.add_argument(
+            "--repair",
+            action="store_true",
+            help="first remove index records that point at nothing (a deleted damaged run's feed positions)",
+        )
     elif name == "prune":
         p.add_argument("run", help="run id")
         p.add_argument(
@@ -729,7 +767,7 @@ def commands() -> list[str]:
 
 
 def _exit_code(exc: EventLogError) -> int:
-    if isinstance(exc, (UnknownRunError, CheckpointNotFoundError, OffsetOutOfRangeError, PrunedError)):
+    if isinstance(exc, (UnknownRunError, CheckpointNotFoundError, OffsetOutOfRangeError, PrunedError, NoLogError)):
         return EXIT_NOT_FOUND
     if isinstance(exc, (ConflictError, RunExistsError, ForkDependencyError)):
         return EXIT_CONFLICT
@@ -743,7 +781,7 @@ def _exit_code(exc: EventLogError) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write("eventlog: error: " + " ".join(str(message).split()) + "\n")
+    sys.stderr.write("eventlog: error: " + _safe(" ".join(str(message).split())) + "\n")
     return code
 
 

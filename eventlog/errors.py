@@ -20,6 +20,7 @@ __all__ = [
     "KeyMismatchError",
     "LockFileError",
     "LogFullError",
+    "NoLogError",
     "NotALogError",
     "OffsetOutOfRangeError",
     "PrunedError",
@@ -139,6 +140,10 @@ class FormatVersionError(EventLogError):
 
 class NotALogError(EventLogError):
     """The path is not an eventlog log (or is damaged beyond opening)."""
+
+
+class NoLogError(NotALogError, LookupError):
+    """There is no log at the path (or in the schema), and it was not to be created."""
 
 
 class InvalidEventError(EventLogError, TypeError, ValueError):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from . import _limits
-from ._keys import check_run_id, id_key
+from ._keys import check_run_id
 from ._records import RunRecord
 from ._replay import Replay
 from ._runs import Runs
@@ -175,10 +175,14 @@ class RunWriter(Generic[S]):
         """Indexes of the caller's `ids` already in the run: their events are not written again."""
         if self._number is None or all(i is None for i in ids):
             return set()
-        number = self._number
-        return self._store.read(
-            lambda txn: {i for i, e in enumerate(ids) if e is not None and txn.get("event_ids", id_key(number, e))}
-        )
+
+        def known(txn: Txn) -> set[int]:
+            rec = self._runs.get(txn, self.run_id)
+            if rec is None:
+                return set()
+            return {i for i, e in enumerate(ids) if e is not None and self._writer.find_id(txn, self.run_id, rec, e)}
+
+        return self._store.read(known)
 
     def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint[S]:
         """Save a checkpoint of the writer's state at its offset now."""

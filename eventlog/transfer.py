@@ -34,6 +34,7 @@ from typing import IO, Any, Union
 import msgspec
 
 from . import events
+from ._keys import check_id, check_run_id, check_time_ns
 from .errors import EventLogError, PrunedError, RunExistsError
 from .fold import Reducer
 from .log import EventLog
@@ -226,8 +227,8 @@ def export_runs(
 ) -> TransferSummary:
     """Write runs (default: every run) and the runs they fork from to a JSON Lines file.
 
-    `dest` is a path (written to a temporary file beside it, then renamed into place) or a
-    binary file object. Each run is exported up to its head when the export reaches it.
+    `dest` is a path (written to a temporary file beside it, readable by its owner only,
+    then renamed into place) or a binary file object. Each run is exported up to its head when the export reaches it.
     Raises UnknownRunError for a run that does not exist and NotExportableError for a
     pruned run.
     """
@@ -241,7 +242,9 @@ def export_runs(
         path = Path(dest)
         tmp = path.with_name(path.name + ".part")
         try:
-            with open(tmp, "wb") as f:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)  # an export holds every prompt and output: its owner alone reads it
+            with os.fdopen(fd, "wb") as f:
                 summary = _export(log, f, infos, total, progress)
                 f.flush()
                 os.fsync(f.fileno())
@@ -325,10 +328,13 @@ def _decode_metadata(path: Path, number: int, line: _Checkpoint) -> dict[str, An
         raise ExportFileError(f"{path} line {number}: checkpoint metadata does not decode ({exc})") from None
 
 
-def _check(log: EventLog, path: Path) -> TransferSummary:
-    """Read the whole file and raise unless it imports cleanly into `log`."""
+def _check(log: EventLog[Any], path: Path) -> TransferSummary:
+    """Read the whole file and raise unless it imports cleanly into `log`: everything a write
+    would refuse is refused here, before the first write."""
     runs: dict[str, _Run] = {}
     next_offset: dict[str, int] = {}
+    event_ids: dict[str, dict[str, int]] = {}  # run -> event id -> offset, shared ones included
+    checkpoint_ids: dict[str, set[str]] = {}
     summary = TransferSummary()
     existing = set(log.runs())
     ended = seen = False
@@ -337,6 +343,10 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
         where = f"{path} line {number}"
         if ended:
             raise ExportFileError(f"{where}: a line after the end line")
+        try:
+            _check_ids(line)
+        except EventLogError as exc:
+            raise ExportFileError(f"{where}: {exc}") from None
         if isinstance(line, _Run):
             if line.run_id in runs:
                 raise ExportFileError(f"{where}: run {line.run_id!r} appears twice")
@@ -360,12 +370,26 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
                 raise ExportFileError(f"{where}: run {line.run_id!r} has head {line.head} below its fork offset")
             runs[line.run_id] = line
             next_offset[line.run_id] = line.fork_offset + 1
+            shared = {} if line.parent is None else event_ids[line.parent]
+            event_ids[line.run_id] = {i: o for i, o in shared.items() if o <= line.fork_offset}
+            checkpoint_ids[line.run_id] = set()
             summary.runs += 1
         elif isinstance(line, _Entry):
             run = runs.get(line.run_id)
             if run is None or next_offset[line.run_id] != line.offset or line.offset > run.head:
                 raise ExportFileError(f"{where}: run {line.run_id!r} offset {line.offset} is out of order")
-            _decode_entry(path, number, line)
+            meta, event = _decode_entry(path, number, line)
+            try:
+                log.codec.check_entry_size(type(event).__name__, log.codec.encode_meta(meta), log.codec.encode_event(event))
+            except EventLogError as exc:
+                raise ExportFileError(f"{where}: run {line.run_id!r} offset {line.offset}: {exc}") from None
+            ids = event_ids[line.run_id]
+            if line.event_id in ids:
+                raise ExportFileError(
+                    f"{where}: run {line.run_id!r} holds event id {line.event_id!r} twice; an event id is unique "
+                    "in its run, so this file cannot be imported as it is"
+                )
+            ids[line.event_id] = line.offset
             next_offset[line.run_id] += 1
             summary.entries += 1
         elif isinstance(line, _Checkpoint):
@@ -375,6 +399,9 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
                     f"{where}: checkpoint {line.checkpoint_id!r} of run {line.run_id!r} is out of place"
                 )
             _decode_metadata(path, number, line)
+            if line.checkpoint_id in checkpoint_ids[line.run_id]:
+                raise ExportFileError(f"{where}: run {line.run_id!r} holds checkpoint {line.checkpoint_id!r} twice")
+            checkpoint_ids[line.run_id].add(line.checkpoint_id)
             summary.checkpoints += 1
         elif isinstance(line, _End):
             if (line.runs, line.entries, line.checkpoints) != (summary.runs, summary.entries, summary.checkpoints):
@@ -393,33 +420,73 @@ def _check(log: EventLog, path: Path) -> TransferSummary:
     return summary
 
 
+def _check_ids(line: Any) -> None:
+    """Raise what a write would raise for the ids and times of one line."""
+    if isinstance(line, (_Run, _Entry, _Checkpoint)):
+        check_run_id(line.run_id)
+    if isinstance(line, _Run):
+        if line.parent is not None:
+            check_run_id(line.parent)
+        check_time_ns("created_ns", line.created_ns)
+    elif isinstance(line, _Entry):
+        check_id("event_id", line.event_id)
+        check_time_ns("time_ns", line.time_ns)
+    elif isinstance(line, _Checkpoint):
+        check_id("checkpoint_id", line.checkpoint_id)
+
+
 def import_runs(
-    log: EventLog,
+    log: EventLog[Any],
     source: str | os.PathLike[str],
     *,
-    reducers: Sequence[Reducer] | None = None,
+    reducers: Sequence[Reducer[Any]] | None = None,
     progress: Progress | None = None,
 ) -> TransferSummary:
-    """Import an export file into `log`: runs, forks, entries and checkpoints.
+    """Import an export file into `log`: runs, forks, entries and checkpoints, all or nothing.
 
     The whole file is checked first; nothing is written unless it is a complete export
-    whose events decode with the registered kinds and whose runs are all new to `log`
-    (else ExportFileError or RunExistsError). Checkpoints are saved again with the reducer
-    of the same name and version among `reducers` (default: the log's reducer); the others
-    are counted in `skipped_checkpoints`. The import is not one transaction: a failure
-    while writing leaves the runs written so far.
+    whose events decode with the registered kinds, whose ids and times a write accepts and
+    whose runs are all new to `log` (else ExportFileError or RunExistsError). Checkpoints
+    are saved again with the reducer of the same name and version among `reducers`
+    (default: the log's reducer); the others are counted in `skipped_checkpoints`. Should a
+    write still fail (a full disk, say), the runs imported so far are deleted again before
+    the error is raised.
     """
     path = Path(source)
     planned = _check(log, path)
     by_tag = {(r.name, r.version): r for r in (reducers or [log.reducer])}
     summary = TransferSummary()
+    created: list[str] = []
+    try:
+        _write(log, path, planned, by_tag, summary, created, progress)
+    except BaseException:
+        for run_id in reversed(created):  # forks come after their parents: delete them first
+            try:
+                log.delete_run(run_id)
+            except EventLogError:
+                pass  # the log itself is failing; the error below says why
+        raise
+    return summary
+
+
+def _write(
+    log: EventLog[Any],
+    path: Path,
+    planned: TransferSummary,
+    by_tag: dict[tuple[str, int], Reducer[Any]],
+    summary: TransferSummary,
+    created: list[str],
+    progress: Progress | None,
+) -> None:
     batch: list[tuple[_Entry, dict[str, Any] | None, events.Event]] = []
 
     def flush() -> None:
         if not batch:
             return
         first, meta, _ = batch[0]
-        log.append_many(
+        if first.offset == 1:
+            created.append(first.run_id)
+        offsets = log.append_many(
             first.run_id,
             [event for _, _, event in batch],
             expected_offset=first.offset - 1,
@@ -427,6 +494,8 @@ def import_runs(
             meta=meta,
             time_ns=first.time_ns,
         )
+        if offsets != list(range(first.offset, first.offset + len(batch))):
+            raise ExportFileError(f"{path}: run {first.run_id!r} offsets {offsets} were not written as new entries")
         summary.entries += len(batch)
         if progress is not None:
             progress(len(batch), planned.entries)
@@ -450,6 +519,7 @@ def import_runs(
         if isinstance(line, _Run):
             if line.parent is not None:
                 log.fork(line.parent, at=line.fork_offset, new_run_id=line.run_id)
+                created.append(line.run_id)
             summary.runs += 1
         elif isinstance(line, _Checkpoint):
             reducer = by_tag.get((line.reducer, line.reducer_version))
@@ -462,4 +532,7 @@ def import_runs(
             )
             summary.checkpoints += 1
     flush()
-    return summary
+    if (summary.runs, summary.entries) != (planned.runs, planned.entries):
+        raise ExportFileError(
+            f"{path}: imported {summary.runs} runs and {summary.entries} entries of {planned.runs} and {planned.entries}"
+        )

@@ -28,6 +28,7 @@ from ..errors import (
     InvalidArgumentError,
     LockFileError,
     LogFullError,
+    NoLogError,
     NotALogError,
     ReadOnlyError,
 )
@@ -206,10 +207,10 @@ class LMDBStore:
                         f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
                     )
                 if self.readonly or not create:
-                    raise NotALogError(f"{p} holds no log")
+                    raise NoLogError(f"no log at {p} (the directory holds none)")
             if not p.exists():
                 if self.readonly or not create:
-                    raise NotALogError(f"no log at {p}")
+                    raise NoLogError(f"no log at {p}")
                 p.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise NotALogError(f"{p} cannot be used as a log directory: {exc.strerror or exc}") from None

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .. import _limits
-from ..errors import ClosedError, EventLogError, InvalidArgumentError, LogFullError, NotALogError, ReadOnlyError
+from ..errors import ClosedError, EventLogError, InvalidArgumentError, LogFullError, NoLogError, NotALogError, ReadOnlyError
 from ._base import TABLES
 
 T = TypeVar("T")
@@ -178,7 +178,7 @@ class PostgresStore:
             if exists:
                 return
             if self.readonly or not create:
-                raise NotALogError(f"schema {self.schema!r} holds no log")
+                raise NoLogError(f"no log in schema {self.schema!r}")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             conn.execute(
