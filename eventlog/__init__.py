@@ -178,8 +178,12 @@ def open(
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"path must be a directory path, ':memory:' or a PostgreSQL URL, not {path!r}")
     where = os.fspath(path)
-    if not isinstance(where, str) or not where:
+    if not isinstance(where, str) or not where or "\x00" in where:
         raise InvalidArgumentError(f"path must be a non-empty text path, not {path!r}")
+    try:
+        os.fsencode(where)
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"path {where!r} cannot be encoded for the file system") from None
     scheme = where.split("://", 1)[0].lower() if "://" in where else None
     kind = "memory" if where == ":memory:" else "lmdb" if scheme is None else "postgres"
     options = {

@@ -71,8 +71,10 @@ class Maintenance:
         Event ids stay indexed: appending a pruned event's id again is still a no-op."""
         check_int("before", before)
         tag = reducer_tag(reducer)
-        for _ in range(_PRUNE_ATTEMPTS):
-            number, old_base, base = self._store.read(lambda txn: self._plan_prune(txn, run_id, before, reducer))
+        for attempt in range(_PRUNE_ATTEMPTS):
+            number, old_base, base = self._store.read(
+                lambda txn, again=attempt > 0: self._plan_prune(txn, run_id, before, reducer, again)
+            )
             if base <= old_base:
                 return old_base
             state = self._replay.state_at(run_id, base, reducer)
@@ -108,7 +110,10 @@ class Maintenance:
                 return done
         raise ForkDependencyError(f"run {run_id!r} kept changing while it was being pruned; try again")
 
-    def _plan_prune(self, txn: Txn, run_id: str, before: int, reducer: Reducer[Any]) -> tuple[int, int, int]:
+    def _plan_prune(
+        self, txn: Txn, run_id: str, before: int, reducer: Reducer[Any], again: bool
+    ) -> tuple[int, int, int]:
+        """(run number, base now, base to prune to). `again`: the run changed since the last plan."""
         rec = self._runs.require(txn, run_id)
         start, stop = run_range(rec.number)
         keep = None
@@ -116,6 +121,8 @@ class Maintenance:
             cp = self._checkpoints.record(run_id, value)
             if cp.offset <= before and cp.reducer == reducer.name and cp.reducer_version == reducer.version:
                 keep = cp.offset if keep is None else max(keep, cp.offset)
+        if keep is None and again and rec.base:
+            return rec.number, rec.base, rec.base  # pruned further meanwhile: never move a base back
         if keep is None:
             raise CheckpointNotFoundError(
                 f"run {run_id!r}: no checkpoint at or below offset {before} to keep; save one first"

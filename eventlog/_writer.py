@@ -143,6 +143,11 @@ class Writer:
 
     # -- group commit ----------------------------------------------------------------------
 
+    def queued(self) -> int:
+        """Requests waiting for the next group commit."""
+        with self._queue_lock:
+            return len(self._queue)
+
     def commit(self, request: Request) -> Request:
         """Commit a request (with whatever other threads queued meanwhile); raises its error."""
         with self._queue_lock:

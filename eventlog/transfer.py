@@ -380,7 +380,9 @@ def _check(log: EventLog[Any], path: Path) -> TransferSummary:
                 raise ExportFileError(f"{where}: run {line.run_id!r} offset {line.offset} is out of order")
             meta, event = _decode_entry(path, number, line)
             try:
-                log.codec.check_entry_size(type(event).__name__, log.codec.encode_meta(meta), log.codec.encode_event(event))
+                log.codec.check_entry_size(
+                    type(event).__name__, log.codec.encode_meta(meta), log.codec.encode_event(event)
+                )
             except EventLogError as exc:
                 raise ExportFileError(f"{where}: run {line.run_id!r} offset {line.offset}: {exc}") from None
             ids = event_ids[line.run_id]

@@ -23,6 +23,7 @@ from types import ModuleType
 import pytest
 
 import eventlog
+from eventlog.events import StepCompleted
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "crashtest.py"
@@ -145,6 +146,49 @@ _BIG_BATCH = textwrap.dedent(
     os.write(1, b"done\\n")
     """
 )
+
+
+_IN_COMMIT = textwrap.dedent(
+    """
+    import os, sys, time, eventlog
+    from eventlog.events import StepCompleted
+
+    class Stalls(eventlog.AgentReducer):
+        # summarize runs inside the commit's write transaction, after every event of the batch was put
+        @staticmethod
+        def summarize(state):
+            os.write(1, b"in-commit\\n")
+            time.sleep(60)
+            return {}
+
+    log = eventlog.open(sys.argv[1], durability=sys.argv[2])
+    log.append("big", StepCompleted(node="before", superstep=0))
+    n = int(sys.argv[3])
+    w = log.writer("big", reducer=Stalls(), policy=eventlog.CheckpointPolicy.every(n))
+    w.append_many([StepCompleted(node="n", superstep=i, update={"i": i}) for i in range(n)])
+    os.write(1, b"done\\n")
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["sync", "batch", "none"])
+def test_a_batch_killed_inside_its_commit_leaves_nothing(tmp_path: Path, mode: str) -> None:
+    """The kill lands while the write transaction is open, every event of the batch put: proven
+    by the writer's own signal from inside the transaction, not by timing."""
+    n = 5_000
+    path = tmp_path / "log"
+    proc = subprocess.Popen([sys.executable, "-c", _IN_COMMIT, str(path), mode, str(n)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"in-commit\n"
+    proc.send_signal(signal.SIGKILL)
+    assert proc.stdout.read() == b""  # it never got past the commit
+    proc.wait()
+    with eventlog.open(path, durability=mode) as log:
+        assert log.head("big") == 1  # the acknowledged event before it, none of the batch
+        assert log.checkpoints.list("big") == []
+        assert log.verify().ok
+        log.append("big", StepCompleted(node="after", superstep=1))
+        assert [e.event.node for e in log.read("big")] == ["before", "after"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "batch", "none"])

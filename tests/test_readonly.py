@@ -96,10 +96,22 @@ def test_read_only_refuses_what_holds_no_log(tmp_path: Path) -> None:
 
 _AS_ANOTHER_USER = textwrap.dedent(
     """
-    import json, os, sys
+    import json, os, sys, tempfile
     import eventlog
     from eventlog.events import UserMessage
     path, uid = sys.argv[1], int(sys.argv[2])
+    # Everything is imported before the process drops to another user: the checkout (and its
+    # venv) may sit in a directory that user cannot read, so nothing may be imported later.
+    with tempfile.TemporaryDirectory() as warm:
+        with eventlog.open(os.path.join(warm, "w")) as w:
+            w.append("a", UserMessage(content="warm"))
+            w.state_at("a"), w.verify(), list(w.feed())
+        with eventlog.open(os.path.join(warm, "w"), readonly=True) as w:
+            list(w.read("a"))
+        try:
+            eventlog.open(os.path.join(warm, "missing"), readonly=True)
+        except eventlog.EventLogError:
+            pass
     if os.getuid() == 0:
         os.setgroups([])
         os.setgid(uid)

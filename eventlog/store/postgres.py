@@ -19,7 +19,15 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .. import _limits
-from ..errors import ClosedError, EventLogError, InvalidArgumentError, LogFullError, NoLogError, NotALogError, ReadOnlyError
+from ..errors import (
+    ClosedError,
+    EventLogError,
+    InvalidArgumentError,
+    LogFullError,
+    NoLogError,
+    NotALogError,
+    ReadOnlyError,
+)
 from ._base import TABLES
 
 T = TypeVar("T")
