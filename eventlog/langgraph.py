@@ -36,6 +36,7 @@ once the item is replaced.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import operator
 import os
@@ -198,7 +199,8 @@ class ThreadState(msgspec.Struct, omit_defaults=True):
     writes: list[Write] = []
     """Writes pending on the current checkpoint."""
     late: dict[str, list[Write]] = {}
-    """Writes pending on earlier checkpoints, saved after a later one."""
+    """Writes pending on other checkpoints than the current one: an earlier one, or one not saved
+    yet (LangGraph saves a checkpoint in the background and the writes of its tasks may come first)."""
 
 
 class ThreadReducer:
@@ -250,7 +252,7 @@ def _apply_checkpoint(s: ThreadState, e: CheckpointSaved) -> None:
     s.checkpoint_id, s.parent_id, s.ts, s.v = e.checkpoint_id, e.parent_id, e.ts, e.v
     s.updated = None if e.updated is None else list(e.updated)
     s.extra = e.extra
-    s.writes = []
+    s.writes = s.late.pop(e.checkpoint_id, [])  # writes can be saved before their checkpoint is
 
 
 def _apply_writes(s: ThreadState, e: WritesSaved) -> None:
@@ -310,6 +312,11 @@ def thread_of(run_id: str) -> tuple[str, str]:
 
 
 # -- the saver -------------------------------------------------------------------------------
+
+
+_Batches = list[tuple[list[Event], dict[str, Any] | None]]
+"""A run's events to append again, in batches: each ends with a checkpoint (with its eventlog
+checkpoint metadata) or holds the writes after the last checkpoint (metadata None)."""
 
 
 class _Mark(msgspec.Struct, array_like=True, gc=False):
@@ -416,7 +423,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             run.rec = rec
         return run.rec
 
-    def _marks(self, run: _Run) -> list[_Mark]:
+    def _marks(self, run: _Run) -> builtins.list[_Mark]:
         """The run's checkpoints, oldest first (read once, then kept up to date)."""
         if run.marks is None:
             try:
@@ -456,7 +463,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     def _load(self, blob: Blob) -> Any:
         return self.serde.loads_typed((blob.type, blob.data))
 
-    def _value(self, chunks: list[Blob], cache: dict[int, tuple[Blob, Any]] | None = None) -> Any:
+    def _value(self, chunks: builtins.list[Blob], cache: dict[int, tuple[Blob, Any]] | None = None) -> Any:
         """A channel value from its stored blobs (a list's pieces are concatenated)."""
 
         def load(blob: Blob) -> Any:
@@ -480,7 +487,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         run: _Run,
         state: ThreadState,
         metadata: Blob,
-        late: list[Write] | None,
+        late: builtins.list[Write] | None,
         *,
         head: bool = False,
         cache: dict[int, tuple[Blob, Any]] | None = None,
@@ -564,7 +571,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                 runs = [self._run(thread_id, ns)]
         wanted = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        chosen: list[tuple[str, _Run, _Mark]] = []
+        chosen: builtins.list[tuple[str, _Run, _Mark]] = []
         for run in runs:
             with run.lock:
                 self._recorder(run, check=True)
@@ -588,7 +595,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         for _, _, mark in chosen:
             yield tuples[id(mark)]
 
-    def _tuples(self, run: _Run, marks: list[_Mark]) -> dict[int, CheckpointTuple]:
+    def _tuples(self, run: _Run, marks: builtins.list[_Mark]) -> dict[int, CheckpointTuple]:
         """Tuples of some checkpoints of one run, folded forward from one to the next where close."""
         out: dict[int, CheckpointTuple] = {}
         cache: dict[int, tuple[Blob, Any]] = {}
@@ -657,19 +664,19 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         checkpoint: Checkpoint,
         new_versions: ChannelVersions,
         parent: str | None,
-    ) -> tuple[CheckpointSaved, dict[str, list[Any]]]:
+    ) -> tuple[CheckpointSaved, dict[str, builtins.list[Any]]]:
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         seen = checkpoint["versions_seen"]
         fork = parent is None or parent != state.checkpoint_id
-        chunks: dict[str, list[Blob]] = {}
+        chunks: dict[str, builtins.list[Blob]] = {}
         tails: dict[str, Blob] = {}
-        empty: list[str] = []
-        lists: dict[str, list[Any]] = {}
+        empty: builtins.list[str] = []
+        lists: dict[str, builtins.list[Any]] = {}
         if fork:
             base_versions: Mapping[str, Version] = {}
             base_seen: Mapping[str, Mapping[str, Version]] = {}
-            previous: dict[str, list[Any]] = {}
+            previous: dict[str, builtins.list[Any]] = {}
             if parent is not None and (found := self._find(run, parent)) is not None:
                 at = self.log.state_at(run.run_id, found[0].offset, reducer=self.reducer)
                 chunks = {ch: at.values[ch] for ch in versions if ch not in new_versions and ch in at.values}
@@ -743,7 +750,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                 return
             raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
 
-    def _writes_of(self, run: _Run, state: ThreadState, checkpoint_id: str) -> list[Write]:
+    def _writes_of(self, run: _Run, state: ThreadState, checkpoint_id: str) -> builtins.list[Write]:
         if checkpoint_id == state.checkpoint_id:
             return state.writes
         late = state.late.get(checkpoint_id, [])
@@ -754,12 +761,12 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     # -- delete, copy, prune ----------------------------------------------------------------------
 
-    def _thread_runs(self, thread_id: str) -> list[str]:
+    def _thread_runs(self, thread_id: str) -> builtins.list[str]:
         """The runs of a thread: its root and one per namespace (not a rewrite in progress)."""
         root = run_id_of(thread_id)
         return [r for r in self.log.runs() if (r == root or r.startswith(root + "|")) and not r.endswith(_REWRITE)]
 
-    def _langgraph_runs(self) -> list[str]:
+    def _langgraph_runs(self) -> builtins.list[str]:
         out = []
         for run_id in self.log.runs():
             if run_id.endswith(_REWRITE):
@@ -840,7 +847,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     # -- rewriting runs ---------------------------------------------------------------------------
 
-    def _rewrite(self, run_id: str, doomed: set[str] | None) -> list[tuple[list[Event], dict[str, Any] | None]]:
+    def _rewrite(self, run_id: str, doomed: set[str] | None) -> _Batches:
         """A run's events as batches to append again, without the checkpoints in `doomed` and their
         writes; each batch ends with a checkpoint (and its metadata) or holds trailing writes."""
         log, reducer = self.log, self.reducer
@@ -849,8 +856,8 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         for cp in log.checkpoints.list(run_id, reducer=reducer):
             if _mark(cp.offset, cp.metadata) is not None:
                 records[cp.offset] = cp.metadata
-        batches: list[tuple[list[Event], dict[str, Any] | None]] = []
-        batch: list[Event] = []
+        batches: _Batches = []
+        batch: builtins.list[Event] = []
         kept: str | None = None  # the current checkpoint of the new run
 
         def keep(checkpoint_id: str) -> bool:
@@ -873,7 +880,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             batches.append(([*batch, event], records.get(offset)))
             batch, kept = [], state.checkpoint_id
 
-        def writes(checkpoint_id: str, pending: list[Write]) -> None:
+        def writes(checkpoint_id: str, pending: builtins.list[Write]) -> None:
             for w in pending:
                 batch.append(
                     WritesSaved(checkpoint_id, w.task_id, w.task_path, [WriteValue(w.idx, w.channel, w.value)])
@@ -904,14 +911,14 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             batches.append((batch, None))
         return batches
 
-    def _write(self, run_id: str, batches: list[tuple[list[Event], dict[str, Any] | None]]) -> None:
+    def _write(self, run_id: str, batches: _Batches) -> None:
         rec = self.log.recorder(run_id, reducer=self.reducer, policy=_POLICY)
         for events, metadata in batches:
             if metadata is None and type(events[-1]) is CheckpointSaved:
                 metadata = _checkpoint_metadata(events[-1].checkpoint_id, self._blob({}))
             rec.append_many(events, checkpoint_metadata=metadata)
 
-    def _replace(self, run_id: str, batches: list[tuple[list[Event], dict[str, Any] | None]]) -> None:
+    def _replace(self, run_id: str, batches: _Batches) -> None:
         """Write a run anew: stage the batches, mark the stage complete, then replace the run."""
         stage = run_id + _REWRITE
         if self.log.head(stage):
@@ -920,7 +927,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         self.log.checkpoints.save(stage, metadata={"rewrite": "complete"}, reducer=self.reducer)
         self._finish(run_id, batches)
 
-    def _finish(self, run_id: str, batches: list[tuple[list[Event], dict[str, Any] | None]]) -> None:
+    def _finish(self, run_id: str, batches: _Batches) -> None:
         if self.log.head(run_id):
             self.log.delete_run(run_id)
         self._write(run_id, batches)
