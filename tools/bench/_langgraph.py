@@ -4,7 +4,9 @@ The graph is the smallest LangGraph chatbot: a `messages` channel reduced by `ad
 (or by `DeltaChannel(_messages_delta_reducer)`, LangGraph's delta channel) and one node that
 returns the assistant's reply. Every turn is one `graph.invoke` with the user's message and
 `durability="exit"`, so each saver writes one checkpoint per turn — the same cadence as
-eventlog's checkpoint every turn.
+eventlog's checkpoint every turn. eventlog's own `EventLogSaver` runs the same graph and the
+same `invoke` over an LMDB log and, with `EVENTLOG_BENCH_PG_DSN` set, over PostgreSQL beside
+LangGraph's `PostgresSaver` on the same server.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from typing import Annotated, Any
 
 from ._common import disk_bytes
 
-SYSTEMS = ("langgraph-memory", "langgraph-sqlite", "langgraph-sqlite-delta", "langgraph-lmdb")
+SYSTEMS = (
+    "eventlog-saver",
+    "eventlog-saver-pg",
+    "langgraph-memory",
+    "langgraph-sqlite",
+    "langgraph-sqlite-delta",
+    "langgraph-postgres",
+    "langgraph-lmdb",
+)
+PG_SYSTEMS = ("eventlog-saver-pg", "langgraph-postgres")
+PG_DSN_ENV = "EVENTLOG_BENCH_PG_DSN"
+"""The PostgreSQL systems run when this variable holds a DSN (each in a schema of its own, dropped after)."""
 
 
 def missing() -> str | None:
@@ -45,6 +58,38 @@ def lmdb_saver_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def pg_dsn() -> str | None:
+    return os.environ.get(PG_DSN_ENV) or None
+
+
+def postgres_saver_available() -> bool:
+    try:
+        import langgraph.checkpoint.postgres  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pg_schema_bytes(dsn: str, schema: str) -> int:
+    """Bytes of every table of a schema, with its indexes and TOAST (`pg_total_relation_size`)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _pg_drop(dsn: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def sqlite_available() -> bool:
@@ -132,6 +177,55 @@ def run_chat(
         def size() -> int:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return disk_bytes(workdir)
+
+    elif system == "eventlog-saver":
+        import eventlog
+        from eventlog.langgraph import EventLogSaver
+
+        path = os.path.join(workdir, "log")
+        log = eventlog.open(path, durability="sync")
+        saver = EventLogSaver(log)
+        closers.append(log.close)
+        durability = "eventlog LMDB, durability=sync (fsync per commit)"
+
+        def size() -> int:
+            return disk_bytes(path)
+
+    elif system == "eventlog-saver-pg":
+        import eventlog
+        from eventlog.langgraph import EventLogSaver
+
+        dsn = pg_dsn()
+        assert dsn is not None
+        schema = f"bench_eventlog_{os.getpid()}"
+        _pg_drop(dsn, schema)
+        log = eventlog.open(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+        saver = EventLogSaver(log)
+        closers.extend([log.close, lambda: _pg_drop(dsn, schema)])
+        durability = "eventlog PostgreSQL store (one transaction per commit)"
+
+        def size() -> int:
+            return _pg_schema_bytes(dsn, schema)
+
+    elif system == "langgraph-postgres":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        dsn = pg_dsn()
+        assert dsn is not None
+        schema = f"bench_langgraph_{os.getpid()}"
+        _pg_drop(dsn, schema)
+        pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        pg.execute(f'CREATE SCHEMA "{schema}"')
+        pg.execute(f'SET search_path TO "{schema}"')
+        saver = PostgresSaver(pg)  # type: ignore[arg-type]
+        saver.setup()
+        closers.extend([pg.close, lambda: _pg_drop(dsn, schema)])
+        durability = "PostgreSQL, autocommit (its default synchronous_commit)"
+
+        def size() -> int:
+            return _pg_schema_bytes(dsn, schema)
 
     elif system == "langgraph-lmdb":
         import lmdb
