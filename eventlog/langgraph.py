@@ -42,8 +42,9 @@ import operator
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import msgspec
 from langchain_core.runnables import RunnableConfig
@@ -80,6 +81,7 @@ __all__ = [
 ]
 
 Version = str | int | float
+_T = TypeVar("_T")
 
 _KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"})
 _REWRITE = "|:rewrite"
@@ -363,12 +365,22 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     (`from_path` does). The sync methods and their async twins (`aget_tuple`, `alist`,
     `aput`, ...) serve `graph.invoke` and `await graph.ainvoke` alike; the async ones run
     the sync core in a worker thread, so an fsync never blocks the event loop. Safe to
-    share between threads. `cache_size` bounds how many runs keep their folded state in
-    memory.
+    share between threads: the log is used from `workers` threads of the saver's own (a
+    PostgreSQL log then holds that many connections). `cache_size` bounds how many runs keep
+    their folded state in memory.
     """
 
-    def __init__(self, log: eventlog.EventLog, *, serde: SerializerProtocol | None = None, cache_size: int = 128):
+    def __init__(
+        self,
+        log: eventlog.EventLog,
+        *,
+        serde: SerializerProtocol | None = None,
+        cache_size: int = 128,
+        workers: int = 4,
+    ) -> None:
         super().__init__(serde=serde)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eventlog-saver")
+        self._local = threading.local()
         self.log = log
         self.reducer = ThreadReducer()
         self.cache_size = cache_size
@@ -381,7 +393,11 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         """Open the log at `path` (see `eventlog.open` for the options), yield a saver over it, close it."""
         serde = open_options.pop("serde", None)
         with eventlog.open(path, **open_options) as log:
-            yield cls(log, serde=serde)
+            saver = cls(log, serde=serde)
+            try:
+                yield saver
+            finally:
+                saver.close()
 
     # -- runs and their state ------------------------------------------------------------------
 
@@ -530,7 +546,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     # -- get_tuple, list -------------------------------------------------------------------------
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+    def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint the config names, or the thread's latest; None if there is none."""
         conf = config["configurable"]
         run = self._run(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
@@ -549,14 +565,14 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             old = self.log.state_at(run.run_id, end, reducer=self.reducer)
             return self._tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
 
-    def list(
+    def _list(
         self,
         config: RunnableConfig | None,
         *,
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
+    ) -> builtins.list[CheckpointTuple]:
         """Checkpoints newest first (by checkpoint id), across namespaces when the config names
         none and across threads without a config; `filter` keeps those whose metadata has
         each key equal, `before` those older than its checkpoint id."""
@@ -592,8 +608,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         tuples: dict[int, CheckpointTuple] = {}
         for run in {id(r): r for _, r, _ in chosen}.values():
             tuples.update(self._tuples(run, [m for _, r, m in chosen if r is run]))
-        for _, _, mark in chosen:
-            yield tuples[id(mark)]
+        return [tuples[id(mark)] for _, _, mark in chosen]
 
     def _tuples(self, run: _Run, marks: builtins.list[_Mark]) -> dict[int, CheckpointTuple]:
         """Tuples of some checkpoints of one run, folded forward from one to the next where close."""
@@ -625,7 +640,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     # -- put, put_writes -------------------------------------------------------------------------
 
-    def put(
+    def _put(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
@@ -718,7 +733,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         )
         return event, lists
 
-    def put_writes(
+    def _put_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
@@ -776,7 +791,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                 out.append(run_id)
         return out
 
-    def delete_thread(self, thread_id: str) -> None:
+    def _delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread, in every namespace."""
         root = run_id_of(str(thread_id))
         for run_id in self.log.runs():
@@ -785,7 +800,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                 with contextlib.suppress(UnknownRunError):
                     self.log.delete_run(run_id)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread, in every namespace, to a new thread.
 
         The copy stands alone: deleting the source afterwards leaves it whole. A target thread
@@ -803,14 +818,14 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             self._drop(dst)
             self._write(dst, items)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """`keep_latest`: keep each namespace's latest checkpoint and its pending writes, drop the
         rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads."""
         if strategy not in ("keep_latest", "delete"):
             raise LangGraphThreadError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
             if strategy == "delete":
-                self.delete_thread(thread_id)
+                self._delete_thread(thread_id)
                 continue
             for run_id in self._thread_runs(str(thread_id)):
                 run = self._run(*thread_of(run_id))
@@ -821,7 +836,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                         self.log.prune(run_id, before=marks[-1].offset, reducer=self.reducer)
                     run.forget()
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete every checkpoint whose metadata `run_id` is one of `run_ids`, with its writes.
 
         A run of the log that holds such checkpoints is written anew without them (staged in a
@@ -944,11 +959,50 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         else:
             self.log.delete_run(stage)
 
-    # -- async twins ------------------------------------------------------------------------------
+    # -- the public methods: sync and async twins over the same core ------------------------------
+
+    def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run `fn` in one of the saver's worker threads (at once when already in one).
+
+        The log is used from these threads only: a store that keeps a connection per thread
+        (PostgreSQL) keeps `workers` of them, however many threads LangGraph calls from.
+        """
+        if getattr(self._local, "worker", False):
+            return fn(*args, **kwargs)
+        return self._pool.submit(self._work, fn, args, kwargs).result()
+
+    async def _acall(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """`_call` for async callers: the event loop waits without blocking (never on an fsync)."""
+        return await asyncio.wrap_future(self._pool.submit(self._work, fn, args, kwargs))
+
+    def _work(self, fn: Callable[..., _T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _T:
+        self._local.worker = True
+        return fn(*args, **kwargs)
+
+    def close(self) -> None:
+        """Stop the saver's worker threads (the log stays open: close it yourself)."""
+        self._pool.shutdown(wait=True)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint the config names, or the thread's latest; None if there is none."""
+        return self._call(self._get_tuple, config)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """`get_tuple` in a worker thread."""
-        return await asyncio.to_thread(self.get_tuple, config)
+        """Async `get_tuple`."""
+        return await self._acall(self._get_tuple, config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id), across namespaces when the config names
+        none and across threads without a config; `filter` keeps those whose metadata has each
+        key equal, `before` those older than its checkpoint id, `limit` the first so many."""
+        yield from self._call(self._list, config, filter=filter, before=before, limit=limit)
 
     async def alist(
         self,
@@ -958,10 +1012,20 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """`list` in a worker thread."""
-        items = await asyncio.to_thread(lambda: [*self.list(config, filter=filter, before=before, limit=limit)])
-        for item in items:
+        """Async `list`."""
+        for item in await self._acall(self._list, config, filter=filter, before=before, limit=limit):
             yield item
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Append the checkpoint as a change of its parent: only the channels in `new_versions`,
+        and for a list that grew, only the items appended."""
+        return self._call(self._put, config, checkpoint, metadata, new_versions)
 
     async def aput(
         self,
@@ -970,8 +1034,19 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """`put` in a worker thread."""
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        """Async `put`."""
+        return await self._acall(self._put, config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Append writes pending on the config's checkpoint; a write saved before under the same
+        task and index is not saved again (LangGraph's special channels are replaced)."""
+        self._call(self._put_writes, config, writes, task_id, task_path)
 
     async def aput_writes(
         self,
@@ -980,30 +1055,64 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """`put_writes` in a worker thread."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        """Async `put_writes`."""
+        await self._acall(self._put_writes, config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of the thread, in every namespace."""
+        self._call(self._delete_thread, thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """`delete_thread` in a worker thread."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        """Async `delete_thread`."""
+        await self._acall(self._delete_thread, thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint whose metadata `run_id` is one of `run_ids`, with its writes.
+
+        A run of the log that holds such checkpoints is written anew without them (staged in a
+        run of its own first, so that a crash leaves the old or the new one whole); a checkpoint
+        whose parent is deleted is then stored whole.
+        """
+        self._call(self._delete_for_runs, run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """`delete_for_runs` in a worker thread."""
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
+        """Async `delete_for_runs`."""
+        await self._acall(self._delete_for_runs, run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread, in every namespace, to a new thread.
+
+        The copy stands alone: deleting the source afterwards leaves it whole. A target thread
+        that holds checkpoints already is refused with LangGraphThreadError.
+        """
+        self._call(self._copy_thread, source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """`copy_thread` in a worker thread."""
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        """Async `copy_thread`."""
+        await self._acall(self._copy_thread, source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest`: keep each namespace's latest checkpoint and its pending writes, drop the
+        rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads."""
+        self._call(self._prune, thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`prune` in a worker thread."""
-        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+        """Async `prune`."""
+        await self._acall(self._prune, thread_ids, strategy=strategy)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of `DeltaChannel`s along the checkpoint's parents (LangGraph's walk)."""
+        walk = super().get_delta_channel_history
+        return self._call(lambda: walk(config=config, channels=channels))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """`get_delta_channel_history` in a worker thread."""
-        return await asyncio.to_thread(lambda: self.get_delta_channel_history(config=config, channels=channels))
+        """Async `get_delta_channel_history`."""
+        walk = super().get_delta_channel_history
+        return await self._acall(lambda: walk(config=config, channels=channels))
 
 
 # -- the command line's view of a thread ------------------------------------------------------
