@@ -568,13 +568,13 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "history",
         "list a run's checkpoints",
-        "List a run's checkpoints, oldest first: id, offset, superstep, paused nodes,\ncreation time and metadata.",
+        "List a run's checkpoints, oldest first: id, offset, superstep, paused nodes,\ncreation time and metadata. A run an integration wrote (a LangGraph thread) is\nlisted by its view: for LangGraph, each checkpoint's step, source and next nodes.",
         "eventlog history run-1\neventlog history run-1 --limit 5 --json",
     ),
     (
         "state",
         "show a run's state at an offset or checkpoint",
-        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot.",
+        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot. A LangGraph thread shows its channel values, decoded\nthrough LangGraph's serializer.",
         "eventlog state run-1\neventlog state run-1 --at 3\neventlog state run-1 --checkpoint 5f2c... --json",
     ),
     (

@@ -547,7 +547,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     # -- get_tuple, list -------------------------------------------------------------------------
 
     def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint the config names, or the thread's latest; None if there is none."""
         conf = config["configurable"]
         run = self._run(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
         checkpoint_id = get_checkpoint_id(config)
@@ -573,9 +572,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> builtins.list[CheckpointTuple]:
-        """Checkpoints newest first (by checkpoint id), across namespaces when the config names
-        none and across threads without a config; `filter` keeps those whose metadata has
-        each key equal, `before` those older than its checkpoint id."""
         if config is None:
             runs = [self._run(*thread_of(r)) for r in self._langgraph_runs()]
         else:
@@ -647,8 +643,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Append the checkpoint as a change of its parent: only the channels in `new_versions`,
-        and only the items appended to a list that grew."""
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "") or ""
         parent = conf.get("checkpoint_id")
@@ -740,8 +734,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Append writes pending on the config's checkpoint; a write already saved under the
-        same task and index is not saved again (LangGraph's special channels are replaced)."""
         conf = config["configurable"]
         run = self._run(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
         checkpoint_id = conf["checkpoint_id"]
@@ -792,7 +784,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         return out
 
     def _delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint and write of the thread, in every namespace."""
         root = run_id_of(str(thread_id))
         for run_id in self.log.runs():
             if run_id == root or run_id.startswith(root + "|"):
@@ -801,11 +792,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                     self.log.delete_run(run_id)
 
     def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and write of a thread, in every namespace, to a new thread.
-
-        The copy stands alone: deleting the source afterwards leaves it whole. A target thread
-        that holds checkpoints already is refused with LangGraphThreadError.
-        """
         source, target = str(source_thread_id), str(target_thread_id)
         plan = [(r, run_id_of(target, thread_of(r)[1])) for r in self._thread_runs(source)]
         for _, dst in plan:
@@ -819,8 +805,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             self._write(dst, items)
 
     def _prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`keep_latest`: keep each namespace's latest checkpoint and its pending writes, drop the
-        rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads."""
         if strategy not in ("keep_latest", "delete"):
             raise LangGraphThreadError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
@@ -837,12 +821,6 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                     run.forget()
 
     def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete every checkpoint whose metadata `run_id` is one of `run_ids`, with its writes.
-
-        A run of the log that holds such checkpoints is written anew without them (staged in a
-        run of its own first, so that a crash leaves the old or the new one whole); a checkpoint
-        whose parent is deleted is then stored whole.
-        """
         doomed_runs = {str(r) for r in run_ids}
         if not doomed_runs:
             return

@@ -148,8 +148,8 @@ def run_chat(
 ) -> dict[str, Any]:
     """Play the chat through LangGraph with the given saver.
 
-    Returns {"latency_ms": [per turn], "bytes": {turn: bytes on disk (or serialized, in memory)},
-    "durability": text}.
+    Returns {"latency_ms": [per turn], "saver_ms": [per turn, time inside the saver's `put` and
+    `get_tuple`], "bytes": {turn: bytes on disk (or serialized, in memory)}, "durability": text}.
     """
     from langchain_core.messages import HumanMessage
 
@@ -243,16 +243,31 @@ def run_chat(
     else:
         raise ValueError(system)
 
+    inside = [0.0]  # seconds spent in the saver's put and get_tuple during the turn
+    for name in ("put", "get_tuple"):
+        method = getattr(saver, name)
+
+        def timed(*args: Any, _method: Callable[..., Any] = method, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                inside[0] += time.perf_counter() - t
+
+        setattr(saver, name, timed)
     graph = _build(saver, delta, replies)
     config = {"configurable": {"thread_id": "chat-1"}}
     latency: list[float] = []
+    saver_ms: list[float] = []
     sizes: dict[int, int] = {}
     for i, text in enumerate(users):
         turn = i + 1
         msg = HumanMessage(content=text, id=f"u{turn}")
+        inside[0] = 0.0
         t0 = time.perf_counter()
         graph.invoke({"messages": [msg]}, config, durability="exit")
         latency.append((time.perf_counter() - t0) * 1000.0)
+        saver_ms.append(inside[0] * 1000.0)
         if turn in sample_turns:
             sizes[turn] = size()
     # sanity: the saver holds the whole conversation
@@ -260,4 +275,10 @@ def run_chat(
     n_messages = len(state.values["messages"])
     for close in closers:
         close()
-    return {"latency_ms": latency, "bytes": sizes, "durability": durability, "messages": n_messages}
+    return {
+        "latency_ms": latency,
+        "saver_ms": saver_ms,
+        "bytes": sizes,
+        "durability": durability,
+        "messages": n_messages,
+    }

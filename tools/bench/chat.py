@@ -139,6 +139,15 @@ def run(ctx: Context) -> SuiteResult:
             name, f"turn latency ms at {'/'.join(map(str, marks))}", _lat_at(r["latency_ms"], long_t), "ms", note=lat
         )
         res.row(name, f"total time, {long_t} turns", sum(r["latency_ms"]) / 1000.0, "s")
+        if "saver_ms" in r:
+            inside = " / ".join(f"{_lat_at(r['saver_ms'], t):.2f}" for t in marks)
+            res.row(
+                name,
+                f"put + get_tuple ms at {'/'.join(map(str, marks))}",
+                _lat_at(r["saver_ms"], long_t),
+                "ms",
+                note=inside,
+            )
 
     res.metrics["turns"] = long_t
     res.metrics["marks"] = marks
@@ -155,6 +164,7 @@ def run(ctx: Context) -> SuiteResult:
             "bytes": {str(k): v for k, v in sorted(r["bytes"].items())},
             "latency_ms": [round(x, 4) for x in r["latency_ms"]],
             "latency_ms_at": {str(t): _lat_at(r["latency_ms"], t) for t in marks},
+            "saver_ms_at": {str(t): _lat_at(r["saver_ms"], t) for t in marks} if "saver_ms" in r else None,
         }
         for name, r in systems.items()
     }
@@ -211,6 +221,14 @@ def _saver_targets(res: SuiteResult, systems: dict[str, dict[str, Any]], marks: 
     res.target(
         f"EventLogSaver bytes/turn at turn {long_t} ÷ at turn {mid_t}",
         (b[long_t] / long_t) / (b[mid_t] / mid_t),
+        1.25,
+        "<=",
+        "x",
+    )
+    inside = saver["saver_ms"]
+    res.target(
+        f"EventLogSaver put + get_tuple at turn {long_t} ÷ at turn {mid_t}",
+        _lat_at(inside, long_t) / _lat_at(inside, mid_t),
         1.25,
         "<=",
         "x",
