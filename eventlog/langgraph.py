@@ -75,6 +75,7 @@ __all__ = [
     "ThreadReducer",
     "ThreadState",
     "Write",
+    "WriteValue",
     "WritesSaved",
     "run_id_of",
     "thread_of",
