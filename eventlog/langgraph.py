@@ -605,7 +605,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         tuples: dict[int, CheckpointTuple] = {}
         for run in {id(r): r for _, r, _ in chosen}.values():
             tuples.update(self._tuples(run, [m for _, r, m in chosen if r is run]))
-        return [tuples[id(mark)] for _, _, mark in chosen]
+        return [tuples[id(mark)] for _, _, mark in chosen if id(mark) in tuples]  # not one deleted meanwhile
 
     def _tuples(self, run: _Run, marks: builtins.list[_Mark]) -> dict[int, CheckpointTuple]:
         """Tuples of some checkpoints of one run, folded forward from one to the next where close."""
