@@ -222,9 +222,17 @@ def _load_kinds(modules: Sequence[str]) -> None:
 # -- commands ----------------------------------------------------------------------------------
 
 
+def _view(log: Any, run_id: str) -> Any:
+    """The run view of an integration's run (see eventlog/views.py), or None."""
+    from .views import view_for_run
+
+    return view_for_run(log, run_id)
+
+
 def _cmd_runs(args: argparse.Namespace) -> int:
     with _open(args) as log:
         infos = [log.run_info(rid) for rid in log.runs()]
+        views = {} if args.json else {i.run_id: v for i in infos if (v := _view(log, i.run_id)) is not None}
     if args.json:
         _emit_json(infos)
         return EXIT_OK
@@ -241,7 +249,11 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         )
         for i in infos
     ]
-    _table(None, ["run", "head", "base", "parent", "fork at", "checkpoints", "forks", "created (UTC)"], rows)
+    columns = ["run", "head", "base", "parent", "fork at", "checkpoints", "forks", "created (UTC)"]
+    if views:  # runs an integration wrote: name its view
+        columns.append("view")
+        rows = [(*row, getattr(views.get(i.run_id), "name", "")) for row, i in zip(rows, infos, strict=True)]
+    _table(None, columns, rows)
     return EXIT_OK
 
 
@@ -285,6 +297,15 @@ def _checkpoint_dict(cp: Any) -> dict[str, Any]:
 
 def _cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as log:
+        view = _view(log, args.run)
+        if view is not None:
+            columns, found = view.history(log, args.run, args.limit)
+            if args.json:
+                _emit_json(found)
+            else:
+                rows = [[row.get(c) for c in columns] for row in found]
+                _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, rows)
+            return EXIT_OK
         cps = log.checkpoints.list(args.run, limit=args.limit)
     if args.json:
         _emit_json([_checkpoint_dict(cp) for cp in cps])
@@ -327,7 +348,8 @@ def _cmd_state(args: argparse.Namespace) -> int:
             offset = log.checkpoints.load(args.run, checkpoint_id).offset
         else:
             offset = log.run_info(args.run).head if args.at is None else args.at
-        state = log.state_at(args.run, offset)
+        view = _view(log, args.run)
+        state = log.state_at(args.run, offset) if view is None else view.state(log, args.run, offset)
     doc = {"run_id": args.run, "offset": offset, "checkpoint_id": checkpoint_id, "state": _builtins(state)}
     if args.json:
         _emit_json(doc)
@@ -587,13 +609,13 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "history",
         "list a run's checkpoints",
-        "List a run's checkpoints, oldest first: id, offset, superstep, paused nodes,\ncreation time and metadata.",
+        "List a run's checkpoints, oldest first: id, offset, superstep, paused nodes,\ncreation time and metadata. A run an integration wrote (a LangGraph thread) is\nlisted by its view: for LangGraph, each checkpoint's step, source and next nodes.",
         "eventlog history run-1\neventlog history run-1 --limit 5 --json",
     ),
     (
         "state",
         "show a run's state at an offset or checkpoint",
-        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot.",
+        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot. A LangGraph thread shows its channel values, decoded\nthrough LangGraph's serializer.",
         "eventlog state run-1\neventlog state run-1 --at 3\neventlog state run-1 --checkpoint 5f2c... --json",
     ),
     (

@@ -4,7 +4,9 @@ A run written through an integration (a LangGraph thread, a WayFlow conversation
 that integration's own event kinds and folds with its own reducer. Its module registers a
 `RunView` under the `eventlog.views` entry point group; `view_of` picks the view whose
 `kind_prefix` the run's first event kind starts with. Runs of the standard kinds have no
-view: the command line shows them with `AgentReducer`.
+view: the command line shows them with `AgentReducer`. `view_for_run` finds a run's view
+from the log; a run pruned down to its base holds no event, so a view may also name its
+reducer (an optional `reducer` attribute) and is then found by the run's latest checkpoint.
 
     [project.entry-points."eventlog.views"]
     langgraph = "eventlog.langgraph:VIEW"
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .log import EventLog
 
-__all__ = ["RunView", "load_views", "view_of"]
+__all__ = ["RunView", "load_views", "view_for_run", "view_of"]
 
 
 class RunView(Protocol):
@@ -60,5 +62,20 @@ def view_of(first_kind: str | None) -> RunView | None:
         return None
     for view in load_views():
         if first_kind.startswith(view.kind_prefix):
+            return view
+    return None
+
+
+def view_for_run(log: EventLog, run_id: str) -> RunView | None:
+    """The view of a run of `log`: by its first event kept, else by its latest checkpoint's reducer."""
+    views = load_views()
+    if not views:
+        return None
+    info = log.run_info(run_id)
+    for entry in log.read(run_id, info.base, min(info.head, info.base + 1)):
+        return view_of(str(type(entry.event).__struct_config__.tag))
+    latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
+    for view in views:
+        if latest and getattr(view, "reducer", None) == latest[0].reducer:
             return view
     return None

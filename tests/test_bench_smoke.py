@@ -67,6 +67,9 @@ def test_chat_skips_competitors_without_langgraph(tmp_path: Path) -> None:
     assert chat["skipped"] is None
     assert list(chat["metrics"]["systems"]) == ["eventlog"]
     assert set(chat["metrics"]["skipped"]) == {
+        "eventlog-saver",
+        "eventlog-saver-pg",
+        "langgraph-postgres",
         "langgraph-memory",
         "langgraph-sqlite",
         "langgraph-sqlite-delta",

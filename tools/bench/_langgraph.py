@@ -4,7 +4,9 @@ The graph is the smallest LangGraph chatbot: a `messages` channel reduced by `ad
 (or by `DeltaChannel(_messages_delta_reducer)`, LangGraph's delta channel) and one node that
 returns the assistant's reply. Every turn is one `graph.invoke` with the user's message and
 `durability="exit"`, so each saver writes one checkpoint per turn — the same cadence as
-eventlog's checkpoint every turn.
+eventlog's checkpoint every turn. eventlog's own `EventLogSaver` runs the same graph and the
+same `invoke` over an LMDB log and, with `EVENTLOG_BENCH_PG_DSN` set, over PostgreSQL beside
+LangGraph's `PostgresSaver` on the same server.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from typing import Annotated, Any
 
 from ._common import disk_bytes
 
-SYSTEMS = ("langgraph-memory", "langgraph-sqlite", "langgraph-sqlite-delta", "langgraph-lmdb")
+SYSTEMS = (
+    "eventlog-saver",
+    "eventlog-saver-pg",
+    "langgraph-memory",
+    "langgraph-sqlite",
+    "langgraph-sqlite-delta",
+    "langgraph-postgres",
+    "langgraph-lmdb",
+)
+PG_SYSTEMS = ("eventlog-saver-pg", "langgraph-postgres")
+PG_DSN_ENV = "EVENTLOG_BENCH_PG_DSN"
+"""The PostgreSQL systems run when this variable holds a DSN (each in a schema of its own, dropped after)."""
 
 
 def missing() -> str | None:
@@ -45,6 +58,38 @@ def lmdb_saver_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def pg_dsn() -> str | None:
+    return os.environ.get(PG_DSN_ENV) or None
+
+
+def postgres_saver_available() -> bool:
+    try:
+        import langgraph.checkpoint.postgres  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pg_schema_bytes(dsn: str, schema: str) -> int:
+    """Bytes of every table of a schema, with its indexes and TOAST (`pg_total_relation_size`)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _pg_drop(dsn: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def sqlite_available() -> bool:
@@ -103,8 +148,8 @@ def run_chat(
 ) -> dict[str, Any]:
     """Play the chat through LangGraph with the given saver.
 
-    Returns {"latency_ms": [per turn], "bytes": {turn: bytes on disk (or serialized, in memory)},
-    "durability": text}.
+    Returns {"latency_ms": [per turn], "saver_ms": [per turn, time inside the saver's `put` and
+    `get_tuple`], "bytes": {turn: bytes on disk (or serialized, in memory)}, "durability": text}.
     """
     from langchain_core.messages import HumanMessage
 
@@ -133,6 +178,55 @@ def run_chat(
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return disk_bytes(workdir)
 
+    elif system == "eventlog-saver":
+        import eventlog
+        from eventlog.langgraph import EventLogSaver
+
+        path = os.path.join(workdir, "log")
+        log = eventlog.open(path, durability="sync")
+        saver = EventLogSaver(log)
+        closers.append(log.close)
+        durability = "eventlog LMDB, durability=sync (fsync per commit)"
+
+        def size() -> int:
+            return disk_bytes(path)
+
+    elif system == "eventlog-saver-pg":
+        import eventlog
+        from eventlog.langgraph import EventLogSaver
+
+        dsn = pg_dsn()
+        assert dsn is not None
+        schema = f"bench_eventlog_{os.getpid()}"
+        _pg_drop(dsn, schema)
+        log = eventlog.open(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+        saver = EventLogSaver(log)
+        closers.extend([log.close, lambda: _pg_drop(dsn, schema)])
+        durability = "eventlog PostgreSQL store (one transaction per commit)"
+
+        def size() -> int:
+            return _pg_schema_bytes(dsn, schema)
+
+    elif system == "langgraph-postgres":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        dsn = pg_dsn()
+        assert dsn is not None
+        schema = f"bench_langgraph_{os.getpid()}"
+        _pg_drop(dsn, schema)
+        pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        pg.execute(f'CREATE SCHEMA "{schema}"')
+        pg.execute(f'SET search_path TO "{schema}"')
+        saver = PostgresSaver(pg)  # type: ignore[arg-type]
+        saver.setup()
+        closers.extend([pg.close, lambda: _pg_drop(dsn, schema)])
+        durability = "PostgreSQL, autocommit (its default synchronous_commit)"
+
+        def size() -> int:
+            return _pg_schema_bytes(dsn, schema)
+
     elif system == "langgraph-lmdb":
         import lmdb
         from langgraph_checkpoint_lmdb import LMDBSaver
@@ -149,16 +243,31 @@ def run_chat(
     else:
         raise ValueError(system)
 
+    inside = [0.0]  # seconds spent in the saver's put and get_tuple during the turn
+    for name in ("put", "get_tuple"):
+        method = getattr(saver, name)
+
+        def timed(*args: Any, _method: Callable[..., Any] = method, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                inside[0] += time.perf_counter() - t
+
+        setattr(saver, name, timed)
     graph = _build(saver, delta, replies)
     config = {"configurable": {"thread_id": "chat-1"}}
     latency: list[float] = []
+    saver_ms: list[float] = []
     sizes: dict[int, int] = {}
     for i, text in enumerate(users):
         turn = i + 1
         msg = HumanMessage(content=text, id=f"u{turn}")
+        inside[0] = 0.0
         t0 = time.perf_counter()
         graph.invoke({"messages": [msg]}, config, durability="exit")
         latency.append((time.perf_counter() - t0) * 1000.0)
+        saver_ms.append(inside[0] * 1000.0)
         if turn in sample_turns:
             sizes[turn] = size()
     # sanity: the saver holds the whole conversation
@@ -166,4 +275,10 @@ def run_chat(
     n_messages = len(state.values["messages"])
     for close in closers:
         close()
-    return {"latency_ms": latency, "bytes": sizes, "durability": durability, "messages": n_messages}
+    return {
+        "latency_ms": latency,
+        "saver_ms": saver_ms,
+        "bytes": sizes,
+        "durability": durability,
+        "messages": n_messages,
+    }

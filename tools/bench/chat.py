@@ -6,9 +6,11 @@ seeded text, the same for every system). eventlog: a `log.recorder` with
 commits, `[TurnStarted, UserMessage]` when the user speaks and
 `[LLMCallCompleted, TurnCompleted]` when the reply arrives (the checkpoint goes in the
 second). LangGraph: a one-node StateGraph chatbot whose `messages` channel uses
-`add_messages`, compiled with InMemorySaver, SqliteSaver, SqliteSaver with
-`DeltaChannel(_messages_delta_reducer)` (when the installed LangGraph has it) and
-langgraph-checkpoint-lmdb's LMDBSaver; each turn is one `invoke` with
+`add_messages`, compiled with eventlog's EventLogSaver (LMDB, durability="sync"),
+InMemorySaver, SqliteSaver, SqliteSaver with `DeltaChannel(_messages_delta_reducer)` (when
+the installed LangGraph has it) and langgraph-checkpoint-lmdb's LMDBSaver, and with
+EVENTLOG_BENCH_PG_DSN set, EventLogSaver on PostgreSQL beside PostgresSaver on the same
+server; each turn is one `invoke` with
 `durability="exit"` (one checkpoint per turn). Reported: bytes on disk (InMemorySaver:
 bytes of its serialized blobs) and per-turn wall time at turns 1, 100, 200 and 1,000
 (the median of that turn and the four before it), for a 1,000-turn chat; plus a separate
@@ -108,6 +110,12 @@ def run(ctx: Context) -> SuiteResult:
             if name == "langgraph-lmdb" and not lg.lmdb_saver_available():
                 skipped[name] = "langgraph-checkpoint-lmdb is not installed"
                 continue
+            if name in lg.PG_SYSTEMS and lg.pg_dsn() is None:
+                skipped[name] = f"set {lg.PG_DSN_ENV} to a PostgreSQL DSN to run it"
+                continue
+            if name == "langgraph-postgres" and not lg.postgres_saver_available():
+                skipped[name] = "langgraph-checkpoint-postgres is not installed"
+                continue
             print(f"  chat: {name} ({long_t} turns) ...", flush=True)
             systems[name] = lg.run_chat(name, ctx.path(name), users, replies, sample_turns)
     else:
@@ -131,6 +139,15 @@ def run(ctx: Context) -> SuiteResult:
             name, f"turn latency ms at {'/'.join(map(str, marks))}", _lat_at(r["latency_ms"], long_t), "ms", note=lat
         )
         res.row(name, f"total time, {long_t} turns", sum(r["latency_ms"]) / 1000.0, "s")
+        if "saver_ms" in r:
+            inside = " / ".join(f"{_lat_at(r['saver_ms'], t):.2f}" for t in marks)
+            res.row(
+                name,
+                f"put + get_tuple ms at {'/'.join(map(str, marks))}",
+                _lat_at(r["saver_ms"], long_t),
+                "ms",
+                note=inside,
+            )
 
     res.metrics["turns"] = long_t
     res.metrics["marks"] = marks
@@ -147,6 +164,7 @@ def run(ctx: Context) -> SuiteResult:
             "bytes": {str(k): v for k, v in sorted(r["bytes"].items())},
             "latency_ms": [round(x, 4) for x in r["latency_ms"]],
             "latency_ms_at": {str(t): _lat_at(r["latency_ms"], t) for t in marks},
+            "saver_ms_at": {str(t): _lat_at(r["saver_ms"], t) for t in marks} if "saver_ms" in r else None,
         }
         for name, r in systems.items()
     }
@@ -178,4 +196,48 @@ def run(ctx: Context) -> SuiteResult:
     per_long = el["bytes"][long_t] / long_t
     per_mid = el["bytes"][mid_t] / mid_t
     res.target(f"bytes/turn at turn {long_t} ÷ at turn {mid_t} (eventlog)", per_long / per_mid, 1.25, "<=", "x")
+    _saver_targets(res, systems, marks)
     return res
+
+
+def _saver_targets(res: SuiteResult, systems: dict[str, dict[str, Any]], marks: list[int]) -> None:
+    """The targets of EventLogSaver: the same LangGraph graph and invoke as LangGraph's savers."""
+    saver = systems.get("eventlog-saver")
+    if saver is None:
+        return
+    mid_t, short_t, long_t = marks[1], marks[2], marks[3]
+    b = saver["bytes"]
+    if "langgraph-sqlite-delta" in systems:
+        d = systems["langgraph-sqlite-delta"]["bytes"][short_t]
+        res.target(f"EventLogSaver, {short_t} turns ÷ SqliteSaver+DeltaChannel", b[short_t] / d, 1.0, "<=", "x")
+    if "langgraph-sqlite" in systems:
+        s = systems["langgraph-sqlite"]
+        res.target(f"SqliteSaver ÷ EventLogSaver, {short_t} turns", s["bytes"][short_t] / b[short_t], 50.0, ">=", "x")
+        worst = max(_lat_at(saver["latency_ms"], t) / _lat_at(s["latency_ms"], t) for t in marks)
+        res.target(f"EventLogSaver ÷ SqliteSaver turn latency, worst of turns {marks}", worst, 1.0, "<=", "x")
+    if "eventlog-saver-pg" in systems and "langgraph-postgres" in systems:
+        pg, el = systems["langgraph-postgres"]["bytes"][short_t], systems["eventlog-saver-pg"]["bytes"][short_t]
+        res.target(f"PostgresSaver ÷ EventLogSaver on PostgreSQL, {short_t} turns", pg / el, 10.0, ">=", "x")
+    res.target(
+        f"EventLogSaver bytes/turn at turn {long_t} ÷ at turn {mid_t}",
+        (b[long_t] / long_t) / (b[mid_t] / mid_t),
+        1.25,
+        "<=",
+        "x",
+    )
+    inside = saver["saver_ms"]
+    res.target(
+        f"EventLogSaver put + get_tuple at turn {long_t} ÷ at turn {mid_t}",
+        _lat_at(inside, long_t) / _lat_at(inside, mid_t),
+        1.25,
+        "<=",
+        "x",
+    )
+    lat = saver["latency_ms"]
+    res.target(
+        f"EventLogSaver turn latency at turn {long_t} ÷ at turn {mid_t}",
+        _lat_at(lat, long_t) / _lat_at(lat, mid_t),
+        1.25,
+        "<=",
+        "x",
+    )

@@ -16,6 +16,9 @@ _STYLE = {
     "langgraph-sqlite": ("tab:blue", "-", 1.4),
     "langgraph-sqlite-delta": ("tab:purple", "--", 1.6),
     "langgraph-lmdb": ("tab:orange", "-.", 1.4),
+    "langgraph-postgres": ("tab:brown", "-", 1.4),
+    "eventlog-saver": ("tab:olive", "-", 2.4),
+    "eventlog-saver-pg": ("tab:cyan", "--", 2.0),
 }
 
 
