@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import msgspec
 
@@ -184,7 +184,7 @@ class ConversationStarted(Event, frozen=True, tag="wayflow.started"):
     """`Agent`, `Flow`, ..."""
     name: str = ""
     """The component's name."""
-    shape: dict[str, Any] = {}
+    shape: dict[str, Any] = msgspec.field(default_factory=dict)
     """What a restore checks: ids, tools, steps and sub-components (see `_shape`)."""
     definition: str | None = None
     """The component as wayflowcore serializes it (YAML), or None when it cannot."""
@@ -281,7 +281,12 @@ class WayflowReducer:
             s.input_tokens, s.output_tokens = event.input_tokens, event.output_tokens
             s.last_error = None
             s.rewinds.append(
-                {"branch": event.branch, "checkpoint_id": event.checkpoint_id, "offset": event.offset, "head": event.head}
+                {
+                    "branch": event.branch,
+                    "checkpoint_id": event.checkpoint_id,
+                    "offset": event.offset,
+                    "head": event.head,
+                }
             )
         elif isinstance(event, TurnStarted):
             s.turn = event.turn
@@ -504,13 +509,15 @@ class CheckpointedConversation:
         """The checkpoint saved last by this object, or the one it was restored from."""
         self._rec = recorder
         self._shape = shape
-        self._shown = 0 if restored_from is None else len(conversation.get_messages())
+        self._shown = 0 if restored_from is None else len(self._messages())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.conversation, name)
 
     def __repr__(self) -> str:
-        return f"CheckpointedConversation(conversation_id={self.conversation_id!r}, checkpoint_id={self.checkpoint_id!r})"
+        return (
+            f"CheckpointedConversation(conversation_id={self.conversation_id!r}, checkpoint_id={self.checkpoint_id!r})"
+        )
 
     @property
     def status(self) -> ExecutionStatus | None:
@@ -528,13 +535,13 @@ class CheckpointedConversation:
         """
         with self._turn() as turn:
             turn.status = self.conversation.execute(execution_interrupts)
-        return turn.status
+        return cast("ExecutionStatus", turn.status)
 
     async def execute_async(self, execution_interrupts: Sequence[ExecutionInterrupt] | None = None) -> ExecutionStatus:
         """`execute`, awaitable."""
         with self._turn() as turn:
             turn.status = await self.conversation.execute_async(execution_interrupts)
-        return turn.status
+        return cast("ExecutionStatus", turn.status)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -553,7 +560,7 @@ class CheckpointedConversation:
         except BaseException as exc:
             self._append([TurnFailed(turn=number, error=f"{type(exc).__name__}: {exc}")])
             raise
-        self._shown = len(self.conversation.get_messages())
+        self._shown = len(self._messages())
         self._save("conversation_turn", None, None, before=[TurnCompleted(turn=number)])
 
     def _ensure_started(self) -> None:
@@ -576,9 +583,13 @@ class CheckpointedConversation:
         if events:
             self._rec.append_many(events)
 
+    def _messages(self) -> list[Any]:
+        """The conversation's messages themselves (`get_messages` returns copies)."""
+        return list(self.conversation.message_list.messages)
+
     def _new_messages(self) -> list[Event]:
         """Events for the messages added since the last turn (by the caller, between turns)."""
-        messages = self.conversation.get_messages()
+        messages = self._messages()
         names = _tool_names(messages)
         out = [e for m in messages[self._shown :] if (e := _message_event(m, names)) is not None]
         self._shown = len(messages)
@@ -615,7 +626,7 @@ class CheckpointedConversation:
         md: dict[str, Any] = {
             "save_reason": reason,
             "turn": int(self._rec.state.turn),
-            "message_count": len(conversation.get_messages()),
+            "message_count": len(self._messages()),
             "status_type": status,
             "current_step_name": str(conversation.current_step_name),
         }
@@ -656,7 +667,7 @@ class _Listener:
     def _llm_request(self, event: Any) -> None:
         model = str(getattr(event.llm, "model_id", "") or event.llm.name)
         self.llm_calls.append((event.event_id, model, event.timestamp))
-        messages = len(self.owner.conversation.get_messages())
+        messages = len(self.owner._messages())
         self._append(LLMCallStarted(call_id=event.event_id, model=model, context_messages=messages))
 
     def _llm_response(self, event: Any) -> None:
@@ -700,7 +711,11 @@ class _Listener:
 
     def _confirmation_start(self, event: Any) -> None:
         request = event.tool_request
-        payload = {"tool": event.tool.name, "tool_request_id": request.tool_request_id, "arguments": _plain(request.args)}
+        payload = {
+            "tool": event.tool.name,
+            "tool_request_id": request.tool_request_id,
+            "arguments": _plain(request.args),
+        }
         self._append(Interrupted(nodes=[request.tool_request_id], reason=f"confirm {event.tool.name}", payload=payload))
 
     def _confirmation_end(self, event: Any) -> None:
@@ -708,7 +723,7 @@ class _Listener:
 
     def _message_added(self, event: Any) -> None:
         message = event.message
-        if self.llm_calls or not any(m is message for m in self.owner.conversation.get_messages()[-4:]):
+        if self.llm_calls or not any(m is message for m in self.owner._messages()[-4:]):
             return  # an LLM's output (recorded with its call) or a sub-conversation's message
         result = message.tool_result
         if result is not None and result.tool_request_id in self.tools:
@@ -716,7 +731,7 @@ class _Listener:
         if result is not None and result.tool_request_id in self.confirming:  # a confirmation was declined
             self.confirming.pop(result.tool_request_id)
             self._append(Resumed(value=False, nodes=[result.tool_request_id]))
-        names = _tool_names(self.owner.conversation.get_messages())
+        names = _tool_names(self.owner._messages())
         made = _message_event(message, names)
         if made is not None:
             self._append(made)
@@ -743,7 +758,7 @@ class _Listener:
             self.owner._save("internal_turn_boundary", None, None, extra=extra)
             self.llm_since = False
 
-    _handlers: dict[str, Callable[[_Listener, Any], None]] = {
+    _handlers: ClassVar[dict[str, Callable[[_Listener, Any], None]]] = {
         "LlmGenerationRequestEvent": _llm_request,
         "LlmGenerationResponseEvent": _llm_response,
         "ToolExecutionStartEvent": _tool_start,
@@ -820,10 +835,13 @@ def start_conversation(
         else:
             checkpoint = checkpointer.load_latest(conversation_id)
     elif checkpoint_id is not None:
-        raise CheckpointNotFoundError(f"conversation {conversation_id!r} does not exist, so it has no checkpoint {checkpoint_id!r}")
+        raise CheckpointNotFoundError(
+            f"conversation {conversation_id!r} does not exist, so it has no checkpoint {checkpoint_id!r}"
+        )
 
     if checkpoint is None:
-        conversation = component.start_conversation(inputs=inputs, messages=messages, conversation_id=conversation_id)
+        start: Any = component.start_conversation  # Agent, Flow, Swarm, ManagerWorkers take a conversation_id
+        conversation = start(inputs=inputs, messages=messages, conversation_id=conversation_id)
         conversation.id = conversation_id
         return CheckpointedConversation(
             checkpointer, conversation_id, component, conversation, recorder, interval, None, shape
@@ -975,7 +993,7 @@ def _load(data: Any, component: Any, conversation_id: str) -> WayflowConversatio
     # A tool-confirmation pause: the agent's pending request must be the status's own object,
     # the one `confirm_tool_execution` marks, or the agent asks again after a restore.
     status = conversation.status
-    state = conversation.state
+    state: Any = conversation.state
     if isinstance(status, ToolExecutionConfirmationStatus) and hasattr(state, "current_tool_request"):
         by_id = {r.tool_request_id: r for r in status.tool_requests}
         current = state.current_tool_request
@@ -1063,7 +1081,9 @@ def _shape(component: Any) -> dict[str, Any]:
         out["flows"] = [_shape(f) for f in component.flows]
     elif isinstance(component, Flow):
         names = {id(step): name for name, step in component.steps.items()}
-        out["steps"] = {name: {"type": type(step).__name__, "uses": nested(step)} for name, step in component.steps.items()}
+        out["steps"] = {
+            name: {"type": type(step).__name__, "uses": nested(step)} for name, step in component.steps.items()
+        }
         out["edges"] = sorted(
             [
                 names.get(id(e.source_step), "?"),
@@ -1220,8 +1240,11 @@ def _display_messages(conversation: Any) -> list[dict[str, Any]]:
         if m.get("tool_result"):
             out.append({"role": "tool", "content": _text_of(m["tool_result"].get("content"))})
             continue
+        entry: dict[str, Any] = {"role": m.get("role"), "content": text}
         calls = [r.get("name") for r in m.get("tool_requests") or []]
-        out.append({"role": m.get("role"), "content": text, **({"tool_calls": calls} if calls else {})})
+        if calls:
+            entry["tool_calls"] = calls
+        out.append(entry)
     return out
 
 

@@ -4,7 +4,6 @@ The LLM is scripted: a subclass of wayflowcore's `LlmModel` that answers from a 
 A test in another process imports this module to rebuild the same component.
 """
 
-
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -27,7 +26,9 @@ def reply(text: str) -> Message:
 
 
 def call(name: str, request_id: str, **args: Any) -> Message:
-    return Message(role="assistant", content="", tool_requests=[ToolRequest(name=name, args=args, tool_request_id=request_id)])
+    return Message(
+        role="assistant", content="", tool_requests=[ToolRequest(name=name, args=args, tool_request_id=request_id)]
+    )
 
 
 class ScriptedLlm(LlmModel):
@@ -51,7 +52,9 @@ class ScriptedLlm(LlmModel):
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item
-        return LlmCompletion(message=item.copy(), token_usage=TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15))
+        return LlmCompletion(
+            message=item.copy(), token_usage=TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15)
+        )
 
     async def _stream_generate_impl(self, prompt: Prompt) -> AsyncIterator[Any]:
         completion = await self._generate_impl(prompt)
@@ -76,7 +79,9 @@ def book_hotel(city: str, people: int) -> str:
     return f"booked a room for {people} in {city}"
 
 
-def build_agent(script: Sequence[Message | Exception], *, agent_id: str = "trip-agent", tools: Sequence[Any] | None = None) -> Agent:
+def build_agent(
+    script: Sequence[Message | Exception], *, agent_id: str = "trip-agent", tools: Sequence[Any] | None = None
+) -> Agent:
     return Agent(
         llm=ScriptedLlm(script, id="scripted-llm"),
         tools=list(tools if tools is not None else [weather, book_hotel]),
