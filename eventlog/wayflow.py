@@ -201,6 +201,9 @@ class Snapshot(Event, frozen=True, tag="wayflow.snapshot"):
     """Type of the conversation's wayflowcore status (`UserMessageRequestStatus`, ...)."""
     reason: str = ""
     """`conversation_turn`, `internal_turn_boundary` or `manual`."""
+    texts: bool = False
+    """True when `delta` names texts by `{"$text": i}`: the i-th text the events since the
+    previous snapshot carry (a message's text is then stored once, in its standard event)."""
 
 
 class Rewound(Event, frozen=True, tag="wayflow.rewound"):
@@ -254,6 +257,8 @@ class WayflowState(msgspec.Struct, omit_defaults=True):
     last_error: str | None = None
     rewinds: list[dict[str, Any]] = []
     """Every rewind: `branch`, `checkpoint_id`, `offset`, `head`."""
+    texts: list[str] = []
+    """Texts of the messages recorded since the last snapshot, that the next one may name."""
 
 
 class WayflowReducer:
@@ -272,10 +277,12 @@ class WayflowReducer:
             s.component_id, s.component_type = event.component_id, event.component_type
             s.shape = copy.deepcopy(event.shape)
         elif isinstance(event, Snapshot):
-            s.conversation = _patch(s.conversation, event.delta)
-            s.checkpoint_id, s.status = event.checkpoint_id, event.status
+            delta = _resolve_texts(event.delta, s.texts) if event.texts else event.delta
+            s.conversation = _patch(s.conversation, delta)
+            s.checkpoint_id, s.status, s.texts = event.checkpoint_id, event.status, []
         elif isinstance(event, Rewound):
             s.conversation = _patch(s.conversation, event.delta)
+            s.texts = []
             s.checkpoint_id, s.status, s.turn = event.checkpoint_id, event.status, event.turn
             s.llm_calls, s.tool_calls = event.llm_calls, event.tool_calls
             s.input_tokens, s.output_tokens = event.input_tokens, event.output_tokens
@@ -294,11 +301,62 @@ class WayflowReducer:
             s.llm_calls += 1
             s.input_tokens += event.input_tokens
             s.output_tokens += event.output_tokens
+            _keep_text(s, event.output.content)
         elif isinstance(event, ToolCallCompleted):
             s.tool_calls += 1
+            _keep_text(s, event.output)
+        elif isinstance(event, UserMessage | AssistantMessage):
+            _keep_text(s, event.content)
         elif isinstance(event, TurnFailed | LLMCallFailed | ToolCallFailed):
             s.last_error = event.error
         return s
+
+
+_TEXT_BYTES_MIN = 64
+"""Shorter texts are stored in a snapshot as they are: a reference would not be smaller."""
+
+
+def _keep_text(state: WayflowState, text: Any) -> None:
+    if isinstance(text, str) and len(text) >= _TEXT_BYTES_MIN:
+        state.texts.append(text)
+
+
+def _refer_texts(delta: Any, texts: Sequence[str]) -> tuple[Any, bool]:
+    """`delta` with each string that one of `texts` equals replaced by `{"$text": i}`; False when
+    nothing was replaced or when the data holds a `$text` key of its own (then it is stored as is)."""
+    index = {t: i for i, t in enumerate(texts)}
+    if not index:
+        return delta, False
+    own = False
+
+    def walk(item: Any) -> Any:
+        nonlocal own
+        if isinstance(item, str):
+            i = index.get(item) if len(item) >= _TEXT_BYTES_MIN else None
+            return item if i is None else {"$text": i}
+        if isinstance(item, list):
+            return [walk(x) for x in item]
+        if isinstance(item, dict):
+            own = own or "$text" in item
+            return {k: walk(v) for k, v in item.items()}
+        return item
+
+    out = walk(delta)
+    return (delta, False) if own or out == delta else (out, True)
+
+
+def _resolve_texts(delta: Any, texts: Sequence[str]) -> Any:
+    """The reverse of `_refer_texts`."""
+    if isinstance(delta, list):
+        return [_resolve_texts(x, texts) for x in delta]
+    if isinstance(delta, dict):
+        if len(delta) == 1 and "$text" in delta:
+            i = delta["$text"]
+            if not isinstance(i, int) or not 0 <= i < len(texts):
+                raise WayflowCheckpointError(f"a snapshot names text {i!r}, which the events before it do not carry")
+            return texts[i]
+        return {k: _resolve_texts(v, texts) for k, v in delta.items()}
+    return delta
 
 
 # The change between two serialized conversations: None (no change), ["=", value] (replace),
@@ -619,9 +677,9 @@ class CheckpointedConversation:
         data = _dump(conversation, self.component, self.conversation_id)
         status = "" if conversation.status is None else type(conversation.status).__name__
         cid = checkpoint_id or log.ids()
-        snapshot = Snapshot(
-            checkpoint_id=cid, delta=_diff(self._rec.state.conversation, data), status=status, reason=reason
-        )
+        state: WayflowState = self._rec.state  # `before` (a turn's end) carries no text the snapshot may name
+        delta, texts = _refer_texts(_diff(state.conversation, data), state.texts)
+        snapshot = Snapshot(checkpoint_id=cid, delta=delta, status=status, reason=reason, texts=texts)
         self._rec.append_many([*before, snapshot])
         md: dict[str, Any] = {
             "save_reason": reason,
