@@ -342,7 +342,7 @@ def _refer_texts(delta: Any, texts: Sequence[str]) -> tuple[Any, bool]:
         return item
 
     out = walk(delta)
-    return (delta, False) if own or out == delta else (out, True)
+    return (delta, False) if own or _same(out, delta) else (out, True)
 
 
 def _resolve_texts(delta: Any, texts: Sequence[str]) -> Any:
@@ -364,9 +364,20 @@ def _resolve_texts(delta: Any, texts: Sequence[str]) -> Any:
 # messages cost only themselves), ["D", {key: change}, [removed keys]] (a dict).
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (`True == 1`, but a change from one to the other is kept)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _diff(old: Any, new: Any) -> Any:
     """The change that turns `old` into `new` (pure)."""
-    if type(old) is type(new) and old == new:
+    if _same(old, new):
         return None
     if isinstance(old, dict) and isinstance(new, dict):
         changed: dict[str, Any] = {}
@@ -381,7 +392,7 @@ def _diff(old: Any, new: Any) -> Any:
     if isinstance(old, list) and isinstance(new, list):
         keep = 0
         for a, b in zip(old, new, strict=False):
-            if type(a) is not type(b) or a != b:
+            if not _same(a, b):
                 break
             keep += 1
         return ["L", keep, new[keep:]]

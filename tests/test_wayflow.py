@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
@@ -54,6 +55,8 @@ from eventlog.wayflow import (
     WayflowReducer,
     _diff,
     _patch,
+    _refer_texts,
+    _resolve_texts,
     start_conversation,
 )
 
@@ -482,7 +485,11 @@ def test_manual_save_with_id_and_metadata(log: eventlog.EventLog) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text(max_size=5)
+    | st.sampled_from(["a" * 64, "b" * 70, "$text"]),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4),
     max_leaves=20,
 )
@@ -491,6 +498,23 @@ json_values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(json_values, json_values)
 def test_a_change_turns_the_old_value_into_the_new(old: Any, new: Any) -> None:
+    """Exact, types included (True and 1 are equal in Python, not in a conversation); key order aside."""
+    encode = msgspec.msgpack.Encoder(order="deterministic").encode
     delta = _diff(old, new)
-    assert _patch(copy.deepcopy(old), delta) == new
-    assert _diff(new, new) is None
+    assert encode(_patch(copy.deepcopy(old), delta)) == encode(new)
+    assert _diff(new, copy.deepcopy(new)) is None
+    texts = [t for t in _strings(new) if len(t) >= 64]
+    referred, used = _refer_texts(delta, texts)
+    assert msgspec.msgpack.encode(_resolve_texts(referred, texts) if used else referred) == msgspec.msgpack.encode(
+        delta
+    )
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
