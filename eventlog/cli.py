@@ -467,12 +467,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    from .conversation import ConversationReducer
     from .transfer import import_runs
+    from .wayflow import WayflowReducer  # needs no wayflowcore
 
     if not Path(args.file).is_file():
         raise _Fail(f"no file {args.file}", EXIT_NOT_FOUND)
     with _open(args, write=True, create=True, durability="none") as log, _progress("importing", None) as advance:
-        summary = import_runs(log, args.file, progress=advance)
+        reducers = [log.reducer, ConversationReducer(), WayflowReducer()]  # the reducers eventlog's executors use
+        summary = import_runs(log, args.file, progress=advance, reducers=reducers)
     doc = {"path": str(args.file), **msgspec.structs.asdict(summary)}
     if args.json:
         _emit_json(doc)

@@ -25,7 +25,9 @@ one run of the log, named by its conversation id:
 - `wayflow.rewound` when a conversation is restored to an earlier checkpoint: the conversation
   id stays, the future it replaced stays readable as a branch run forked from it.
 
-The conversation object rebuilt from a checkpoint uses the live component (with its LLM and
+Reading (the checkpointer's listings, the reducer, the command line's view) needs no
+wayflowcore; starting or restoring a conversation does. The conversation object rebuilt
+from a checkpoint uses the live component (with its LLM and
 tools) given to `start_conversation`: nothing but data is read back. See docs/guides/wayflow.md.
 """
 
@@ -581,6 +583,8 @@ class CheckpointedConversation:
         self._shown = 0 if restored_from is None else len(self._messages())
 
     def __getattr__(self, name: str) -> Any:
+        if name == "conversation":  # not set yet (a failed __init__): no recursion
+            raise AttributeError(name)
         return getattr(self.conversation, name)
 
     def __repr__(self) -> str:
@@ -868,8 +872,10 @@ def start_conversation(
     the one the conversation was started with, by id or shape (IncompatibleComponentError).
     `interval` defaults to the checkpointer's.
     """
-    from wayflowcore.conversationalcomponent import ConversationalComponent
-
+    try:
+        from wayflowcore.conversationalcomponent import ConversationalComponent
+    except ImportError as exc:
+        raise ImportError(f"eventlog.wayflow needs wayflowcore 26.3: pip install 'eventlog[wayflow]' ({exc})") from exc
     if not isinstance(component, ConversationalComponent):
         raise TypeError(f"start_conversation takes a wayflowcore Agent or Flow, not {type(component).__name__}")
     if not isinstance(checkpointer, EventLogCheckpointer):
