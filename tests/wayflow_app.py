@@ -12,8 +12,7 @@ from wayflowcore.controlconnection import ControlFlowEdge
 from wayflowcore.dataconnection import DataFlowEdge
 from wayflowcore.flow import Flow
 from wayflowcore.messagelist import Message
-from wayflowcore.models._requesthelpers import StreamChunkType
-from wayflowcore.models.llmmodel import LlmCompletion, LlmModel, Prompt
+from wayflowcore.models import LlmCompletion, LlmModel, Prompt, StreamChunkType
 from wayflowcore.steps import InputMessageStep, OutputMessageStep, PromptExecutionStep
 from wayflowcore.tokenusage import TokenUsage
 from wayflowcore.tools import ToolRequest, tool

@@ -21,8 +21,7 @@ from ._common import Context, SuiteResult, Text, disk_bytes, lmdb_breakdown, lmd
 def _build(script: list[Any]) -> Any:
     from wayflowcore.agent import Agent
     from wayflowcore.messagelist import Message
-    from wayflowcore.models._requesthelpers import StreamChunkType
-    from wayflowcore.models.llmmodel import LlmCompletion, LlmModel, Prompt
+    from wayflowcore.models import LlmCompletion, LlmModel, Prompt, StreamChunkType
     from wayflowcore.tools import tool
 
     class ScriptedLlm(LlmModel):
