@@ -523,6 +523,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _reducers(log: Any) -> list[Any]:
+    """Every reducer whose checkpoints an import can save again: the log's, the conversation
+    loop's and those of the installed integrations' views."""
+    from .conversation import ConversationReducer
+
+    from .views import view_reducers
+
+    return [log.reducer, ConversationReducer(), *view_reducers()]
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     from .transfer import import_runs
 
@@ -532,7 +542,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     made = "://" not in target and target != ":memory:" and not os.path.exists(target)
     try:
         with _open(args, write=True, create=True, durability="none") as log, _progress("importing", None) as advance:
-            summary = import_runs(log, args.file, progress=advance)
+            summary = import_runs(log, args.file, progress=advance, reducers=_reducers(log))
     except BaseException:
         if made:  # a failed import leaves no log behind where there was none
             shutil.rmtree(target, ignore_errors=True)

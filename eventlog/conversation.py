@@ -27,6 +27,13 @@ the turn's end); `all_internal_turns()` after every LLM answer and every tool ca
 that pauses for a human's approval is checkpointed where it pauses. A failed turn writes no
 final checkpoint.
 
+Restore keeps the conversation id: `agent.start_conversation(log, "c", checkpoint_id=ID)`
+continues "c" from that checkpoint. The future it replaces is not deleted: "c" is forked at
+its head into a branch run ("c~1", "c~2", ...), and a `Restored` event brings the folded
+state back to the checkpoint's. `ConversationReducer` (AgentReducer plus `Restored`) is the
+conversation's reducer: read a restored conversation's state with it (`chat.state` does).
+Restoring the checkpoint the conversation already stands at writes nothing.
+
 A tool named in `confirm` pauses the turn before it runs (`Interrupted`, with the call in the
 payload); `resume(value)` records the answer (`Resumed`): a true value runs the tool, a false
 one does not, and the LLM is told it was declined.
@@ -52,6 +59,8 @@ from . import (
     InvalidEventError,
     Recorder,
     RecordTooLargeError,
+    RunExistsError,
+    register,
 )
 from .events import (
     Event,
@@ -78,7 +87,10 @@ __all__ = [
     "Conversation",
     "ConversationError",
     "ConversationPausedError",
+    "ConversationReducer",
+    "ConversationState",
     "RestoreWithMessagesError",
+    "Restored",
     "TurnFailedError",
     "TurnResult",
 ]
@@ -136,6 +148,59 @@ class TurnResult(msgspec.Struct, frozen=True):
 LLM = Callable[[list[Message]], "Message | Completion"]
 
 
+@register
+class Restored(Event, frozen=True, tag="conversation.restored"):
+    """The conversation was brought back to a checkpoint; the future it replaced is a branch run."""
+
+    checkpoint_id: str
+    """The checkpoint restored."""
+    offset: int
+    """Its offset."""
+    head: int
+    """The last offset of the replaced future: the branch is forked there."""
+    branch: str
+    """Run id of the branch that keeps the replaced future."""
+    keep: int = 0
+    """How many of the conversation's messages the checkpoint's state starts with."""
+    messages: list[Message] = msgspec.field(default_factory=list)
+    """The checkpoint state's messages after those."""
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Every other field of the checkpoint's state."""
+
+
+class ConversationState(AgentState):
+    """`AgentState` and the restores of the conversation."""
+
+    restores: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """Every restore: `checkpoint_id`, `offset`, `head`, `branch` (oldest first)."""
+
+
+class ConversationReducer(AgentReducer):
+    """AgentReducer, and `Restored`: the state becomes the restored checkpoint's."""
+
+    name = "conversation"
+    version = 1
+    state_type = ConversationState
+
+    def initial(self) -> ConversationState:
+        return ConversationState()
+
+    def apply(self, state: AgentState, event: Event) -> AgentState:
+        if not isinstance(event, Restored):
+            return super().apply(state, event)
+        assert isinstance(state, ConversationState)
+        restores = state.restores + [
+            {"checkpoint_id": event.checkpoint_id, "offset": event.offset, "head": event.head, "branch": event.branch}
+        ]
+        fields = {k: copy.deepcopy(v) for k, v in event.state.items() if k in _STATE_FIELDS}
+        return ConversationState(
+            **fields, messages=state.messages[: event.keep] + list(event.messages), restores=restores
+        )
+
+
+_STATE_FIELDS = frozenset(AgentState.__struct_fields__) - {"messages"}
+
+
 def _new_id() -> str:
     return os.urandom(8).hex()
 
@@ -179,21 +244,26 @@ class Agent:
     ) -> Conversation:
         """The conversation `conversation_id`: a new one, or an existing one at its head.
 
-        With `checkpoint_id`, rewind: fork the conversation at that checkpoint into
-        `new_conversation_id` (default `<id>@<offset>`) and continue there; the original
-        stays as it was. Passing `messages` as well is refused (RestoreWithMessagesError):
-        restore first, then send. `messages` are user messages that open the next turn.
+        With `checkpoint_id`, restore: the conversation keeps its id and continues from that
+        checkpoint; the future after it stays readable as a branch run (`<id>~1`, ...), listed
+        in `chat.branches`. With `new_conversation_id` as well, the conversation is left as it
+        is and the checkpoint is forked into that new conversation instead. Passing `messages`
+        with a checkpoint is refused (RestoreWithMessagesError): restore first, then send.
+        `messages` are user messages that open the next turn.
         """
         if checkpoint_id is not None:
             if messages:
                 raise RestoreWithMessagesError(
-                    f"conversation {conversation_id!r}: cannot restore checkpoint {checkpoint_id!r} and pass "
-                    f"new messages in the same call; restore the conversation first, then send the message"
+                    f"conversation {conversation_id!r}: cannot restore checkpoint {checkpoint_id!r} and pass new "
+                    f"messages in the same call; restore the conversation first, then send the message"
                 )
             cp = log.checkpoints.load(conversation_id, checkpoint_id)
-            target = new_conversation_id or f"{conversation_id}@{cp.offset}"
-            log.fork(conversation_id, cp.offset, target)
-            chat = Conversation(self, log, target)
+            if new_conversation_id is not None:
+                log.fork(conversation_id, cp.offset, new_conversation_id)
+                chat = Conversation(self, log, new_conversation_id)
+            else:
+                chat = Conversation(self, log, conversation_id)
+                chat._restore(cp)
             chat.restored_from = cp
             return chat
         if new_conversation_id is not None:
@@ -215,21 +285,63 @@ class Conversation:
         self.agent = agent
         self.log = log
         self.conversation_id = conversation_id
-        self.reducer = AgentReducer()
+        self.reducer = ConversationReducer()
         self.restored_from: Checkpoint | None = None
-        """The checkpoint a rewind started from."""
+        """The checkpoint a restore started from."""
         self._rec: Recorder = log.recorder(conversation_id, reducer=self.reducer, policy=agent.policy)
         self._pending: list[str] = []
+        self._metadata: dict[str, Any] = {}
         self._last: Event | None = None
         if self._rec.offset:
-            self._last = next(iter(log.read(conversation_id, after=self._rec.offset - 1))).event
+            self._last = self._event_at(self._rec.offset)
+
+    def _event_at(self, offset: int) -> Event:
+        """The event at `offset`; for a `Restored` one, the event at the checkpoint it restored."""
+        event = self.log.entry(self.conversation_id, offset).event
+        return self._event_at(event.offset) if isinstance(event, Restored) else event
+
+    def _restore(self, cp: Checkpoint) -> None:
+        """Bring the conversation back to `cp`, keeping the future after it as a branch run."""
+        head = self._rec.offset
+        last = self.log.entry(self.conversation_id, head).event
+        if cp.offset == head or (isinstance(last, Restored) and last.checkpoint_id == cp.checkpoint_id):
+            return  # it stands at the checkpoint already
+        current: ConversationState = self._rec.state
+        for r in current.restores:
+            if r["offset"] < cp.offset <= r["head"]:
+                raise ConversationError(
+                    f"conversation {self.conversation_id!r}: checkpoint {cp.checkpoint_id!r} belongs to a future that "
+                    f"a restore replaced; it is kept on branch {r['branch']!r}: restore it there"
+                )
+        target: ConversationState = self.log.state_at(self.conversation_id, cp.offset, reducer=self.reducer)
+        keep = 0
+        for a, b in zip(current.messages, target.messages, strict=False):
+            if a != b:
+                break
+            keep += 1
+        n = len(current.restores) + 1
+        while True:
+            branch = f"{self.conversation_id}~{n}"
+            try:
+                self.log.fork(self.conversation_id, head, branch)
+                break
+            except RunExistsError:
+                n += 1
+        fields = msgspec.structs.asdict(target)
+        state = {k: msgspec.to_builtins(v) for k, v in fields.items() if k in _STATE_FIELDS}
+        restored = Restored(
+            checkpoint_id=cp.checkpoint_id, offset=cp.offset, head=head, branch=branch, keep=keep,
+            messages=list(target.messages[keep:]), state=state,
+        )  # fmt: skip
+        self._rec.append(restored)
+        self._last = self._event_at(self._rec.offset)
 
     # -- reading -----------------------------------------------------------------------
 
     @property
-    def state(self) -> AgentState:
+    def state(self) -> ConversationState:
         """A copy of the folded state at the head."""
-        return copy.deepcopy(self._rec.state)
+        return copy.deepcopy(self._rec.state)  # type: ignore[no-any-return]
 
     @property
     def messages(self) -> list[Message]:
@@ -254,13 +366,27 @@ class Conversation:
     @property
     def paused(self) -> bool:
         """True while the turn waits for `resume(value)`."""
-        return self._rec.state.status == "paused"
+        status: str = self._rec.state.status
+        return status == "paused"
 
     def checkpoints(self) -> list[Checkpoint]:
-        """The conversation's checkpoints, oldest first."""
+        """The conversation's checkpoints, oldest first; after a restore, those of the replaced future
+        are left out (they are listed on its branch run)."""
         if not self._rec.offset:
             return []
-        return self.log.checkpoints.list(self.conversation_id, reducer=self.reducer)
+        hidden = [(r["offset"], r["head"]) for r in self._rec.state.restores]
+        return [
+            cp
+            for cp in self.log.checkpoints.list(self.conversation_id, reducer=self.reducer)
+            if not any(lo < cp.offset <= hi for lo, hi in hidden)
+        ]
+
+    @property
+    def branches(self) -> list[dict[str, Any]]:
+        """Every restore of this conversation, oldest first: `checkpoint_id`, `offset`, `head` and the
+        `branch` run that keeps the future it replaced."""
+        restores: list[dict[str, Any]] = self._rec.state.restores
+        return copy.deepcopy(restores)
 
     # -- driving -----------------------------------------------------------------------
 
@@ -277,13 +403,18 @@ class Conversation:
             )
         self._pending.append(content)
 
-    def send(self, content: str) -> TurnResult:
-        """One turn: the user's message, then the LLM and tools until the assistant answers."""
-        self.append_user_message(content)
-        return self.execute()
+    def send(self, content: str, *, metadata: Mapping[str, Any] | None = None) -> TurnResult:
+        """One turn: the user's message, then the LLM and tools until the assistant answers.
 
-    def execute(self) -> TurnResult:
-        """Run a turn with the queued user messages, or finish the turn left open."""
+        `metadata` goes on every checkpoint the turn takes by itself (beside `save_reason` and `turn`).
+        """
+        self.append_user_message(content)
+        return self.execute(metadata=metadata)
+
+    def execute(self, *, metadata: Mapping[str, Any] | None = None) -> TurnResult:
+        """Run a turn with the queued user messages, or finish the turn left open. With nothing
+        pending, do nothing and return how the last turn ended (after a restore, say)."""
+        self._metadata = dict(metadata or {})
         if self.paused:
             raise ConversationPausedError(self._paused_text())
         if self._pending:
@@ -292,19 +423,30 @@ class Conversation:
             self._pending = []
             self._append(events)
         elif not self.turn_open:
-            raise ConversationError(
-                f"conversation {self.conversation_id!r} has no open turn at offset {self.offset}; send a user message"
-            )
+            if self.turn == 0:
+                raise ConversationError(
+                    f"conversation {self.conversation_id!r} has no turn yet at offset {self.offset}; send a user message"
+                )
+            return self._status()  # nothing is pending: the turn's end (after a restore, say)
         return self._loop()
 
-    def resume(self, value: Any) -> TurnResult:
+    def _status(self) -> TurnResult:
+        """The last turn's end, as `send` returned it."""
+        last = next((m for m in reversed(self._rec.state.messages) if m.role == "assistant"), None)
+        return TurnResult("answered", self.turn, self.offset, message=last)
+
+    def resume(self, value: Any, *, metadata: Mapping[str, Any] | None = None) -> TurnResult:
         """Answer the pending approval (a true value runs the tool, a false one declines it) and go on."""
+        self._metadata = dict(metadata or {})
         if not self.paused:
             raise ConversationError(
                 f"conversation {self.conversation_id!r} is not paused at offset {self.offset}; nothing to resume"
             )
         self._append([Resumed(value=value, nodes=list(self._rec.state.paused_nodes))])
         return self._loop()
+
+    def _checkpoint_metadata(self, reason: str) -> dict[str, Any]:
+        return {**self._metadata, "save_reason": reason, "turn": int(self._rec.state.turn)}
 
     def _paused_text(self) -> str:
         reason = (self._rec.state.interrupt or {}).get("reason", "")
@@ -314,9 +456,7 @@ class Conversation:
         )
 
     def _append(self, events: list[Event], reason: str = "internal_turn_boundary") -> int:
-        offsets = self._rec.append_many(
-            events, checkpoint_metadata={"save_reason": reason, "turn": int(self._rec.state.turn)}
-        )
+        offsets = self._rec.append_many(events, checkpoint_metadata=self._checkpoint_metadata(reason))
         self._last = events[-1]
         return offsets[-1]
 
@@ -391,7 +531,7 @@ class Conversation:
             if answer is None:
                 payload = {"call_id": call.id, "tool": call.name, "arguments": dict(call.arguments)}
                 self._append([Interrupted(nodes=[call.id], reason=f"approve {call.name}", payload=payload)])
-                self._rec.checkpoint(metadata={"save_reason": "interrupt", "turn": turn})
+                self._rec.checkpoint(metadata=self._checkpoint_metadata("interrupt"))
                 return TurnResult("paused", turn, self.offset, interrupt=copy.deepcopy(self._rec.state.interrupt))
             if answer is False:
                 self._append([ToolCallCompleted(call_id=call.id, tool=call.name, output=DECLINED)])

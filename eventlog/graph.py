@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ __all__ = [
     "Context",
     "Graph",
     "GraphError",
+    "IncompatibleGraphError",
     "Interrupt",
     "NodeFailedError",
     "RunNotPausedError",
@@ -100,6 +102,10 @@ class NodeFailedError(GraphError):
             f"run {run_id!r}: node {node!r} failed in superstep {superstep} (offset {offset}): "
             f"{type(error).__name__}: {error}; fix the cause and call resume({run_id!r})"
         )
+
+
+class IncompatibleGraphError(GraphError):
+    """A run resumed with a graph that is not the one that started it, or lacks a node the run needs."""
 
 
 class RunPausedError(GraphError):
@@ -252,6 +258,10 @@ class Graph:
         return CompiledGraph(self, log, policy or CheckpointPolicy.every_supersteps(1), listener, max_supersteps)
 
 
+def _copy(state: AgentState) -> AgentState:
+    return copy.deepcopy(state)
+
+
 class _Superstep:
     """What a drive needs to know about the superstep in progress (rebuilt from the log on resume)."""
 
@@ -274,12 +284,19 @@ class CompiledGraph:
         self.listener = listener
         self.max_supersteps = max_supersteps
         self.reducer = AgentReducer()
+        self._metadata: weakref.WeakKeyDictionary[Recorder, dict[str, Any]] = weakref.WeakKeyDictionary()
+        """Metadata a `run` or `resume` call asked for, by the recorder of that call."""
 
     # -- public ------------------------------------------------------------------------
 
-    def run(self, run_id: str, input: Mapping[str, Any] | None = None) -> AgentState:
-        """Start a new run with `input` as its first values and drive it until it ends or pauses."""
-        rec = self._recorder(run_id)
+    def run(
+        self, run_id: str, input: Mapping[str, Any] | None = None, *, metadata: Mapping[str, Any] | None = None
+    ) -> AgentState:
+        """Start a new run with `input` as its first values and drive it until it ends or pauses.
+
+        `metadata` goes on every checkpoint the run takes by itself during this call (beside `graph`).
+        """
+        rec = self._recorder(run_id, metadata)
         if rec.offset:
             raise RunExistsError(run_id)
         entry = sorted(set(self.graph._entry))
@@ -293,22 +310,28 @@ class CompiledGraph:
         *,
         from_checkpoint: str | None = None,
         new_run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> AgentState:
         """Continue a run from the exact state at the head of its log.
 
         With `value`, answer the interrupt the run is paused at. With `from_checkpoint`, fork
         the run at that checkpoint's offset into `new_run_id` (default `<run_id>@<offset>`)
-        and continue the fork; the original run is left as it is.
+        and continue the fork; the original run is left as it is. A run of another graph, or
+        one paused at (or about to run) a node this graph lacks, is refused with
+        IncompatibleGraphError before anything is written. `metadata` goes on every
+        checkpoint the run takes by itself during this call.
         """
         if from_checkpoint is not None:
             cp = self.log.checkpoints.load(run_id, from_checkpoint, reducer=self.reducer)
+            self._check_compatible(run_id, cp.state, cp.offset)
             run_id = self.log.fork(run_id, cp.offset, new_run_id or f"{run_id}@{cp.offset}")
         elif new_run_id is not None:
             raise GraphError(f"run {run_id!r}: new_run_id needs from_checkpoint (the checkpoint to fork at)")
-        rec = self._recorder(run_id)
+        rec = self._recorder(run_id, metadata)
         state: AgentState = rec.state
         if rec.offset == 0:
             raise UnknownRunError(run_id)
+        self._check_compatible(run_id, state, rec.offset)
         if state.status == "pending":
             raise GraphError(f"run {run_id!r} has events but no RunStarted at offset {rec.offset}: call run()")
         if state.status == "completed":
@@ -346,12 +369,40 @@ class CompiledGraph:
 
     # -- driving -----------------------------------------------------------------------
 
-    def _recorder(self, run_id: str) -> Recorder:
-        return self.log.recorder(run_id, reducer=self.reducer, policy=self.policy)
+    def _recorder(self, run_id: str, metadata: Mapping[str, Any] | None = None) -> Recorder:
+        rec = self.log.recorder(run_id, reducer=self.reducer, policy=self.policy)
+        if metadata:
+            self._metadata[rec] = dict(metadata)
+        return rec
 
-    def _append(self, rec: Recorder, events: list[Event], metadata: dict[str, Any] | None = None) -> int:
+    def _checkpoint_metadata(self, rec: Recorder, **ours: Any) -> dict[str, Any]:
+        return {**self._metadata.get(rec, {}), "graph": self.graph.name, **ours}
+
+    def _check_compatible(self, run_id: str, state: AgentState, offset: int) -> None:
+        """Refuse, before anything is written, a run that this graph cannot continue."""
+        started = self._graph_name(run_id)
+        if started is not None and started != self.graph.name:
+            raise IncompatibleGraphError(
+                f"run {run_id!r} was started by graph {started!r}, not {self.graph.name!r}; resume it with that graph"
+            )
+        needed = {*state.paused_nodes, *state.next_nodes, *state.superstep_nodes}
+        missing = sorted(needed - set(self.graph._nodes))
+        if missing:
+            raise IncompatibleGraphError(
+                f"run {run_id!r} at offset {offset} needs node(s) {', '.join(map(repr, missing))}, which graph "
+                f"{self.graph.name!r} does not have; resume it with the graph that started it"
+            )
+
+    def _graph_name(self, run_id: str) -> str | None:
+        """The name of the graph that started the run (its RunStarted), or None when unknown (pruned)."""
+        if self.log.run_info(run_id).base > 0 or self.log.head(run_id) == 0:
+            return None
+        first = self.log.entry(run_id, 1).event
+        return first.graph if isinstance(first, RunStarted) else None
+
+    def _append(self, rec: Recorder, events: list[Event]) -> int:
         before = self._latest_id(rec.run_id) if self.listener else None
-        offsets = rec.append_many(events, checkpoint_metadata={"graph": self.graph.name, **(metadata or {})})
+        offsets = rec.append_many(events, checkpoint_metadata=self._checkpoint_metadata(rec))
         if self.listener is not None:
             cp = self.log.checkpoints.load_latest(rec.run_id, reducer=self.reducer)
             taken = cp if cp is not None and cp.checkpoint_id != before and cp.offset == offsets[-1] else None
@@ -402,7 +453,7 @@ class CompiledGraph:
             nodes = list(state.next_nodes)
             if not nodes:
                 self._append(rec, [RunCompleted()])
-                return copy.deepcopy(rec.state)
+                return _copy(rec.state)
             superstep = state.superstep + 1
             if superstep > self.max_supersteps:
                 error = f"run {run_id!r} reached the limit of {self.max_supersteps} supersteps at offset {rec.offset}"
@@ -414,11 +465,11 @@ class CompiledGraph:
                     continue
                 paused = self._run_node(rec, node, superstep, step)
                 if paused:
-                    return copy.deepcopy(rec.state)
+                    return _copy(rec.state)
             following = self._route(rec, sorted(set(nodes)), superstep)
             if not following:  # the end: one append, so one checkpoint covers the superstep and the run
                 self._append(rec, [SuperstepCompleted(superstep=superstep), RunCompleted()])
-                return copy.deepcopy(rec.state)
+                return _copy(rec.state)
             self._append(rec, [SuperstepCompleted(superstep=superstep, next_nodes=following)])
             step = _Superstep(copy.deepcopy(rec.state.values), {})
 
@@ -439,7 +490,7 @@ class CompiledGraph:
         except Interrupt as signal:
             event = Interrupted(nodes=[node], reason=signal.reason, payload=signal.payload)
             rec.append(event)
-            cp = rec.checkpoint(metadata={"graph": self.graph.name, "source": "interrupt"})
+            cp = rec.checkpoint(metadata=self._checkpoint_metadata(rec, source="interrupt"))
             if self.listener is not None:
                 self.listener(event, rec.offset, cp)
             return True

@@ -1137,11 +1137,11 @@ class _View:
 
     name = "langgraph"
     kind_prefix = "langgraph."
-    reducer = ThreadReducer.name
 
     def __init__(self) -> None:
         self.serde: SerializerProtocol = JsonPlusSerializer()
-        self._reducer = ThreadReducer()
+        self.fold = ThreadReducer()
+        """The reducer a thread's runs fold with."""
 
     def _load(self, blob: Blob) -> Any:
         try:
@@ -1162,8 +1162,8 @@ class _View:
         head = log.head(run_id)
         for i, (cp, mark) in enumerate(marks):
             end = offsets[i + 1] - 1 if i + 1 < len(offsets) else head
-            next_nodes = _next_nodes(log.state_at(run_id, cp.offset, reducer=self._reducer))
-            state: ThreadState = log.state_at(run_id, end, reducer=self._reducer)
+            next_nodes = _next_nodes(log.state_at(run_id, cp.offset, reducer=self.fold))
+            state: ThreadState = log.state_at(run_id, end, reducer=self.fold)
             md = self._load(mark.metadata)
             md = md if isinstance(md, dict) else {}
             rows.append(
@@ -1183,7 +1183,7 @@ class _View:
     columns = ("checkpoint", "offset", "step", "source", "next", "writes", "parent", "created (UTC)")
 
     def state(self, log: eventlog.EventLog, run_id: str, offset: int) -> Any:
-        state: ThreadState = log.state_at(run_id, offset, reducer=self._reducer)
+        state: ThreadState = log.state_at(run_id, offset, reducer=self.fold)
         thread_id, ns = thread_of(run_id)
         values: dict[str, Any] = {}
         for ch, chunks in sorted(state.values.items()):

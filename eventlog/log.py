@@ -101,6 +101,10 @@ class EventLog(Generic[S]):
         id_source = IdSource(ids)
         self._committed = threading.Condition()
         self._writer = Writer(store, self.codec, self._runs, id_source, clock or _default_clock, self._after_commit)
+        self.clock: Callable[[], int] = self._writer.now
+        """The log's clock (nanoseconds since the epoch), checked; injected with `eventlog.open(clock=...)`."""
+        self.ids: Callable[[], str] = id_source.draw
+        """A new id string from the log's id source (unique with the log's own source)."""
         self._reader = Reader(store, self.codec, self._runs)
         self._replay = Replay(store, self.codec, self._runs, self._reader)
         self.checkpoints: Checkpoints[S] = Checkpoints(

@@ -56,6 +56,11 @@ def load_views() -> list[RunView]:
     return _loaded
 
 
+def view_reducers() -> list[Any]:
+    """The reducers installed views fold their runs with (their optional `fold` attribute)."""
+    return [view.fold for view in load_views() if getattr(view, "fold", None) is not None]  # type: ignore[attr-defined]
+
+
 def view_of(first_kind: str | None) -> RunView | None:
     """The view of a run whose first event is of kind `first_kind`, or None."""
     if first_kind is None:
@@ -76,6 +81,7 @@ def view_for_run(log: EventLog, run_id: str) -> RunView | None:
         return view_of(str(type(entry.event).__struct_config__.tag))
     latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
     for view in views:
-        if latest and getattr(view, "reducer", None) == latest[0].reducer:
+        fold = getattr(view, "fold", None)
+        if latest and fold is not None and fold.name == latest[0].reducer:
             return view
     return None

@@ -20,6 +20,7 @@ from eventlog.conversation import (
     Completion,
     ConversationError,
     ConversationPausedError,
+    ConversationReducer,
     RestoreWithMessagesError,
     TurnFailedError,
 )
@@ -264,8 +265,65 @@ def test_rewind_to_previous_checkpoint_forks(log: eventlog.EventLog) -> None:
     assert log.head("chat") == original_head and log.state_at("chat").messages == original_messages
     assert [cp.checkpoint_id for cp in log.checkpoints.list("chat")] == [cp.checkpoint_id for cp in cps]
     assert log.run_info("chat-b").parent == "chat" and log.run_info("chat-b").fork_offset == previous.offset
-    default = agent.start_conversation(log, "chat", checkpoint_id=previous.checkpoint_id)
-    assert default.conversation_id == f"chat@{previous.offset}"
+
+
+def test_restore_keeps_the_id_and_can_be_repeated(log: eventlog.EventLog) -> None:
+    agent = make_agent()
+    chat = agent.start_conversation(log, "chat")
+    chat.send("weather Rome")
+    chat.send("thanks")
+    old_head, old_messages = log.head("chat"), chat.messages
+    previous, replaced = chat.checkpoints()[-2:]
+
+    restored = agent.start_conversation(log, "chat", checkpoint_id=previous.checkpoint_id)
+    assert restored.conversation_id == "chat" and restored.restored_from.checkpoint_id == previous.checkpoint_id
+    assert restored.messages == old_messages[:4] and restored.turn == 1 and not restored.turn_open
+    assert restored.branches == [
+        {"checkpoint_id": previous.checkpoint_id, "offset": previous.offset, "head": old_head, "branch": "chat~1"}
+    ]
+    assert (log.run_info("chat~1").parent, log.run_info("chat~1").fork_offset) == ("chat", old_head)
+    assert log.state_at("chat~1").messages == old_messages  # the replaced future, kept
+    assert [cp.checkpoint_id for cp in restored.checkpoints()] == [previous.checkpoint_id]
+    assert log.state_at("chat", reducer=ConversationReducer()).messages == old_messages[:4]
+
+    head = log.head("chat")  # restoring the same checkpoint again writes nothing
+    again = agent.start_conversation(log, "chat", checkpoint_id=previous.checkpoint_id)
+    assert log.head("chat") == head and again.messages == restored.messages and len(again.branches) == 1
+    with pytest.raises(ConversationError, match="kept on branch 'chat~1'"):
+        agent.start_conversation(log, "chat", checkpoint_id=replaced.checkpoint_id)
+
+    reply = again.send("weather Oslo")
+    assert reply.turn == 2 and "Oslo" in reply.message.content
+    first_cp, _ = again.checkpoints()
+    assert first_cp.checkpoint_id == previous.checkpoint_id
+    third = agent.start_conversation(log, "chat", checkpoint_id=previous.checkpoint_id)  # after progress: a 2nd branch
+    assert [b["branch"] for b in third.branches] == ["chat~1", "chat~2"] and third.messages == old_messages[:4]
+    assert log.verify(reducer=ConversationReducer()).ok
+
+
+def test_execute_after_a_turn_end_restore_returns_the_status(log: eventlog.EventLog) -> None:
+    agent = make_agent()
+    agent.start_conversation(log, "chat").send("weather Lima")
+    cp = log.checkpoints.load_latest("chat")
+    restored = agent.start_conversation(log, "chat", checkpoint_id=cp.checkpoint_id)
+    head = log.head("chat")
+    result = restored.execute()
+    assert result.status == "answered" and result.turn == 1 and "Lima" in result.message.content
+    assert log.head("chat") == head  # nothing was written
+    with pytest.raises(ConversationError, match="no turn yet"):
+        agent.start_conversation(log, "empty").execute()
+
+
+def test_metadata_on_automatic_checkpoints(log: eventlog.EventLog) -> None:
+    agent = make_agent(CheckpointPolicy.all_internal_turns(), confirm={"book"})
+    chat = agent.start_conversation(log, "chat")
+    chat.send("weather Quito", metadata={"user": "ada", "turn": "ignored"})
+    assert all(cp.metadata["user"] == "ada" for cp in chat.checkpoints())
+    assert [cp.metadata["turn"] for cp in chat.checkpoints()] == [1] * len(chat.checkpoints())
+    assert chat.send("book 2", metadata={"user": "bob"}).status == "paused"
+    assert log.checkpoints.load_latest("chat").metadata == {"user": "bob", "save_reason": "interrupt", "turn": 2}
+    chat.resume(True, metadata={"approved_by": "cy"})
+    assert log.checkpoints.load_latest("chat").metadata["approved_by"] == "cy"
 
 
 def test_restore_with_new_messages_is_refused(log: eventlog.EventLog) -> None:
@@ -285,8 +343,8 @@ def test_messages_open_the_next_turn(log: eventlog.EventLog) -> None:
     chat = make_agent().start_conversation(log, "chat", messages="first")
     assert log.head("chat") == 0  # queued, not yet run
     assert chat.execute().message.content == "echo: first"
-    with pytest.raises(ConversationError, match="no open turn"):
-        chat.execute()
+    head = log.head("chat")
+    assert chat.execute().message.content == "echo: first" and log.head("chat") == head  # nothing pending: a no-op
 
 
 def test_human_approval_pause_and_resume(path: Path) -> None:

@@ -4,6 +4,8 @@ Each block runs on its own, in a fresh interpreter and a fresh empty directory, 
 block may not lean on one before it. A block fenced ```python-norun is shown, not run.
 A page written as one walkthrough says so with the line `<!-- docs-test: sequence -->`:
 then block k runs after blocks 1..k-1 of the page, in the same interpreter.
+A block fenced ```python file=NAME is not run: it is written to NAME in the directory of
+every block of its page, so a block may import it or run it in a new process.
 """
 
 from __future__ import annotations
@@ -52,7 +54,13 @@ def code_blocks(path: Path) -> list[tuple[int, str, str]]:
 
 def _runs(info: str) -> bool:
     words = info.replace("{", " ").replace("}", " ").replace(".", " ").split()
-    return bool(words) and words[0] in ("python", "py") and "norun" not in info
+    return bool(words) and words[0] in ("python", "py") and "norun" not in info and _file(info) is None
+
+
+def _file(info: str) -> str | None:
+    """The NAME of a block fenced ```python file=NAME, or None."""
+    m = re.search(r"\bfile=(\S+)", info)
+    return None if m is None else m.group(1)
 
 
 def _documents() -> list[Path]:
@@ -64,17 +72,23 @@ def _python_blocks() -> list[pytest.ParameterSet]:
     for path in _documents():
         name = path.relative_to(ROOT).as_posix()
         sequence = _SEQUENCE in path.read_text(encoding="utf-8")
-        numbered = [b for b in code_blocks(path) if _runs(b[1])]
+        blocks = code_blocks(path)
+        files = {f: code for _, info, code in blocks if (f := _file(info)) is not None}
+        numbered = [b for b in blocks if _runs(b[1])]
         for index, (line, _, code) in enumerate(numbered, 1):
             before = "".join(c for _, _, c in numbered[: index - 1]) if sequence else ""
-            params.append(pytest.param(name, line, before, code, id=f"{name}:block{index}:line{line}"))
+            params.append(pytest.param(name, line, before, code, files, id=f"{name}:block{index}:line{line}"))
     return params
 
 
-@pytest.mark.parametrize(("document", "line", "before", "code"), _python_blocks())
-def test_python_block_runs(document: str, line: int, before: str, code: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("document", "line", "before", "code", "files"), _python_blocks())
+def test_python_block_runs(
+    document: str, line: int, before: str, code: str, files: dict[str, str], tmp_path: Path
+) -> None:
     """The block runs to the end without an error, alone (or after the blocks before it on a
-    sequence page), in an empty directory."""
+    sequence page), in an empty directory (but for its page's `file=` blocks)."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     script = tmp_path / "block.py"
@@ -91,6 +105,7 @@ def test_code_blocks_are_found() -> None:
     assert readme and readme[0][1] == "sh"
     assert any(_runs(info) for _, info, _ in code_blocks(ROOT / "docs" / "quickstart.md"))
     assert not _runs("python-norun") and _runs("python") and not _runs("sh")
+    assert not _runs("python file=agent.py") and _file("python file=agent.py") == "agent.py"
 
 
 def test_site_builds_in_strict_mode(tmp_path: Path) -> None:

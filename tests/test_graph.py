@@ -37,6 +37,7 @@ from eventlog.graph import (
     START,
     Graph,
     GraphError,
+    IncompatibleGraphError,
     Interrupt,
     NodeFailedError,
     RunNotPausedError,
@@ -269,6 +270,40 @@ def approval_graph(seen: list[Any]) -> Graph:
     g.add_edge("draft", "approve")
     g.add_edge("approve", "send")
     return g
+
+
+def test_resume_with_an_incompatible_graph_is_refused_before_anything_is_written(log: eventlog.EventLog) -> None:
+    seen: list[Any] = []
+    approval_graph(seen).compile(log).run("pay", {"amount": 50})
+    head, runs = log.head("pay"), log.runs()
+    pause = log.checkpoints.load_latest("pay")
+
+    lacking = Graph("approval")  # the same name, but without the paused node
+    lacking.add_node("draft", lambda v: {})
+    lacking.set_entry("draft")
+    with pytest.raises(IncompatibleGraphError, match=r"needs node\(s\) 'approve', which graph 'approval' does not"):
+        lacking.compile(log).resume("pay", value="yes")
+    other = approval_graph(seen)
+    other.name = "payments-v2"
+    with pytest.raises(IncompatibleGraphError, match="started by graph 'approval', not 'payments-v2'") as info:
+        other.compile(log).resume("pay", value="yes")
+    assert isinstance(info.value, GraphError) and isinstance(info.value, eventlog.EventLogError)
+    with pytest.raises(IncompatibleGraphError):
+        lacking.compile(log).resume("pay", value="yes", from_checkpoint=pause.checkpoint_id, new_run_id="pay-b")
+    assert log.head("pay") == head and log.runs() == runs  # the answer is not used up, no fork was made
+    assert log.state_at("pay").status == "paused"
+    assert approval_graph(seen).compile(log).resume("pay", value="yes").status == "completed"
+
+
+def test_metadata_on_automatic_checkpoints(log: eventlog.EventLog) -> None:
+    runner = approval_graph([]).compile(log)
+    runner.run("pay", {"amount": 5}, metadata={"tenant": "acme", "graph": "ignored"})
+    cps = log.checkpoints.list("pay")
+    assert cps and all(cp.metadata["tenant"] == "acme" and cp.metadata["graph"] == "approval" for cp in cps)
+    assert cps[-1].metadata == {"tenant": "acme", "graph": "approval", "source": "interrupt"}
+    runner.resume("pay", value=True, metadata={"approved_by": "ada"})
+    after = log.checkpoints.list("pay")[len(cps) :]
+    assert after and all(cp.metadata == {"approved_by": "ada", "graph": "approval"} for cp in after)
 
 
 def test_interrupt_pauses_checkpoints_and_resumes_with_value(tmp_path: Path) -> None:

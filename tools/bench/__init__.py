@@ -16,6 +16,7 @@ SUITES: dict[str, str] = {
     "state_at": "tools.bench.state_at",
     "replay_memory": "tools.bench.replay_memory",
     "chat": "tools.bench.chat",
+    "wayflow": "tools.bench.wayflow",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""
 

@@ -1,0 +1,119 @@
+"""A WayFlow agent and flow for the tests, built the same way in every process (fixed ids).
+
+The LLM is scripted: a subclass of wayflowcore's `LlmModel` that answers from a list, offline.
+A test in another process imports this module to rebuild the same component.
+"""
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from wayflowcore.agent import Agent
+from wayflowcore.controlconnection import ControlFlowEdge
+from wayflowcore.dataconnection import DataFlowEdge
+from wayflowcore.flow import Flow
+from wayflowcore.messagelist import Message
+from wayflowcore.models import LlmCompletion, LlmModel, Prompt, StreamChunkType
+from wayflowcore.steps import InputMessageStep, OutputMessageStep, PromptExecutionStep
+from wayflowcore.tokenusage import TokenUsage
+from wayflowcore.tools import ToolRequest, tool
+
+booked: list[str] = []
+
+
+def reply(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+def call(name: str, request_id: str, **args: Any) -> Message:
+    return Message(
+        role="assistant", content="", tool_requests=[ToolRequest(name=name, args=args, tool_request_id=request_id)]
+    )
+
+
+class ScriptedLlm(LlmModel):
+    """Answers with the next message of its script; an exception in the script is raised."""
+
+    def __init__(self, script: Sequence[Message | Exception], **kwargs: Any) -> None:
+        super().__init__(
+            model_id="scripted",
+            generation_config=None,
+            supports_structured_generation=False,
+            supports_tool_calling=True,
+            **kwargs,
+        )
+        self.script = list(script)
+        self.prompts: list[int] = []
+
+    async def _generate_impl(self, prompt: Prompt) -> LlmCompletion:
+        self.prompts.append(len(prompt.messages))
+        if not self.script:
+            raise RuntimeError("the scripted LLM has no answer left")
+        item = self.script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return LlmCompletion(
+            message=item.copy(), token_usage=TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15)
+        )
+
+    async def _stream_generate_impl(self, prompt: Prompt) -> AsyncIterator[Any]:
+        completion = await self._generate_impl(prompt)
+        yield StreamChunkType.START_CHUNK, Message(role="assistant", content=""), None
+        yield StreamChunkType.END_CHUNK, completion.message, completion.token_usage
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"model_id": self.model_id}
+
+
+@tool(description_mode="only_docstring")
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool(description_mode="only_docstring", requires_confirmation=True)
+def book_hotel(city: str, people: int) -> str:
+    """Book a hotel (asks for a confirmation first)."""
+    booked.append(f"{city}/{people}")
+    return f"booked a room for {people} in {city}"
+
+
+def build_agent(
+    script: Sequence[Message | Exception], *, agent_id: str = "trip-agent", tools: Sequence[Any] | None = None
+) -> Agent:
+    return Agent(
+        llm=ScriptedLlm(script, id="scripted-llm"),
+        tools=list(tools if tools is not None else [weather, book_hotel]),
+        custom_instruction="You plan trips.",
+        id=agent_id,
+        name="trip_planner",
+    )
+
+
+def build_flow(script: Sequence[Message | Exception] = (), *, flow_id: str = "trip-flow") -> Flow:
+    """Ask for a city, then for how many people, then let an LLM write a plan, then say it."""
+    ask_city = InputMessageStep(message_template="Which city?", name="ask_city")
+    ask_people = InputMessageStep(message_template="How many people?", name="ask_people")
+    plan = PromptExecutionStep(
+        prompt_template="Plan a trip to {{city}} for {{people}}.", llm=ScriptedLlm(script, id="flow-llm"), name="plan"
+    )
+    say = OutputMessageStep(message_template="{{plan}}", name="say")
+    steps = {"ask_city": ask_city, "ask_people": ask_people, "plan": plan, "say": say}
+    out = InputMessageStep.USER_PROVIDED_INPUT
+    return Flow(
+        begin_step=ask_city,
+        steps=steps,
+        control_flow_edges=[
+            ControlFlowEdge(ask_city, ask_people),
+            ControlFlowEdge(ask_people, plan),
+            ControlFlowEdge(plan, say),
+            ControlFlowEdge(say, None),
+        ],
+        data_flow_edges=[
+            DataFlowEdge(ask_city, out, plan, "city"),
+            DataFlowEdge(ask_people, out, plan, "people"),
+            DataFlowEdge(plan, PromptExecutionStep.OUTPUT, say, "plan"),
+        ],
+        id=flow_id,
+        name="trip_flow",
+    )
