@@ -29,6 +29,7 @@ from eventlog.demo import run_demo
 from eventlog.events import (
     StateUpdated,
     StepCompleted,
+    UserMessage,
 )
 from eventlog.transfer import export_runs, import_runs
 
@@ -664,3 +665,54 @@ def test_kinds_of_your_own_decode_with_kinds(tmp_path: Path) -> None:
         check=False,
     )
     assert p.returncode == 0, p.stderr
+
+
+# -- hostile input ---------------------------------------------------------------------------------
+
+
+def test_control_characters_in_run_ids_are_shown_as_escapes(run: Run, tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    hostile = "evil\x1b[31mRED\x1b[0m\u202e"
+    with eventlog.open(path) as log:
+        log.append(hostile, UserMessage(content="\x1b]0;title\x07 text"))
+        log.checkpoints.save(hostile, metadata={"note": "\x1b[2J"})
+    for argv in (("runs",), ("events", hostile), ("history", hostile), ("state", hostile), ("state", "\x1b[1m")):
+        code, out, err = run("--log", path, *argv)
+        assert "\x1b" not in out + err and "\u202e" not in out + err, argv
+        assert code in (0, cli.EXIT_NOT_FOUND)
+    assert "evil\\x1b[31mRED" in run("--log", path, "runs")[1]
+
+
+def test_a_superscript_digit_is_not_an_offset(run: Run, demo_log: Path) -> None:
+    code, _, err = run("--log", demo_log, "diff", "workflow-demo", "²", "head")
+    assert code == cli.EXIT_NOT_FOUND and "²" in err and "Traceback" not in err
+
+
+def test_a_kinds_module_that_exits_is_a_usage_error(run: Run, demo_log: Path, tmp_path: Path) -> None:
+    (tmp_path / "quits_kinds.py").write_text("raise SystemExit(0)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        code, _, err = run("--log", demo_log, "--kinds", "quits_kinds", "runs")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert code == cli.EXIT_USAGE and "quits_kinds" in err and "SystemExit" in err
+
+
+@pytest.mark.skipif(not os.environ.get("EVENTLOG_TEST_PG_DSN"), reason="set EVENTLOG_TEST_PG_DSN to run it")
+def test_the_command_line_reads_a_postgres_log(run: Run) -> None:
+    from eventlog.store.postgres import PostgresStore
+
+    dsn = os.environ["EVENTLOG_TEST_PG_DSN"]
+    schema = f"t_cli_{os.getpid()}"
+    url = f"{dsn}?schema={schema}"
+    try:
+        with eventlog.open(url) as log:
+            log.append_many("r", [UserMessage(content="a"), UserMessage(content="b")])
+            log.checkpoints.save("r")
+        assert [r["run_id"] for r in _json(run, "--log", url, "runs")] == ["r"]
+        assert [e["offset"] for e in _json(run, "--log", url, "events", "r")] == [1, 2]
+        assert _json(run, "--log", url, "verify")["ok"] is True
+        code, _, err = run("--log", f"{dsn}?schema=t_cli_missing_{os.getpid()}", "runs")
+        assert code == cli.EXIT_NOT_FOUND and "no log" in err
+    finally:
+        PostgresStore.drop_schema(dsn, schema)

@@ -7,7 +7,9 @@ Each cycle starts a writer process (a fresh interpreter, never a fork of an open
 the log of one durability mode; cycles go round the modes in turn, and each mode's log is
 renewed every `--cycles-per-log` cycles. The writer appends single events and batches,
 appends through a recorder that checkpoints in the same transaction, saves checkpoints,
-forks, prunes and deletes forks. Before each call it writes an `intent` line to its stdout
+forks, prunes and deletes forks, and mixes in poison attempts (events of the wrong field
+types, metadata that is not a map, ids over the limit) that must be refused by name with
+nothing written. Before each call it writes an `intent` line to its stdout
 pipe and, once the call has returned, an `ack` line with the offsets and a digest of every
 event's encoded bytes. The parent kills it with SIGKILL at a random instant, reopens the log
 and checks:
@@ -75,6 +77,24 @@ def make_event(event_id: str) -> Any:
     return StateUpdated(values={f"k{r.randrange(20)}": text, "last": event_id})
 
 
+def _poison() -> list[tuple[str, Any]]:
+    """(name, attempt): each calls `append(event, **kw)` with input a log must refuse."""
+    from eventlog.events import RunStarted, StepCompleted, UserMessage
+
+    return [
+        ("int-node", lambda append: append(StepCompleted(node=123, superstep=1))),  # type: ignore[arg-type]
+        ("int-key", lambda append: append(StepCompleted(node="a", superstep=1, update={1: "x"}))),  # type: ignore[dict-item]
+        ("tuple", lambda append: append(RunStarted(next_nodes=("a",)))),  # type: ignore[arg-type]
+        ("list-meta", lambda append: append(UserMessage(content="x"), meta=[1, 2])),
+        ("object", lambda append: append(StepCompleted(node="a", superstep=1, update={"o": object()}))),
+        ("surrogate", lambda append: append(UserMessage(content="\ud800"))),
+        ("bad-id", lambda append: append(UserMessage(content="x"), event_id="x" * 300)),
+    ]
+
+
+POISON: list[tuple[str, Any]] = []
+
+
 def digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -95,6 +115,7 @@ def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
 
     log = eventlog.open(path, durability=mode)
     codec = log.codec
+    POISON[:] = _poison()
     r = random.Random(seed)
     say(op="ready")
     counter = 0
@@ -169,7 +190,21 @@ def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
                 say(op="ack", kind="skip", run=new)
                 continue
             say(op="ack", kind="fork", run=new, parent=run, at=at)
-        elif op < 0.93:
+        elif op < 0.89:
+            # A poison attempt: input that must be refused by name with nothing written.
+            run = r.choice([*MAIN_RUNS, RECORDED_RUN])
+            name, attempt = r.choice(POISON)
+            say(op="intent", kind="poison", run=run, name=name)
+            try:
+                if run == RECORDED_RUN:
+                    attempt(recorder.append)
+                else:
+                    attempt(lambda e, **kw: log.append(run, e, **kw))
+            except eventlog.EventLogError:
+                say(op="ack", kind="poison", run=run, name=name, refused=True)
+            else:
+                say(op="ack", kind="poison", run=run, name=name, refused=False)
+        elif op < 0.94:
             if not forked:
                 continue
             run = r.choice(forked)
@@ -218,6 +253,8 @@ class LogModel:
     pending: list[dict[str, Any]] = field(default_factory=list)
     """Appends a killed writer had started and not acknowledged: the next writer retries them."""
     cycles: int = 0
+    poisons: int = 0
+    """Poison attempts refused by name."""
 
     def run(self, run_id: str) -> RunModel:
         return self.runs.setdefault(run_id, RunModel())
@@ -262,6 +299,10 @@ class LogModel:
                 child.entries = {o: v for o, v in parent.entries.items() if parent.prune_before < o <= msg["at"]}
             elif kind == "delete":
                 self.run(msg["run"]).deleted = True
+            elif kind == "poison":
+                self.poisons += 1
+                if not msg["refused"]:
+                    errors.append(f"run {msg['run']!r}: the poison attempt {msg['name']!r} was acknowledged")
         # The append the writer was killed in (committed or not) is retried by the next writer.
         if intent is not None and intent["kind"] in ("append", "batch"):
             pending[tuple(intent["ids"])] = {"run": intent["run"], "ids": intent["ids"], "meta": intent.get("meta")}
@@ -281,6 +322,7 @@ class Totals:
     unreadable: int = 0
     failures: int = 0
     writer_errors: int = 0
+    poisons: int = 0
 
 
 # -- the parent: checks ------------------------------------------------------------------
@@ -449,7 +491,9 @@ def run_cycle(model: LogModel, cycle: int, rng: random.Random, totals: Totals, a
             continue  # cut short by the kill: not acknowledged
         msgs.append(json.loads(line))
     totals.retries += len(model.pending)
+    poisons = model.poisons
     acked, errors = model.take(msgs)
+    totals.poisons += model.poisons - poisons
     problems += errors
     totals.acknowledged[model.mode] += acked
     totals.cycles[model.mode] += 1
@@ -523,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         f"crashtest summary: seed={seed} cycles={sum(totals.cycles.values())} "
         f"acknowledged={sum(totals.acknowledged.values())} (mode=cycles/acknowledged: {per_mode}) "
         f"event_checks={totals.event_checks} checkpoint_checks={totals.checkpoint_checks} "
-        f"retried={totals.retries} lost={totals.lost} duplicated={totals.duplicated} "
+        f"retried={totals.retries} poisons_refused={totals.poisons} lost={totals.lost} duplicated={totals.duplicated} "
         f"unreadable={totals.unreadable} writer_errors={totals.writer_errors} "
         f"result={'FAIL' if failed or bad else 'ok'} elapsed={elapsed:.1f}s",
         flush=True,
