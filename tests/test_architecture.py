@@ -1,0 +1,126 @@
+"""The shape of the package (docs/architecture.md): small files and classes, layers without circles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "eventlog"
+FILE_LINES_MAX = 500
+CLASS_LINES_MAX = 300
+
+# Each layer may import only the layers below it (and itself); docs/architecture.md draws them.
+LAYERS = [
+    {"_limits", "errors"},
+    {"_keys", "events", "store", "store._base", "store.memory", "store.lmdb", "store.postgres", "crypto"},
+    {"_records", "codec", "fold", "policy"},
+    {"_runs", "_dictionaries", "_meta", "_writer", "_reader", "_replay"},
+    {"checkpoints", "runwriter", "_maintenance", "_verify"},
+    {"log"},
+    {"aio", "transfer", "views", "__init__"},
+]
+EXECUTORS_AND_UP = {"graph", "graph_resume", "conversation", "demo", "cli", "ui", "langgraph", "wayflow"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        name = ".".join(rel.parts)
+        out[name.removesuffix(".__init__") if name != "__init__" else "__init__"] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of the package that `name` imports, anywhere in the file (inside functions too)."""
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    if name == "__init__":
+        package = []
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                parts = [*base, *(node.module.split(".") if node.module else [])]
+            elif node.module and node.module.split(".")[0] == "eventlog":
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            target = ".".join(parts) or "__init__"
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target != "__init__" else alias.name
+                found.add(sub if sub in known else target)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "eventlog":
+                    found.add(".".join(alias.name.split(".")[1:]) or "__init__")
+    return {m for m in found if m in known and m != name}
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0] if module.split(".")[0] in EXECUTORS_AND_UP else module
+
+
+def test_no_file_and_no_class_is_too_long() -> None:
+    long_files, long_classes = [], []
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text().count("\n")
+        if lines > FILE_LINES_MAX:
+            long_files.append((str(path.relative_to(PACKAGE)), lines))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > CLASS_LINES_MAX:
+                    long_classes.append((f"{path.relative_to(PACKAGE)}:{node.name}", size))
+    assert not long_files, f"files over {FILE_LINES_MAX} lines: {long_files}"
+    assert not long_classes, f"classes over {CLASS_LINES_MAX} lines: {long_classes}"
+
+
+def test_no_import_circle() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt == "__init__" or node.startswith(nxt + ".") or nxt.startswith(node + "."):
+                continue  # a package and its own modules
+            if state.get(nxt) == 1:
+                raise AssertionError("import circle: " + " -> ".join([*stack[stack.index(nxt) :], nxt]))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+
+
+def test_the_core_layers_import_only_downwards() -> None:
+    modules = _modules()
+    layer_of = {m: i for i, layer in enumerate(LAYERS) for m in layer}
+    wrong = []
+    for name, path in modules.items():
+        if name not in layer_of:
+            continue
+        for target in _imports(name, path, set(modules)):
+            if target in layer_of and layer_of[target] > layer_of[name]:
+                wrong.append(f"{name} imports {target}")
+            if _top(target) in EXECUTORS_AND_UP:
+                wrong.append(f"{name} (core) imports {target} (an executor, integration or tool)")
+    assert not wrong, wrong
+
+
+def test_executors_and_integrations_do_not_import_the_facade() -> None:
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        if _top(name) not in EXECUTORS_AND_UP or name in ("cli", "demo") or name.startswith(("cli.", "ui")):
+            continue
+        if "__init__" in _imports(name, path, set(modules)):
+            wrong.append(name)
+    assert not wrong, f"import the modules they use, not eventlog itself: {wrong}"
