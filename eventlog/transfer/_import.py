@@ -1,284 +1,39 @@
-"""Export runs to a JSON Lines file and import them into another log, losslessly.
-
-An export file is UTF-8 JSON, one object a line, each tagged by its `type`::
-
-    {"type":"header","format":"eventlog-export","version":1}
-    {"type":"run","run_id":"run-1","parent":null,"fork_offset":0,"head":3,"created_ns":...}
-    {"type":"entry","run_id":"run-1","offset":1,"event_id":"...","time_ns":...,"meta":null,
-     "event":{"kind":"run.started","input":{"topic":"tides"}}}
-    {"type":"checkpoint","run_id":"run-1","checkpoint_id":"...","offset":3,...}
-    {"type":"end","runs":1,"entries":3,"checkpoints":1}
-
-A run comes after its parent, with its own entries (offsets after its fork offset, in
-order) and then its checkpoints, oldest first. Events are JSON with their kind tag and are
-decoded with the registered kinds. Where JSON cannot carry a value exactly (bytes, NaN,
-integer map keys), the entry or checkpoint also holds `msgpack`: the exact msgpack of
-`[meta, event]` (or of the metadata), base64-encoded, and import reads that instead. The
-`end` line counts what came before it, so a cut file is refused.
-
-Import reads the file twice: once to check all of it (and that none of its runs exist),
-then to write. Entry ids, times, metadata and event bytes come out identical, and so does
-`state_at` at every offset of every run; forks are forks again, sharing their parent's
-events. A fork's creation time and a checkpoint's save time are those of the import, and
-every imported event id is indexed as a caller's id (appending it again is a no-op).
-"""
+"""Import: check the whole file, then write it all, or nothing."""
 
 from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, Union
+from typing import Any
 
 import msgspec
 
-from . import events
-from ._keys import check_id, check_run_id, check_time_ns
-from .errors import EventLogError, PrunedError, RunExistsError
-from .fold import Reducer
-from .log import EventLog
-
-__all__ = ["ExportFileError", "NotExportableError", "TransferSummary", "export_runs", "import_runs"]
-
-FORMAT = "eventlog-export"
-"""The `format` field of an export file's header."""
-VERSION = 1
-"""The export format version this module writes and reads."""
-
-_IMPORT_BATCH_EVENTS_MAX = 1000
-"""Most entries one import transaction carries (entries of one time and metadata are batched)."""
-
-Progress = Callable[[int, int], None]
-"""`progress(n, total)`: n entries done since the last call, of `total` in all."""
-
-
-class ExportFileError(EventLogError):
-    """The file is not an eventlog export, is cut short, or holds a line that does not decode."""
-
-
-class NotExportableError(PrunedError):
-    """A run that was pruned cannot be exported losslessly: its first events are gone."""
-
-    def __init__(self, run_id: str, base: int) -> None:
-        self.run_id, self.offset, self.base = run_id, 1, base
-        EventLogError.__init__(
-            self,
-            f"run {run_id!r} was pruned below offset {base}; its events up to offset {base} are gone, "
-            "so it (and any fork of it) cannot be exported losslessly",
-        )
-
-
-class TransferSummary(msgspec.Struct):
-    """What an export wrote or an import read and wrote."""
-
-    runs: int = 0
-    entries: int = 0
-    checkpoints: int = 0
-    skipped_checkpoints: int = 0
-    """Checkpoints made by a reducer the import was not given (they are not saved)."""
-
-
-# -- lines ---------------------------------------------------------------------------------
-
-
-class _Header(msgspec.Struct, tag="header", tag_field="type"):
-    format: str
-    version: int
-
-
-class _Run(msgspec.Struct, tag="run", tag_field="type"):
-    run_id: str
-    parent: str | None
-    fork_offset: int
-    head: int
-    created_ns: int
-
-
-class _Entry(msgspec.Struct, tag="entry", tag_field="type", omit_defaults=True):
-    run_id: str
-    offset: int
-    event_id: str
-    time_ns: int
-    meta: msgspec.Raw = msgspec.Raw(b"null")
-    event: msgspec.Raw = msgspec.Raw(b"null")
-    msgpack: str | None = None
-    """base64 msgpack of [meta, event] when JSON cannot carry them exactly."""
-
-
-class _Checkpoint(msgspec.Struct, tag="checkpoint", tag_field="type", omit_defaults=True):
-    run_id: str
-    checkpoint_id: str
-    offset: int
-    created_ns: int
-    reducer: str
-    reducer_version: int
-    metadata: msgspec.Raw = msgspec.Raw(b"{}")
-    msgpack: str | None = None
-    """base64 msgpack of the metadata when JSON cannot carry it exactly."""
-
-
-class _End(msgspec.Struct, tag="end", tag_field="type"):
-    runs: int
-    entries: int
-    checkpoints: int
-
-
-_Line = Union[_Header, _Run, _Entry, _Checkpoint, _End]  # noqa: UP007
-
-_json = msgspec.json.Encoder()
-_mp = msgspec.msgpack.Encoder()
-_line_decoder = msgspec.json.Decoder(_Line)
-_meta_json = msgspec.json.Decoder(Union[dict[str, Any], None])  # noqa: UP007
-_meta_mp = msgspec.msgpack.Decoder(Union[dict[str, Any], None])  # noqa: UP007
-_metadata_json = msgspec.json.Decoder(dict[str, Any])
-_metadata_mp = msgspec.msgpack.Decoder(dict[str, Any])
-
-
-class _Kinds:
-    """JSON and msgpack decoders for the registered event kinds, rebuilt when a kind is registered."""
-
-    def __init__(self) -> None:
-        self._generation = -1
-        self._json: msgspec.json.Decoder[Any] | None = None
-        self._mp: msgspec.msgpack.Decoder[Any] | None = None
-
-    def decoders(self) -> tuple[msgspec.json.Decoder[Any], msgspec.msgpack.Decoder[Any]]:
-        generation = events.generation()
-        if self._json is None or self._mp is None or generation != self._generation:
-            union = Union[tuple(events.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
-            self._json = msgspec.json.Decoder(union)
-            self._mp = msgspec.msgpack.Decoder(tuple[Union[dict[str, Any], None], union])  # type: ignore[valid-type]  # noqa: UP007
-            self._generation = generation
-        return self._json, self._mp
-
-
-_kinds = _Kinds()
-
-
-# -- export --------------------------------------------------------------------------------
-
-
-def _order(log: EventLog, run_ids: Iterable[str] | None) -> list[str]:
-    """The runs to export with every ancestor they fork from, parents before their forks."""
-    wanted = log.runs() if run_ids is None else list(run_ids)
-    done: set[str] = set()
-    order: list[str] = []
-    for run_id in wanted:
-        chain: list[str] = []
-        current: str | None = run_id
-        while current is not None and current not in done and current not in chain:
-            chain.append(current)
-            current = log.run_info(current).parent
-        for rid in reversed(chain):
-            done.add(rid)
-            order.append(rid)
-    return order
-
-
-def _entry_line(entry: Any) -> bytes:
-    line = _Entry(
-        entry.run_id,
-        entry.offset,
-        entry.event_id,
-        entry.time_ns,
-        msgspec.Raw(_json.encode(entry.meta)),
-        msgspec.Raw(_json.encode(entry.event)),
-    )
-    exact = _mp.encode([entry.meta, entry.event])
-    decode_event = _kinds.decoders()[0]
-    try:
-        back = [_meta_json.decode(line.meta), decode_event.decode(line.event)]
-        same = _mp.encode(back) == exact
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        same = False
-    if not same:
-        line.msgpack = base64.b64encode(exact).decode()
-    return _json.encode(line)
-
-
-def _checkpoint_line(cp: Any) -> bytes:
-    metadata = cp.metadata or {}
-    line = _Checkpoint(
-        cp.run_id,
-        cp.checkpoint_id,
-        cp.offset,
-        cp.created_ns,
-        cp.reducer,
-        cp.reducer_version,
-        msgspec.Raw(_json.encode(metadata)),
-    )
-    exact = _mp.encode(metadata)
-    try:
-        same = _mp.encode(_metadata_json.decode(line.metadata)) == exact
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        same = False
-    if not same:
-        line.msgpack = base64.b64encode(exact).decode()
-    return _json.encode(line)
-
-
-def export_runs(
-    log: EventLog,
-    dest: str | os.PathLike[str] | IO[bytes],
-    run_ids: Sequence[str] | None = None,
-    *,
-    progress: Progress | None = None,
-) -> TransferSummary:
-    """Write runs (default: every run) and the runs they fork from to a JSON Lines file.
-
-    `dest` is a path (written to a temporary file beside it, readable by its owner only,
-    then renamed into place) or a binary file object. Each run is exported up to its head when the export reaches it.
-    Raises UnknownRunError for a run that does not exist and NotExportableError for a
-    pruned run.
-    """
-    order = _order(log, run_ids)
-    infos = [log.run_info(rid) for rid in order]
-    for info in infos:
-        if info.base:
-            raise NotExportableError(info.run_id, info.base)
-    total = sum(info.head - info.fork_offset for info in infos)
-    if isinstance(dest, (str, os.PathLike)):
-        path = Path(dest)
-        tmp = path.with_name(path.name + ".part")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)  # an export holds every prompt and output: its owner alone reads it
-            with os.fdopen(fd, "wb") as f:
-                summary = _export(log, f, infos, total, progress)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return summary
-    return _export(log, dest, infos, total, progress)
-
-
-def _export(log: EventLog, f: IO[bytes], infos: list[Any], total: int, progress: Progress | None) -> TransferSummary:
-    summary = TransferSummary()
-    f.write(_json.encode(_Header(FORMAT, VERSION)) + b"\n")
-    for info in infos:
-        f.write(_json.encode(_Run(info.run_id, info.parent, info.fork_offset, info.head, info.created_ns)) + b"\n")
-        summary.runs += 1
-        pending = 0
-        for entry in log.read(info.run_id, after=info.fork_offset, upto=info.head):
-            f.write(_entry_line(entry) + b"\n")
-            summary.entries += 1
-            pending += 1
-            if progress is not None and pending >= 256:
-                progress(pending, total)
-                pending = 0
-        if progress is not None and pending:
-            progress(pending, total)
-        for cp in log.checkpoints.list(info.run_id):
-            if cp.offset <= info.head:
-                f.write(_checkpoint_line(cp) + b"\n")
-                summary.checkpoints += 1
-    f.write(_json.encode(_End(summary.runs, summary.entries, summary.checkpoints)) + b"\n")
-    return summary
-
+from .. import events
+from .._keys import check_id, check_run_id, check_time_ns
+from ..errors import EventLogError, RunExistsError
+from ..fold import Reducer
+from ..log import EventLog
+from ._format import (
+    _IMPORT_BATCH_EVENTS_MAX,
+    FORMAT,
+    VERSION,
+    ExportFileError,
+    Progress,
+    TransferSummary,
+    _Checkpoint,
+    _End,
+    _Entry,
+    _Header,
+    _kinds,
+    _line_decoder,
+    _meta_json,
+    _metadata_json,
+    _metadata_mp,
+    _mp,
+    _Run,
+)
 
 # -- import --------------------------------------------------------------------------------
 

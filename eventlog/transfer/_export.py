@@ -1,0 +1,153 @@
+"""Export: runs and the runs they fork from, to a JSON Lines file readable by its owner only."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+
+from ..log import EventLog
+from ._format import (
+    FORMAT,
+    VERSION,
+    NotExportableError,
+    Progress,
+    TransferSummary,
+    _Checkpoint,
+    _End,
+    _Entry,
+    _Header,
+    _json,
+    _kinds,
+    _meta_json,
+    _metadata_json,
+    _mp,
+    _Run,
+)
+
+# -- export --------------------------------------------------------------------------------
+
+
+def _order(log: EventLog, run_ids: Iterable[str] | None) -> list[str]:
+    """The runs to export with every ancestor they fork from, parents before their forks."""
+    wanted = log.runs() if run_ids is None else list(run_ids)
+    done: set[str] = set()
+    order: list[str] = []
+    for run_id in wanted:
+        chain: list[str] = []
+        current: str | None = run_id
+        while current is not None and current not in done and current not in chain:
+            chain.append(current)
+            current = log.run_info(current).parent
+        for rid in reversed(chain):
+            done.add(rid)
+            order.append(rid)
+    return order
+
+
+def _entry_line(entry: Any) -> bytes:
+    line = _Entry(
+        entry.run_id,
+        entry.offset,
+        entry.event_id,
+        entry.time_ns,
+        msgspec.Raw(_json.encode(entry.meta)),
+        msgspec.Raw(_json.encode(entry.event)),
+    )
+    exact = _mp.encode([entry.meta, entry.event])
+    decode_event = _kinds.decoders()[0]
+    try:
+        back = [_meta_json.decode(line.meta), decode_event.decode(line.event)]
+        same = _mp.encode(back) == exact
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        same = False
+    if not same:
+        line.msgpack = base64.b64encode(exact).decode()
+    return _json.encode(line)
+
+
+def _checkpoint_line(cp: Any) -> bytes:
+    metadata = cp.metadata or {}
+    line = _Checkpoint(
+        cp.run_id,
+        cp.checkpoint_id,
+        cp.offset,
+        cp.created_ns,
+        cp.reducer,
+        cp.reducer_version,
+        msgspec.Raw(_json.encode(metadata)),
+    )
+    exact = _mp.encode(metadata)
+    try:
+        same = _mp.encode(_metadata_json.decode(line.metadata)) == exact
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        same = False
+    if not same:
+        line.msgpack = base64.b64encode(exact).decode()
+    return _json.encode(line)
+
+
+def export_runs(
+    log: EventLog,
+    dest: str | os.PathLike[str] | IO[bytes],
+    run_ids: Sequence[str] | None = None,
+    *,
+    progress: Progress | None = None,
+) -> TransferSummary:
+    """Write runs (default: every run) and the runs they fork from to a JSON Lines file.
+
+    `dest` is a path (written to a temporary file beside it, readable by its owner only,
+    then renamed into place) or a binary file object. Each run is exported up to its head when the export reaches it.
+    Raises UnknownRunError for a run that does not exist and NotExportableError for a
+    pruned run.
+    """
+    order = _order(log, run_ids)
+    infos = [log.run_info(rid) for rid in order]
+    for info in infos:
+        if info.base:
+            raise NotExportableError(info.run_id, info.base)
+    total = sum(info.head - info.fork_offset for info in infos)
+    if isinstance(dest, (str, os.PathLike)):
+        path = Path(dest)
+        tmp = path.with_name(path.name + ".part")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)  # an export holds every prompt and output: its owner alone reads it
+            with os.fdopen(fd, "wb") as f:
+                summary = _export(log, f, infos, total, progress)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return summary
+    return _export(log, dest, infos, total, progress)
+
+
+def _export(log: EventLog, f: IO[bytes], infos: list[Any], total: int, progress: Progress | None) -> TransferSummary:
+    summary = TransferSummary()
+    f.write(_json.encode(_Header(FORMAT, VERSION)) + b"\n")
+    for info in infos:
+        f.write(_json.encode(_Run(info.run_id, info.parent, info.fork_offset, info.head, info.created_ns)) + b"\n")
+        summary.runs += 1
+        pending = 0
+        for entry in log.read(info.run_id, after=info.fork_offset, upto=info.head):
+            f.write(_entry_line(entry) + b"\n")
+            summary.entries += 1
+            pending += 1
+            if progress is not None and pending >= 256:
+                progress(pending, total)
+                pending = 0
+        if progress is not None and pending:
+            progress(pending, total)
+        for cp in log.checkpoints.list(info.run_id):
+            if cp.offset <= info.head:
+                f.write(_checkpoint_line(cp) + b"\n")
+                summary.checkpoints += 1
+    f.write(_json.encode(_End(summary.runs, summary.entries, summary.checkpoints)) + b"\n")
+    return summary
