@@ -140,7 +140,10 @@ class IdSource:
         if ids is None:
             prefix = os.urandom(8).hex()
             count = itertools.count(1)
-            ids = lambda: f"{prefix}{next(count):08x}"
+
+            def ids() -> str:
+                return f"{prefix}{next(count):08x}"
+
         self._ids = ids
 
     def draw(self, what: str = "event_id") -> str:

@@ -7,6 +7,7 @@ written over (docs/architecture.md, "Maintenance").
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ._keys import check_int, check_offset, check_run_id, event_key, from_u64, run_key, run_range, snapshot_key, u64
@@ -73,7 +74,7 @@ class Maintenance:
         tag = reducer_tag(reducer)
         for attempt in range(_PRUNE_ATTEMPTS):
             number, old_base, base = self._store.read(
-                lambda txn, again=attempt > 0: self._plan_prune(txn, run_id, before, reducer, again)
+                partial(self._plan_prune, run_id=run_id, before=before, reducer=reducer, again=attempt > 0)
             )
             if base <= old_base:
                 return old_base

@@ -8,6 +8,7 @@ short by a crash runs again at the next open (docs/format.md, "Versions").
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from . import _limits
 from ._dictionaries import Dictionaries
@@ -63,7 +64,7 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
     for target, migrate in _MIGRATIONS:
         if version < target:
             migrate(store, codec, runs)
-            store.write(lambda txn, target=target: runs.put_meta_int(txn, META_FORMAT, target))
+            store.write(partial(runs.put_meta_int, key=META_FORMAT, value=target))
             version = target
     if codec.read_size_bytes_max != stored_limit:  # a larger limit than stored, or a log of format 1
         store.write(lambda txn: runs.put_meta_int(txn, META_RECORD_SIZE_MAX, codec.read_size_bytes_max))

@@ -8,7 +8,9 @@ offset and (in the feed) position (docs/architecture.md, "Reading").
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -18,7 +20,7 @@ from ._keys import check_int, check_offset, event_key, from_u64, u64
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import CorruptRecordError, UnknownKindError
+from .errors import ClosedError, CorruptRecordError, UnknownKindError
 from .events import Event
 from .store._base import Store, Txn
 
@@ -133,12 +135,30 @@ class Reader:
         count = 0
         while limit is None or count < limit:
             want = _limits.read_chunk_entries if limit is None else min(_limits.read_chunk_entries, limit - count)
-            chunk = self._store.read(lambda txn, after=after, want=want: self.feed_chunk(txn, after, want))
+            chunk = self._store.read(partial(self.feed_chunk, after=after, want=want))
             if not chunk:
                 return
             yield from chunk
             count += len(chunk)
             after = chunk[-1].position
+
+    def follow(self, after: int, timeout: float | None, poll: float, wait: Callable[[float], None]) -> Iterator[Entry]:
+        """The feed after `after`, then entries as they are committed; `wait(seconds)` returns early
+        when this process commits. Stops after `timeout` seconds without an entry, or at close."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                for entry in self.feed(after, None):
+                    after = entry.position
+                    if timeout is not None:
+                        deadline = time.monotonic() + timeout
+                    yield entry
+            except ClosedError:
+                return
+            left = poll if deadline is None else min(poll, deadline - time.monotonic())
+            if left <= 0:
+                return
+            wait(left)
 
     def feed_chunk(self, txn: Txn, after: int, want: int) -> list[Entry]:
         """At most `want` feed entries after `after`, read in `txn`."""

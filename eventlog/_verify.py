@@ -267,8 +267,8 @@ class Verifier:
                 fresh = msgspec.msgpack.decode(self._codec.encode_state(summarize(state)))
             except (EventLogError, Exception):  # noqa: BLE001 - a reducer failing is reported, not raised
                 fresh = None
-            stored = cp.summary_of()
-            if stored and (not isinstance(fresh, dict) or {k: fresh.get(k) for k in stored} != stored):
+            kept = cp.summary_of()
+            if kept and (not isinstance(fresh, dict) or {k: fresh.get(k) for k in kept} != kept):
                 report.problems.append(
                     Problem(run_id, offset, "checkpoint", f"checkpoint {cp.checkpoint_id!r} disagrees with the fold")
                 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from . import _limits
 from ._keys import IdSource, check_id, check_int, check_run_id, check_time_ns, event_key, id_key, u64
@@ -216,7 +216,7 @@ class Writer:
 
         try:
             position, checkpointed = self._store.write(write)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the request that failed (KeyboardInterrupt too)
             if len(batch) == 1:
                 batch[0].error = exc
                 return
@@ -268,14 +268,8 @@ class Writer:
             fresh.append(i)
         values = []
         for n, i in enumerate(fresh):
-            value = self._codec.encode_entry(
-                position + 1 + n,
-                r.time_ns,
-                ids[i],
-                r.meta,
-                r.event_bytes[i],
-                dict_id,  # type: ignore[arg-type]
-            )
+            event_id = cast(str, ids[i])  # every id was given or drawn above
+            value = self._codec.encode_entry(position + 1 + n, r.time_ns, event_id, r.meta, r.event_bytes[i], dict_id)
             values.append(value)
         r.writing = True
         if rec is None:

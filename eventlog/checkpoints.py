@@ -158,9 +158,9 @@ class Checkpoints(Generic[S]):
 
     def check_metadata(self, metadata: object) -> dict[str, Any]:
         """Checkpoint metadata as a dict that reads back equal; else UnencodableValueError."""
-        meta = {} if metadata is None else metadata
+        meta: Any = {} if metadata is None else metadata
         self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any])
-        return dict(meta)  # type: ignore[call-overload]
+        return dict(meta)
 
     def put(self, txn: Txn, rec: RunRecord, pending: Pending) -> None:
         """Write a pending checkpoint in the caller's transaction (the caller puts `rec` after).

@@ -1,16 +1,5 @@
-"""The record pipeline: encode → compress → seal → frame, and the exact reverse on read.
-
-Every value the log stores is a *frame* (docs/format.md, "Frames")::
-
-    bytes 0-3   CRC-32 of bytes 4 to the end, big-endian u32
-    byte 4      record format version (1)
-    byte 5      compression: 0 raw, 1 zstd, 2 zstd with a trained dictionary; +16 when sealed
-    bytes 6-9   dictionary id, big-endian u32 (0 when none)
-    bytes 10-   payload (sealed: a 12-byte nonce, then AES-GCM ciphertext and tag)
-
-`frame` and `unframe` are the two halves, side by side; `unframe` checks the version, the
-length and the checksum before anything else, and `payload` refuses a zstd frame whose
-declared content size is unknown or over the limit before decompressing it.
+"""The codec: events, states and records as msgspec bytes over the byte pipeline of `_pipeline`
+(encode → compress → seal → frame, and the exact reverse on read).
 
 Paired checks: what is written is read back before it is written. An event, its meta, a
 checkpoint's metadata and a state are each decoded again from their encoded bytes and
@@ -22,16 +11,14 @@ back as a list) is refused with a named error before anything is written.
 from __future__ import annotations
 
 import math
-import struct
 import threading
-import zlib
 from collections.abc import Callable
-from typing import Any, Protocol, Union
+from typing import Any, Union
 
 import msgspec
-import zstandard
 
 from . import _limits, events
+from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Zstd, frame, train_dictionary, unframe
 from .errors import (
     CorruptRecordError,
     InvalidEventError,
@@ -40,13 +27,20 @@ from .errors import (
     UnknownKindError,
 )
 
-__all__ = ["Cipher", "Codec", "EntryRecord", "frame", "unframe"]
+__all__ = [
+    "RAW",
+    "SEALED",
+    "ZSTD",
+    "ZSTD_DICT",
+    "Cipher",
+    "Codec",
+    "EntryRecord",
+    "frame",
+    "same",
+    "train_dictionary",
+    "unframe",
+]
 
-RAW, ZSTD, ZSTD_DICT = 0, 1, 2
-SEALED = 16
-_HEADER = struct.Struct(">IBBI")
-_PREFIX = struct.Struct(">BBI")
-assert _HEADER.size == _limits.record_header_size_bytes
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 
@@ -64,46 +58,6 @@ class EntryRecord(msgspec.Struct, array_like=True, gc=False):
     """Caller's metadata, or None."""
     event: Any
     """The event (a registered Event kind once decoded)."""
-
-
-class Cipher(Protocol):
-    """Seals and opens payloads (encryption at rest); `eventlog.crypto.AESGCMCipher` is one."""
-
-    def seal(self, payload: bytes, header: bytes) -> bytes:
-        """The payload encrypted and authenticated, with `header` as associated data."""
-
-    def open(self, sealed: bytes, header: bytes) -> bytes:
-        """The payload back; raises CorruptRecordError when it does not authenticate."""
-
-
-def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
-    """Put the header (checksum, version, compression, dictionary id) in front of a payload."""
-    prefix_crc = _prefix_crcs.get((compression, dict_id))
-    if prefix_crc is None:
-        prefix = _PREFIX.pack(_limits.record_format_version, compression, dict_id)
-        prefix_crc = _prefix_crcs[(compression, dict_id)] = zlib.crc32(prefix)
-    crc = zlib.crc32(payload, prefix_crc)
-    return _HEADER.pack(crc, _limits.record_format_version, compression, dict_id) + payload
-
-
-_prefix_crcs: dict[tuple[int, int], int] = {}
-"""CRC-32 of each header prefix seen (bytes 4-9), from which a frame's checksum continues."""
-
-
-def unframe(value: bytes) -> tuple[int, int, bytes]:
-    """Check a frame and return (compression, dictionary id, payload). Raises CorruptRecordError."""
-    if len(value) < _HEADER.size:
-        raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its header")
-    crc, version, compression, dict_id = _HEADER.unpack_from(value)
-    payload = value[_HEADER.size :]  # a copy: cheaper than a memoryview for records this small
-    if zlib.crc32(payload, zlib.crc32(value[4 : _HEADER.size])) != crc:
-        raise CorruptRecordError("checksum mismatch")
-    if version != _limits.record_format_version:
-        raise CorruptRecordError(f"record format version {version}, expected {_limits.record_format_version}")
-    method = compression & ~SEALED
-    if compression & ~(SEALED | 3) or method > ZSTD_DICT or (method == ZSTD_DICT) != (dict_id != 0):
-        raise CorruptRecordError(f"unknown compression {compression} with dictionary {dict_id}")
-    return compression, dict_id, payload
 
 
 def same(a: Any, b: Any) -> bool:
@@ -138,13 +92,9 @@ class Codec:
         cipher: Cipher | None = None,
         level: int = 3,
     ) -> None:
-        self._dictionary = dictionary
         self.record_size_bytes_max = record_size_bytes_max
         self.read_size_bytes_max = record_size_bytes_max
-        self._cipher = cipher
-        self._level = level
-        self._dicts: dict[int, zstandard.ZstdCompressionDict] = {}
-        self._local = threading.local()
+        self._zstd = Zstd(dictionary, lambda: self.read_size_bytes_max, cipher, level)
         self._encoder = msgspec.msgpack.Encoder()
         self._state_encoder = msgspec.msgpack.Encoder(order="deterministic")
         self._meta_decoder = msgspec.msgpack.Decoder(Union[dict[str, Any], None])  # noqa: UP007
@@ -158,13 +108,13 @@ class Codec:
     @property
     def sealed(self) -> bool:
         """True when records are encrypted."""
-        return self._cipher is not None
+        return self._zstd.cipher is not None
 
     # -- encode ------------------------------------------------------------------------
 
     def check_event(self, event: object) -> None:
         """Raise InvalidEventError unless `event` is an instance of a registered kind."""
-        kind = type(event)
+        kind: Any = type(event)
         if not isinstance(event, events.Event) or events._registry.get(kind.__struct_config__.tag) is not kind:
             raise InvalidEventError(
                 f"{kind.__module__}.{kind.__qualname__} is not a registered event kind; "
@@ -207,7 +157,8 @@ class Codec:
     ) -> bytes:
         """Frame an entry from the encoded meta and event (`encode_meta`, `encode_event`).
         Raises RecordTooLargeError over the record limit."""
-        payload = self._encoder.encode(EntryRecord(position, time_ns, event_id, msgspec.Raw(meta), msgspec.Raw(event)))
+        record = EntryRecord(position, time_ns, event_id, msgspec.Raw(meta), msgspec.Raw(event))  # type: ignore[arg-type]
+        payload = self._encoder.encode(record)
         if len(payload) > self.record_size_bytes_max:
             raise RecordTooLargeError(
                 f"the entry {event_id!r} encodes to {len(payload)} bytes, over the record limit of "
@@ -258,57 +209,25 @@ class Codec:
 
     def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
         """Compress when that makes the record smaller, seal when the log has a key, then frame."""
-        method = RAW
-        if len(payload) >= (_limits.compress_size_bytes_min if dict_id else _limits.compress_nodict_size_bytes_min):
-            compressed = self._compressor(dict_id, self._level if level is None else level).compress(payload)
-            if len(compressed) < len(payload):
-                payload, method = compressed, ZSTD_DICT if dict_id else ZSTD
-        if method != ZSTD_DICT:
-            dict_id = 0
-        if self._cipher is None:
-            return frame(payload, method, dict_id)
-        header = _PREFIX.pack(_limits.record_format_version, method | SEALED, dict_id)
-        return frame(self._cipher.seal(payload, header), method | SEALED, dict_id)
-
-    # -- decode ------------------------------------------------------------------------
+        return self._zstd.compress(payload, dict_id, level)
 
     def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
         """Unframe, open and decompress, bounded. Raises CorruptRecordError."""
-        compression, dict_id, payload = unframe(value)
-        if compression & SEALED:
-            if self._cipher is None:
-                raise CorruptRecordError("the record is encrypted; open the log with its key")
-            payload = self._cipher.open(payload, _PREFIX.pack(_limits.record_format_version, compression, dict_id))
-            compression &= ~SEALED
-        elif self._cipher is not None:
-            raise CorruptRecordError("the record is not encrypted, but the log was opened with a key")
-        if compression == RAW:
-            return payload
-        limit = self.read_size_bytes_max if size_bytes_max is None else size_bytes_max
-        try:
-            size = zstandard.frame_content_size(payload) if len(payload) >= 4 else -2
-        except zstandard.ZstdError as exc:
-            raise CorruptRecordError(f"zstd frame header: {exc}") from None
-        if size < 0:
-            raise CorruptRecordError("zstd frame without a declared content size")
-        if size > limit:
-            raise CorruptRecordError(f"zstd frame declares {size} bytes, over the limit of {limit}")
-        try:
-            out = self._decompressor(dict_id).decompress(payload)  # size checked above
-        except zstandard.ZstdError as exc:
-            raise CorruptRecordError(f"zstd: {exc}") from None
-        if len(out) != size:
-            raise CorruptRecordError("decompressed size differs from the declared size")
-        return out
+        return self._zstd.payload(value, size_bytes_max)
+
+    def add_dictionary(self, dict_id: int, data: bytes) -> None:
+        """Make a dictionary known without reading it from the log."""
+        self._zstd.add_dictionary(dict_id, data)
 
     def decode_entry(self, value: bytes) -> EntryRecord:
         """Decode a stored entry. Raises CorruptRecordError or UnknownKindError (the caller adds run and offset)."""
         self._refresh()
         payload = self.payload(value)
         try:
-            return self._entry_decoder.decode(payload)  # type: ignore[union-attr]
+            record: EntryRecord = self._entry_decoder.decode(payload)  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
-            return self._recover(payload, exc)  # type: ignore[no-any-return]
+            record = self._recover(payload, exc)
+        return record
 
     def decode_entry_event(self, value: bytes) -> Any:
         """Decode only the event of a stored entry (folds need nothing else)."""
@@ -401,47 +320,6 @@ class Codec:
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
                 self._generation = generation
 
-    def _dict(self, dict_id: int) -> zstandard.ZstdCompressionDict:
-        found = self._dicts.get(dict_id)
-        if found is None:
-            data = self._dictionary(dict_id)
-            if data is None:
-                raise CorruptRecordError(f"zstd dictionary {dict_id} is missing from the log's meta")
-            found = self.add_dictionary(dict_id, data)
-        return found
-
-    def add_dictionary(self, dict_id: int, data: bytes) -> zstandard.ZstdCompressionDict:
-        """Make a dictionary known without reading it from the log."""
-        found = self._dicts[dict_id] = zstandard.ZstdCompressionDict(data)
-        return found
-
-    def _compressor(self, dict_id: int, level: int) -> zstandard.ZstdCompressor:
-        try:
-            cache = self._local.compressors
-        except AttributeError:
-            cache = self._local.compressors = {}
-        found: zstandard.ZstdCompressor | None = cache.get((dict_id, level))
-        if found is None:
-            if dict_id:
-                found = zstandard.ZstdCompressor(level=level, dict_data=self._dict(dict_id), write_checksum=False)
-            else:
-                found = zstandard.ZstdCompressor(level=level, write_checksum=False)
-            cache[(dict_id, level)] = found
-        return found
-
-    def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
-        try:
-            cache = self._local.decompressors
-        except AttributeError:
-            cache = self._local.decompressors = {}
-        found: zstandard.ZstdDecompressor | None = cache.get(dict_id)
-        if found is None:
-            found = (
-                zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()
-            )
-            cache[dict_id] = found
-        return found
-
 
 class _IdRecord(msgspec.Struct, array_like=True, gc=False):
     position: int
@@ -464,18 +342,3 @@ def _untyped(payload: bytes, exc: Exception) -> Any:
         return msgspec.msgpack.decode(payload)
     except _DECODE_ERRORS:
         raise CorruptRecordError(f"undecodable record: {exc}") from None
-
-
-def train_dictionary(samples: list[bytes]) -> bytes | None:
-    """Train a zstd dictionary from raw record payloads; None when the sample is too small.
-
-    The dictionary is at most 1/16 of the sample, so a small log does not store a
-    dictionary larger than what it saves."""
-    size = min(_limits.dictionary_size_bytes, sum(map(len, samples)) // _limits.dictionary_sample_ratio)
-    if len(samples) < 64 or size < _limits.dictionary_size_bytes_min:
-        return None
-    try:
-        trained = zstandard.train_dictionary(size, samples)
-    except zstandard.ZstdError:
-        return None
-    return trained.as_bytes()

@@ -37,7 +37,8 @@ class AESGCMCipher:
 
     def seal(self, payload: bytes, header: bytes) -> bytes:
         nonce = os.urandom(_NONCE_BYTES)
-        return nonce + self._aead.encrypt(nonce, payload, header)
+        sealed: bytes = self._aead.encrypt(nonce, payload, header)
+        return nonce + sealed
 
     def open(self, sealed: bytes, header: bytes) -> bytes:
         if len(sealed) < _NONCE_BYTES + _TAG_BYTES:

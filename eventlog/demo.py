@@ -17,7 +17,7 @@ import argparse
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -53,7 +53,7 @@ def three_step_graph(ran: list[str] | None = None, failures: dict[str, int] | No
     ran = ran if ran is not None else []
     failures = failures if failures is not None else {}
 
-    def make(name: str):
+    def make(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         def node(values: dict[str, Any]) -> dict[str, Any]:
             ran.append(name)
             if failures.get(name, 0) > 0:
@@ -73,8 +73,8 @@ def three_step_graph(ran: list[str] | None = None, failures: dict[str, int] | No
     return graph
 
 
-def _printer(console: Console):
-    def listener(event: Event, offset: int, checkpoint: eventlog.Checkpoint | None) -> None:
+def _printer(console: Console) -> Callable[[Event, int, eventlog.Checkpoint[Any] | None], None]:
+    def listener(event: Event, offset: int, checkpoint: eventlog.Checkpoint[Any] | None) -> None:
         if isinstance(event, StepStarted):
             console.print(escape(f"[Superstep {event.superstep}] Executing node: {event.node}"))
         if checkpoint is not None:
@@ -90,7 +90,7 @@ def _heading(console: Console, text: str) -> None:
     console.rule(f"[bold]{escape(text)}")
 
 
-def _workflow(log: eventlog.EventLog, console: Console, names: dict[str, str]) -> None:
+def _workflow(log: eventlog.EventLog[Any], console: Console, names: dict[str, str]) -> None:
     run_id, replay_id, retry_id = names["workflow"], names["replay"], names["retry"]
 
     _heading(console, "Part 1: Workflow with Automatic Checkpointing")
@@ -298,7 +298,7 @@ _BASE_NAMES = {
 }
 
 
-def _names(log: eventlog.EventLog) -> dict[str, str]:
+def _names(log: eventlog.EventLog[Any]) -> dict[str, str]:
     """Run ids not used yet in this log (a second demo on the same directory gets a suffix)."""
     existing = set(log.runs())
     for n in range(1, 10_000):

@@ -131,8 +131,7 @@ class AgentReducer:
         }
 
     def __init__(self) -> None:
-        s = AgentState
-        handlers: dict[type[ev.Event], Callable[[s, Any], None]] = {
+        handlers: dict[type[ev.Event], Callable[[AgentState, Any], None]] = {
             ev.RunStarted: self._run_started,
             ev.RunCompleted: self._run_completed,
             ev.RunFailed: self._run_failed,

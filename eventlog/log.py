@@ -24,11 +24,12 @@ from ._meta import open_meta
 from ._reader import Entry, Reader
 from ._replay import Replay
 from ._runs import Runs
+from ._stats import log_stats
 from ._verify import Problem, Verifier, VerifyReport
 from ._writer import Writer
 from .checkpoints import Checkpoints
 from .codec import Cipher, Codec
-from .errors import ClosedError, InvalidArgumentError, OffsetOutOfRangeError
+from .errors import InvalidArgumentError, OffsetOutOfRangeError
 from .events import Event
 from .fold import AgentReducer, Reducer, check_reducer
 from .policy import CheckpointPolicy
@@ -245,26 +246,14 @@ class EventLog(Generic[S]):
         """Entries with position > after as they are committed: the feed, then wait for more.
 
         Appends of this process wake it at once; those of other processes are seen within
-        `poll` seconds. Stops after `timeout` seconds without a new entry (None: never), or
-        when the log is closed."""
+        `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
+        seconds without a new entry (None: never), or when the log is closed."""
         check_int("after", after)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            seen = False
-            try:
-                for entry in self._reader.feed(after, None):
-                    seen = True
-                    after = entry.position
-                    yield entry
-            except ClosedError:
-                return
-            if seen and timeout is not None:
-                deadline = time.monotonic() + timeout
-            wait = poll if deadline is None else min(poll, deadline - time.monotonic())
-            if wait <= 0:
-                return
-            with self._committed:
-                self._committed.wait(wait)
+        return self._reader.follow(after, timeout, poll, self._wait_for_commit)
+
+    def _wait_for_commit(self, seconds: float) -> None:
+        with self._committed:
+            self._committed.wait(seconds)
 
     # -- fold --------------------------------------------------------------------------------
 
@@ -358,8 +347,6 @@ class EventLog(Generic[S]):
             check_run_id(run_id)
         return self._verifier.verify(run_id, self._reducer(reducer), progress, self._format >= 2)
 
-    # -- stats -------------------------------------------------------------------------------
-
     def stats(self, *, scan: bool = False) -> dict[str, Any]:
         """Runs, events, checkpoints, snapshots, bytes on disk and map size.
 
@@ -367,42 +354,4 @@ class EventLog(Generic[S]):
         decompressed): `event_bytes_stored` (framed, as kept), `event_bytes_raw` (encoded,
         before compression) and `compression_ratio` (raw / stored; 1.0 for an empty log).
         """
-        raw = self.store.stats()
-        out: dict[str, Any] = {
-            "runs": raw["entries_runs"],
-            "events": raw["entries_events"],
-            "checkpoints": raw["entries_checkpoints"],
-            "snapshots": raw["entries_snapshots"],
-            "bytes_on_disk": raw["bytes_on_disk"],
-            "map_size_bytes": raw["map_size_bytes"],
-        }
-        if scan:
-            stored, encoded = self._event_sizes()
-            out["event_bytes_stored"] = stored
-            out["event_bytes_raw"] = encoded
-            out["compression_ratio"] = encoded / stored if stored else 1.0
-        return out
-
-    def _event_sizes(self) -> tuple[int, int]:
-        """(stored bytes, bytes before compression) of every event record, read in chunks."""
-        import zstandard
-
-        from .codec import RAW, SEALED, unframe
-
-        stored = encoded = 0
-        start = b""
-        while True:
-            chunk = self.store.read(lambda txn, start=start: txn.scan("events", start, None, limit=4096))
-            for _, value in chunk:
-                stored += len(value)
-                try:
-                    compression, _, payload = unframe(value)
-                    if compression & SEALED:
-                        payload = self.codec.payload(value)
-                        compression = RAW
-                except Exception:  # noqa: BLE001 - verify names damage; a size is not worth failing over
-                    continue
-                encoded += len(payload) if compression == RAW else max(zstandard.frame_content_size(payload), 0)
-            if len(chunk) < 4096:
-                return stored, encoded
-            start = chunk[-1][0] + b"\x00"
+        return log_stats(self.store, self.codec, scan=scan)

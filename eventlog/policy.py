@@ -88,8 +88,8 @@ class CheckpointPolicy(msgspec.Struct, frozen=True):
             return False
         if self.events and events_since >= self.events:
             return True
-        if self.supersteps and kind is ev.SuperstepCompleted:
-            return event.superstep % self.supersteps == 0  # type: ignore[attr-defined]
+        if self.supersteps and isinstance(event, ev.SuperstepCompleted):
+            return event.superstep % self.supersteps == 0
         if self.turns and kind is ev.TurnCompleted:
             return True
         if self.llm_turns and (kind is ev.LLMCallCompleted or (kind is ev.TurnCompleted and llm_since)):

@@ -32,10 +32,10 @@ class RunView(Protocol):
     kind_prefix: str
     """A run whose first event kind starts with this prefix belongs to the view."""
 
-    def history(self, log: EventLog, run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:
+    def history(self, log: EventLog[Any], run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:
         """The run's history, oldest first: column names and one row (plain data) per checkpoint."""
 
-    def state(self, log: EventLog, run_id: str, offset: int) -> Any:
+    def state(self, log: EventLog[Any], run_id: str, offset: int) -> Any:
         """The run's state after its first `offset` events, as plain data (JSON-encodable)."""
 
 
@@ -71,7 +71,7 @@ def view_of(first_kind: str | None) -> RunView | None:
     return None
 
 
-def view_for_run(log: EventLog, run_id: str) -> RunView | None:
+def view_for_run(log: EventLog[Any], run_id: str) -> RunView | None:
     """The view of a run of `log`: by its first event kept, else by its latest checkpoint's reducer."""
     views = load_views()
     if not views:

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 import eventlog
-from eventlog.events import StepCompleted, UserMessage
 from eventlog._keys import u64
+from eventlog.events import StepCompleted, UserMessage
 
 OpenLog = Callable[..., eventlog.EventLog]
 

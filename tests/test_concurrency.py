@@ -159,7 +159,7 @@ def test_processes_and_threads_append_read_and_follow_the_feed(tmp_path: Path) -
     def thread_writer(name: str, s: int) -> None:
         try:
             results.append(write(log, name, s))
-        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+        except BaseException as exc:
             thread_errors.append(exc)
 
     writers = [threading.Thread(target=thread_writer, args=(f"t{i}", seed + 10 + i)) for i in range(2)]

@@ -407,7 +407,7 @@ def test_conversation_guide_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(blocks) >= 5
     namespace: dict[str, Any] = {"__name__": "guide_conversation"}
     for i, block in enumerate(blocks):
-        exec(compile(block, f"conversation.md block {i + 1}", "exec"), namespace)  # noqa: S102 - the guides are ours
+        exec(compile(block, f"conversation.md block {i + 1}", "exec"), namespace)
     out = capsys.readouterr().out
     assert "It is 18°C and sunny in Paris." in out
     assert "Refused: conversation 'chat-demo': cannot restore checkpoint" in out

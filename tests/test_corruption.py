@@ -20,9 +20,9 @@ import pytest
 
 import eventlog
 from eventlog import CorruptRecordError
+from eventlog._keys import u64
 from eventlog.codec import Codec, frame
 from eventlog.events import AssistantMessage, StepCompleted, UserMessage
-from eventlog._keys import u64
 from eventlog.store._base import TABLES
 
 RUNS = ("a", "b", "c")

@@ -101,7 +101,7 @@ def test_python_block_runs(
 
 def test_code_blocks_are_found() -> None:
     """The block finder sees the blocks these docs are known to hold."""
-    readme = [b for b in code_blocks(ROOT / "README.md")]
+    readme = list(code_blocks(ROOT / "README.md"))
     assert readme and readme[0][1] == "sh"
     assert any(_runs(info) for _, info, _ in code_blocks(ROOT / "docs" / "quickstart.md"))
     assert not _runs("python-norun") and _runs("python") and not _runs("sh")

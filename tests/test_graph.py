@@ -539,7 +539,7 @@ def run_guide(name: str, capsys: pytest.CaptureFixture[str]) -> str:
     assert blocks, f"{name} has no python blocks"
     namespace: dict[str, Any] = {"__name__": f"guide_{name}"}
     for i, block in enumerate(blocks):
-        exec(compile(block, f"{name} block {i + 1}", "exec"), namespace)  # noqa: S102 - the guides are ours
+        exec(compile(block, f"{name} block {i + 1}", "exec"), namespace)
     return capsys.readouterr().out
 
 

@@ -377,7 +377,7 @@ def test_puts_from_many_threads_are_all_kept(open_log: Callable[..., eventlog.Ev
             saver.put_writes(config, [("notes", f"note {i}"), ("more", i)], f"task-{i:02}", task_path=f"~{i:02}")
             other = {"configurable": {"thread_id": f"busy-{i}"}}
             chat_graph(saver).invoke({"messages": [HumanMessage(content=str(i))]}, other)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=write, args=(i,)) for i in range(16)]

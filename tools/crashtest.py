@@ -199,7 +199,7 @@ def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
                 if run == RECORDED_RUN:
                     attempt(recorder.append)
                 else:
-                    attempt(lambda e, **kw: log.append(run, e, **kw))
+                    attempt(lambda e, run=run, **kw: log.append(run, e, **kw))
             except eventlog.EventLogError:
                 say(op="ack", kind="poison", run=run, name=name, refused=True)
             else:
@@ -312,8 +312,8 @@ class LogModel:
 
 @dataclass
 class Totals:
-    cycles: dict[str, int] = field(default_factory=lambda: {m: 0 for m in MODES})
-    acknowledged: dict[str, int] = field(default_factory=lambda: {m: 0 for m in MODES})
+    cycles: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+    acknowledged: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
     event_checks: int = 0
     checkpoint_checks: int = 0
     retries: int = 0
@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     totals = Totals()
     models: dict[str, LogModel] = {}
-    generation = {m: 0 for m in modes}
+    generation = dict.fromkeys(modes, 0)
     failed = False
     started = time.monotonic()
     for cycle in range(args.cycles):

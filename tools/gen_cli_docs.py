@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eventlog import cli
+from eventlog import cli  # noqa: E402 - after the checkout is on sys.path
 
 TARGET = ROOT / "docs" / "cli.md"
 

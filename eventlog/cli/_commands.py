@@ -54,7 +54,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(infos)
         return EXIT_OK
-    rows = [
+    rows: list[tuple[Any, ...]] = [
         (
             i.run_id,
             i.head,
@@ -92,10 +92,7 @@ def _cmd_events(args: argparse.Namespace) -> int:
                 out.write(("," if i else "") + msgspec.json.encode(entry).decode())
             out.write("]\n")
             return EXIT_OK
-        rows = [
-            (e.offset, _when(e.time_ns), _kind(e.event), _short({k: v for k, v in _fields(e.event).items()}))
-            for e in entries
-        ]
+        rows = [(e.offset, _when(e.time_ns), _kind(e.event), _short(_fields(e.event))) for e in entries]
     _table(f"run {args.run}", ["offset", "time (UTC)", "kind", "event"], rows)
     return EXIT_OK
 
@@ -121,8 +118,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
             if args.json:
                 _emit_json(found)
             else:
-                rows = [[row.get(c) for c in columns] for row in found]
-                _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, rows)
+                cells = [[row.get(c) for c in columns] for row in found]
+                _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, cells)
             return EXIT_OK
         cps = log.checkpoints.list(args.run, limit=args.limit)
     if args.json:

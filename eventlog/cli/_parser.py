@@ -184,7 +184,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `eventlog` argument parser (also what docs/cli.md is generated from)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--log", metavar="PATH", default=argparse.SUPPRESS, help=f"the log directory (default: ${_ENV_LOG})"
     )

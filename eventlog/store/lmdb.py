@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import lmdb
 
@@ -86,8 +86,10 @@ class _LMDBTxn:
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any], write: bool) -> None:
         self._txn, self._dbs, self._write = txn, dbs, write
 
+    # Transactions are begun with buffers=False: keys and values are bytes, never memoryviews.
+
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self._txn.get(key, db=self._dbs[table])
+        return cast("bytes | None", self._txn.get(key, db=self._dbs[table]))
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
@@ -109,7 +111,7 @@ class _LMDBTxn:
             if not reverse:
                 if not cur.set_range(start):
                     return out
-                for key, value in cur:
+                for key, value in cast("Iterator[tuple[bytes, bytes]]", cur):
                     if stop is not None and key >= stop:
                         break
                     out.append((key, value))
@@ -123,7 +125,7 @@ class _LMDBTxn:
                 positioned = cur.last()  # every key is < stop
             if not positioned:
                 return out
-            for key, value in cur.iterprev():
+            for key, value in cast("Iterator[tuple[bytes, bytes]]", cur.iterprev()):
                 if key < start:
                     break
                 out.append((key, value))
@@ -140,10 +142,10 @@ class _LMDBTxn:
         with self._txn.cursor(db=self._dbs[table]) as cur:
             if not cur.set_range(start):
                 return [], None
-            out = list(itertools.islice(cur.iternext(keys=False, values=True), count))
+            out = cast("list[bytes]", list(itertools.islice(cur.iternext(keys=False, values=True), count)))
             if not cur.key():
                 cur.last()  # the iterator ran off the end: the last key is the last one read
-            return out, cur.key()
+            return out, cast("bytes", cur.key())
 
 
 class LMDBStore:

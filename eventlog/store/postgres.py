@@ -107,7 +107,7 @@ class _PgTxn:
         if not self._write:
             raise ReadOnlyError("delete in a read transaction")
         self.flush()
-        return self._cur.execute(self._q["delete"], (_TABLE_IDS[table], key)).rowcount > 0
+        return bool(self._cur.execute(self._q["delete"], (_TABLE_IDS[table], key)).rowcount > 0)
 
     def scan(
         self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None

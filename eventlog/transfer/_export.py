@@ -32,7 +32,7 @@ from ._format import (
 # -- export --------------------------------------------------------------------------------
 
 
-def _order(log: EventLog, run_ids: Iterable[str] | None) -> list[str]:
+def _order(log: EventLog[Any], run_ids: Iterable[str] | None) -> list[str]:
     """The runs to export with every ancestor they fork from, parents before their forks."""
     wanted = log.runs() if run_ids is None else list(run_ids)
     done: set[str] = set()
@@ -92,7 +92,7 @@ def _checkpoint_line(cp: Any) -> bytes:
 
 
 def export_runs(
-    log: EventLog,
+    log: EventLog[Any],
     dest: str | os.PathLike[str] | IO[bytes],
     run_ids: Sequence[str] | None = None,
     *,
@@ -129,7 +129,9 @@ def export_runs(
     return _export(log, dest, infos, total, progress)
 
 
-def _export(log: EventLog, f: IO[bytes], infos: list[Any], total: int, progress: Progress | None) -> TransferSummary:
+def _export(
+    log: EventLog[Any], f: IO[bytes], infos: list[Any], total: int, progress: Progress | None
+) -> TransferSummary:
     summary = TransferSummary()
     f.write(_json.encode(_Header(FORMAT, VERSION)) + b"\n")
     for info in infos:

@@ -127,7 +127,7 @@ def _build(checkpointer: Any, delta: bool, replies: list[str]) -> Any:
     else:
         reducer = add_messages
     # functional form: the annotation is evaluated here, not from a string
-    State = TypedDict("State", {"messages": Annotated[list, reducer]})
+    State = TypedDict("State", {"messages": Annotated[list, reducer]})  # noqa: UP013
 
     def chatbot(state: Any) -> dict[str, Any]:
         turn = (len(state["messages"]) + 1) // 2  # the user's message of this turn is in

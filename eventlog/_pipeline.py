@@ -1,0 +1,195 @@
+"""The byte pipeline under the codec: compress → seal → frame, and the exact reverse on read.
+
+Every value the log stores is a *frame* (docs/format.md, "Frames")::
+
+    bytes 0-3   CRC-32 of bytes 4 to the end, big-endian u32
+    byte 4      record format version (1)
+    byte 5      compression: 0 raw, 1 zstd, 2 zstd with a trained dictionary; +16 when sealed
+    bytes 6-9   dictionary id, big-endian u32 (0 when none)
+    bytes 10-   payload (sealed: a 12-byte nonce, then AES-GCM ciphertext and tag)
+
+`frame` and `unframe` are the two halves, side by side; `unframe` checks the version, the
+length and the checksum before anything else, and `Zstd.payload` refuses a zstd frame whose
+declared content size is unknown or over the limit before decompressing it.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from collections.abc import Callable
+from typing import Protocol
+
+import zstandard
+
+from . import _limits
+from .errors import CorruptRecordError
+
+__all__ = ["RAW", "SEALED", "ZSTD", "ZSTD_DICT", "Cipher", "Zstd", "frame", "train_dictionary", "unframe"]
+
+RAW, ZSTD, ZSTD_DICT = 0, 1, 2
+SEALED = 16
+_HEADER = struct.Struct(">IBBI")
+_PREFIX = struct.Struct(">BBI")
+assert _HEADER.size == _limits.record_header_size_bytes
+
+
+class Cipher(Protocol):
+    """Seals and opens payloads (encryption at rest); `eventlog.crypto.AESGCMCipher` is one."""
+
+    def seal(self, payload: bytes, header: bytes) -> bytes:
+        """The payload encrypted and authenticated, with `header` as associated data."""
+
+    def open(self, sealed: bytes, header: bytes) -> bytes:
+        """The payload back; raises CorruptRecordError when it does not authenticate."""
+
+
+def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
+    """Put the header (checksum, version, compression, dictionary id) in front of a payload."""
+    prefix_crc = _prefix_crcs.get((compression, dict_id))
+    if prefix_crc is None:
+        prefix = _PREFIX.pack(_limits.record_format_version, compression, dict_id)
+        prefix_crc = _prefix_crcs[(compression, dict_id)] = zlib.crc32(prefix)
+    crc = zlib.crc32(payload, prefix_crc)
+    return _HEADER.pack(crc, _limits.record_format_version, compression, dict_id) + payload
+
+
+_prefix_crcs: dict[tuple[int, int], int] = {}
+"""CRC-32 of each header prefix seen (bytes 4-9), from which a frame's checksum continues."""
+
+
+def unframe(value: bytes) -> tuple[int, int, bytes]:
+    """Check a frame and return (compression, dictionary id, payload). Raises CorruptRecordError."""
+    if len(value) < _HEADER.size:
+        raise CorruptRecordError(f"record of {len(value)} bytes is shorter than its header")
+    crc, version, compression, dict_id = _HEADER.unpack_from(value)
+    payload = value[_HEADER.size :]  # a copy: cheaper than a memoryview for records this small
+    if zlib.crc32(payload, zlib.crc32(value[4 : _HEADER.size])) != crc:
+        raise CorruptRecordError("checksum mismatch")
+    if version != _limits.record_format_version:
+        raise CorruptRecordError(f"record format version {version}, expected {_limits.record_format_version}")
+    method = compression & ~SEALED
+    if compression & ~(SEALED | 3) or method > ZSTD_DICT or (method == ZSTD_DICT) != (dict_id != 0):
+        raise CorruptRecordError(f"unknown compression {compression} with dictionary {dict_id}")
+    return compression, dict_id, payload
+
+
+class Zstd:
+    """Compresses and seals payloads into frames, and opens them again; one per open log, safe to
+    share between threads. `dictionary(dict_id)` loads a trained dictionary from the log."""
+
+    def __init__(
+        self,
+        dictionary: Callable[[int], bytes | None],
+        read_size_bytes_max: Callable[[], int],
+        cipher: Cipher | None,
+        level: int,
+    ) -> None:
+        self._dictionary = dictionary
+        self._read_size_bytes_max = read_size_bytes_max
+        self.cipher = cipher
+        self._level = level
+        self._dicts: dict[int, zstandard.ZstdCompressionDict] = {}
+        self._local = threading.local()
+
+    def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
+        """Compress when that makes the record smaller, seal when the log has a key, then frame."""
+        method = RAW
+        if len(payload) >= (_limits.compress_size_bytes_min if dict_id else _limits.compress_nodict_size_bytes_min):
+            compressed = self._compressor(dict_id, self._level if level is None else level).compress(payload)
+            if len(compressed) < len(payload):
+                payload, method = compressed, ZSTD_DICT if dict_id else ZSTD
+        if method != ZSTD_DICT:
+            dict_id = 0
+        if self.cipher is None:
+            return frame(payload, method, dict_id)
+        header = _PREFIX.pack(_limits.record_format_version, method | SEALED, dict_id)
+        return frame(self.cipher.seal(payload, header), method | SEALED, dict_id)
+
+    # -- decode ------------------------------------------------------------------------
+
+    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
+        """Unframe, open and decompress, bounded. Raises CorruptRecordError."""
+        compression, dict_id, payload = unframe(value)
+        if compression & SEALED:
+            if self.cipher is None:
+                raise CorruptRecordError("the record is encrypted; open the log with its key")
+            payload = self.cipher.open(payload, _PREFIX.pack(_limits.record_format_version, compression, dict_id))
+            compression &= ~SEALED
+        elif self.cipher is not None:
+            raise CorruptRecordError("the record is not encrypted, but the log was opened with a key")
+        if compression == RAW:
+            return payload
+        limit = self._read_size_bytes_max() if size_bytes_max is None else size_bytes_max
+        try:
+            size = zstandard.frame_content_size(payload) if len(payload) >= 4 else -2
+        except zstandard.ZstdError as exc:
+            raise CorruptRecordError(f"zstd frame header: {exc}") from None
+        if size < 0:
+            raise CorruptRecordError("zstd frame without a declared content size")
+        if size > limit:
+            raise CorruptRecordError(f"zstd frame declares {size} bytes, over the limit of {limit}")
+        try:
+            out = self._decompressor(dict_id).decompress(payload)  # size checked above
+        except zstandard.ZstdError as exc:
+            raise CorruptRecordError(f"zstd: {exc}") from None
+        if len(out) != size:
+            raise CorruptRecordError("decompressed size differs from the declared size")
+        return out
+
+    def _dict(self, dict_id: int) -> zstandard.ZstdCompressionDict:
+        found = self._dicts.get(dict_id)
+        if found is None:
+            data = self._dictionary(dict_id)
+            if data is None:
+                raise CorruptRecordError(f"zstd dictionary {dict_id} is missing from the log's meta")
+            found = self.add_dictionary(dict_id, data)
+        return found
+
+    def add_dictionary(self, dict_id: int, data: bytes) -> zstandard.ZstdCompressionDict:
+        """Make a dictionary known without reading it from the log."""
+        found = self._dicts[dict_id] = zstandard.ZstdCompressionDict(data)
+        return found
+
+    def _compressor(self, dict_id: int, level: int) -> zstandard.ZstdCompressor:
+        try:
+            cache = self._local.compressors
+        except AttributeError:
+            cache = self._local.compressors = {}
+        found: zstandard.ZstdCompressor | None = cache.get((dict_id, level))
+        if found is None:
+            if dict_id:
+                found = zstandard.ZstdCompressor(level=level, dict_data=self._dict(dict_id), write_checksum=False)
+            else:
+                found = zstandard.ZstdCompressor(level=level, write_checksum=False)
+            cache[(dict_id, level)] = found
+        return found
+
+    def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
+        try:
+            cache = self._local.decompressors
+        except AttributeError:
+            cache = self._local.decompressors = {}
+        found: zstandard.ZstdDecompressor | None = cache.get(dict_id)
+        if found is None:
+            found = (
+                zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()
+            )
+            cache[dict_id] = found
+        return found
+
+
+def train_dictionary(samples: list[bytes]) -> bytes | None:
+    """Train a zstd dictionary from raw record payloads; None when the sample is too small.
+
+    The dictionary is at most 1/16 of the sample, so a small log does not store a
+    dictionary larger than what it saves."""
+    size = min(_limits.dictionary_size_bytes, sum(map(len, samples)) // _limits.dictionary_sample_ratio)
+    if len(samples) < 64 or size < _limits.dictionary_size_bytes_min:
+        return None
+    try:
+        trained = zstandard.train_dictionary(size, list[bytes | bytearray | memoryview](samples))
+    except zstandard.ZstdError:
+        return None
+    return trained.as_bytes()
