@@ -197,6 +197,11 @@ class Writer:
                 if request.done is not None:
                     request.done.set()
 
+    def commit_batch(self, batch: list[Request]) -> None:
+        """Commit requests in one transaction (each alone when the transaction fails); each request's
+        `error` or `committed` says how it went. The async face's commit thread calls this."""
+        self._commit_batch(batch)
+
     def _commit_batch(self, batch: list[Request]) -> None:
         def write(txn: Txn) -> tuple[int, bool]:
             checkpointed = False

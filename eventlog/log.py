@@ -101,6 +101,7 @@ class EventLog(Generic[S]):
         self._format = open_meta(store, self.codec, self._runs, self._dictionaries)
         id_source = IdSource(ids)
         self._committed = threading.Condition()
+        self._listeners: list[Callable[[], None]] = []  # called after each commit of this process
         self._writer = Writer(store, self.codec, self._runs, id_source, clock or _default_clock, self._after_commit)
         self.clock: Callable[[], int] = self._writer.now
         """The log's clock (nanoseconds since the epoch), checked; injected with `eventlog.open(clock=...)`."""
@@ -120,6 +121,8 @@ class EventLog(Generic[S]):
         self._dictionaries.after_commit(position)
         with self._committed:
             self._committed.notify_all()
+        for listener in list(self._listeners):
+            listener()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -252,6 +255,11 @@ class EventLog(Generic[S]):
         return self._reader.follow(after, timeout, poll, self._wait_for_commit)
 
     def _wait_for_commit(self, seconds: float) -> None:
+        """Wait until a commit of this process (or, on PostgreSQL, of any process) or `seconds` pass."""
+        wait_notify = getattr(self.store, "wait_notify", None)
+        if wait_notify is not None:
+            wait_notify(seconds)
+            return
         with self._committed:
             self._committed.wait(seconds)
 

@@ -13,8 +13,9 @@ CLASS_LINES_MAX = 300
 LAYERS = [
     {"_limits", "errors"},
     {"_keys", "events", "store", "store._base", "store.memory", "store.lmdb", "store.postgres", "crypto"},
+    {"_pipeline"},
     {"_records", "codec", "fold", "policy"},
-    {"_runs", "_dictionaries", "_meta", "_writer", "_reader", "_replay"},
+    {"_runs", "_dictionaries", "_meta", "_writer", "_reader", "_replay", "_stats"},
     {"checkpoints", "runwriter", "_maintenance", "_verify"},
     {"log"},
     {"aio", "transfer", "views", "__init__"},

@@ -148,6 +148,9 @@ class PostgresStore:
         self.pool_size = size
         """Connections kept open at most."""
         self._local = threading.local()  # the connection of a write in progress on this thread
+        self._channel = f"eventlog_{schema}"[: _limits.pg_identifier_size_bytes_max]
+        self._listener: Any = None  # a connection that LISTENs on the channel, made by the first wait
+        self._listen_lock = threading.Lock()
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
         kv = f'"{schema}".kv'
@@ -226,6 +229,7 @@ class PostgresStore:
                         txn = _PgTxn(cur, self._q, write=True)
                         result = fn(txn)
                         txn.flush()
+                        cur.execute("SELECT pg_notify(%s, '')", (self._channel,))  # delivered at commit
                         return result
                 finally:
                     self._local.conn = None
@@ -237,11 +241,26 @@ class PostgresStore:
     def sync(self) -> None:
         self._check_open()
 
+    def wait_notify(self, timeout: float) -> bool:
+        """Wait until any process commits to this log (LISTEN/NOTIFY), at most `timeout` seconds."""
+        self._check_open()
+        with self._listen_lock:
+            try:
+                if self._listener is None or self._listener.closed:
+                    self._listener = self._psycopg.connect(self.dsn, autocommit=True)
+                    self._listener.execute(f'LISTEN "{self._channel}"')
+                return any(True for _ in self._listener.notifies(timeout=max(timeout, 0.0), stop_after=1))
+            except self._psycopg.Error as exc:
+                raise _translate(self._psycopg, exc) from None
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._pool.close()
+        with self._listen_lock:
+            if self._listener is not None:
+                self._listener.close()
 
     def connections(self) -> int:
         """Connections the pool holds open now."""

@@ -1,0 +1,299 @@
+"""The async face of a log: the same operations as coroutines and async iterators.
+
+    import eventlog.aio
+
+    async with await eventlog.aio.open("runs.lmdb") as log:
+        await log.append("run-1", StepCompleted(node="a", superstep=1))
+        async for entry in log.read("run-1"):
+            ...
+
+Nothing here blocks the event loop on the store. Appends are checked on the loop (so bad
+input is refused at once, before anything is written), then handed to one commit thread
+per log: every append made by the tasks of one turn of the event loop goes into a single
+transaction — many tasks, one commit and one fsync, not one thread each. Reads, folds and
+checkpoints run in worker threads (docs/architecture.md, "The async face").
+
+A cancelled `append` is never half-written: its transaction commits all of it or none, and
+the cancellation only stops the task from waiting for the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+from ._reader import Entry
+from ._writer import Request, Writer
+from .checkpoints import Checkpoint, Checkpoints
+from .errors import ClosedError, EventLogError, InvalidArgumentError
+from .events import Event
+from .fold import Reducer
+from .log import EventLog, RunInfo
+from .policy import CheckpointPolicy
+
+__all__ = ["AsyncCheckpoints", "AsyncEventLog", "open"]
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+_CHUNK = 1024
+
+
+class _Committer:
+    """One thread that commits the requests of the event loop, one transaction per batch."""
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+        self._cond = threading.Condition()
+        self._batches: list[list[tuple[Request, asyncio.Future[list[int]], asyncio.AbstractEventLoop]]] = []
+        self._gathering: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, request: Request) -> asyncio.Future[list[int]]:
+        """A future of the request's offsets. Requests submitted in one turn of the loop share a batch."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[int]] = loop.create_future()
+        if self._closed:
+            raise ClosedError("the log is closed; open it again with eventlog.aio.open(...)")
+        gathering = self._gathering.get(loop)
+        if gathering is None:
+            gathering = self._gathering[loop] = []
+            loop.call_soon(self._hand_over, loop)  # after every task ready in this turn has submitted
+        gathering.append((request, future, loop))
+        return future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._gathering.pop(loop, [])
+        if not batch:
+            return
+        with self._cond:
+            self._batches.append(batch)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="eventlog-aio-commit", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._batches and not self._closed:
+                    self._cond.wait()
+                if not self._batches:
+                    return
+                batch = [item for queued in self._batches for item in queued]  # every batch waiting: one commit
+                self._batches.clear()
+            requests = [request for request, _, _ in batch]
+            try:
+                self._writer.commit_batch(requests)
+            except BaseException as exc:  # noqa: BLE001 - every waiting task gets the error
+                for request in requests:
+                    if request.error is None and not request.committed:
+                        request.error = exc
+            for request, future, loop in batch:
+                try:
+                    loop.call_soon_threadsafe(_settle, future, request)
+                except RuntimeError:
+                    pass  # the loop was closed meanwhile: nobody waits for this answer
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _settle(future: asyncio.Future[list[int]], request: Request) -> None:
+    if future.cancelled():
+        return
+    if request.error is not None:
+        future.set_exception(request.error)
+    elif not request.committed:
+        future.set_exception(EventLogError(f"run {request.run_id!r}: the commit was interrupted; nothing was written"))
+    else:
+        future.set_result(request.offsets)
+
+
+async def _iterate(make: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
+    """An iterator of the sync API, advanced in a worker thread a chunk at a time."""
+    iterator = await asyncio.to_thread(make)
+    while True:
+        chunk = await asyncio.to_thread(_take, iterator, _CHUNK)
+        for item in chunk:
+            yield item
+        if len(chunk) < _CHUNK:
+            return
+
+
+def _take(iterator: Iterator[T], n: int) -> list[T]:
+    out: list[T] = []
+    for item in iterator:
+        out.append(item)
+        if len(out) >= n:
+            break
+    return out
+
+
+class AsyncCheckpoints(Generic[S]):
+    """`log.checkpoints` of an async log: save, load, load_latest, list and delete as coroutines."""
+
+    def __init__(self, checkpoints: Checkpoints[S]) -> None:
+        self._sync = checkpoints
+
+    async def save(self, run_id: str, offset: int | None = None, **options: Any) -> Checkpoint[S]:
+        """See `Checkpoints.save`."""
+        return await asyncio.to_thread(partial(self._sync.save, run_id, offset, **options))
+
+    async def load(self, run_id: str, checkpoint_id: str, **options: Any) -> Checkpoint[S]:
+        """See `Checkpoints.load` (the state is loaded too, in a worker thread)."""
+        cp = await asyncio.to_thread(partial(self._sync.load, run_id, checkpoint_id, **options))
+        await asyncio.to_thread(lambda: cp.state)
+        return cp
+
+    async def load_latest(self, run_id: str, **options: Any) -> Checkpoint[S] | None:
+        """See `Checkpoints.load_latest` (the state is loaded too, in a worker thread)."""
+        cp = await asyncio.to_thread(partial(self._sync.load_latest, run_id, **options))
+        if cp is not None:
+            await asyncio.to_thread(lambda: cp.state)
+        return cp
+
+    async def list(self, run_id: str, limit: int | None = None, **options: Any) -> list[Checkpoint[S]]:
+        """See `Checkpoints.list`."""
+        return await asyncio.to_thread(partial(self._sync.list, run_id, limit, **options))
+
+    async def delete(self, run_id: str, checkpoint_id: str) -> None:
+        """See `Checkpoints.delete`."""
+        await asyncio.to_thread(self._sync.delete, run_id, checkpoint_id)
+
+
+class AsyncEventLog(Generic[S]):
+    """An `EventLog` as coroutines and async iterators. Make one with `await eventlog.aio.open(...)`
+    or `AsyncEventLog(log)` over a log that is open already."""
+
+    def __init__(self, log: EventLog[S]) -> None:
+        self.sync = log
+        """The log underneath, for what has no async form."""
+        self.checkpoints = AsyncCheckpoints(log.checkpoints)
+        """Save, load, list and delete checkpoints."""
+        self._committer = _Committer(log._writer)
+
+    async def __aenter__(self) -> AsyncEventLog[S]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Commit what is queued, then close the log."""
+        await asyncio.to_thread(self._committer.close)
+        await asyncio.to_thread(self.sync.close)
+
+    async def append(self, run_id: str, event: Event, *, event_id: str | None = None, **options: Any) -> int:
+        """See `EventLog.append`."""
+        ids = None if event_id is None else [event_id]
+        return (await self.append_many(run_id, [event], event_ids=ids, **options))[0]
+
+    async def append_many(
+        self,
+        run_id: str,
+        events: Iterable[Event],
+        *,
+        expected_offset: int | None = None,
+        event_ids: Sequence[str | None] | None = None,
+        meta: dict[str, Any] | None = None,
+        time_ns: int | None = None,
+    ) -> list[int]:
+        """See `EventLog.append_many`: checked here, committed with the other appends of this turn."""
+        if not isinstance(events, Iterable) or isinstance(events, (str, bytes)):
+            raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
+        request = self.sync._writer.request(
+            run_id, list(events), event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
+        )
+        return await self._committer.submit(request)
+
+    async def head(self, run_id: str) -> int:
+        return await asyncio.to_thread(self.sync.head, run_id)
+
+    async def runs(self) -> list[str]:
+        return await asyncio.to_thread(self.sync.runs)
+
+    async def run_info(self, run_id: str) -> RunInfo:
+        return await asyncio.to_thread(self.sync.run_info, run_id)
+
+    async def entry(self, run_id: str, offset: int) -> Entry:
+        return await asyncio.to_thread(self.sync.entry, run_id, offset)
+
+    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> AsyncIterator[Entry]:
+        """See `EventLog.read`."""
+        return _iterate(partial(self.sync.read, run_id, after, upto))
+
+    def feed(self, after: int = 0, limit: int | None = None) -> AsyncIterator[Entry]:
+        """See `EventLog.feed`."""
+        return _iterate(partial(self.sync.feed, after, limit))
+
+    async def follow(self, after: int = 0, *, timeout: float | None = None, poll: float = 0.5) -> AsyncIterator[Entry]:
+        """See `EventLog.follow`: entries as they are committed, waiting without blocking the loop."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(woken.set)
+
+        self.sync._listeners.append(wake)
+        try:
+            idle = 0.0
+            while True:
+                chunk = await asyncio.to_thread(_take, self.sync.feed(after, _CHUNK), _CHUNK)
+                for entry in chunk:
+                    after = entry.position
+                    yield entry
+                if chunk:
+                    idle = 0.0
+                    continue
+                if timeout is not None and idle >= timeout:
+                    return
+                wait = poll if timeout is None else min(poll, timeout - idle)
+                woken.clear()
+                if hasattr(self.sync.store, "wait_notify"):  # PostgreSQL: other processes' commits too
+                    await asyncio.to_thread(self.sync.store.wait_notify, wait)
+                else:
+                    try:
+                        await asyncio.wait_for(woken.wait(), wait)
+                    except TimeoutError:
+                        pass
+                idle += wait
+        finally:
+            self.sync._listeners.remove(wake)
+
+    async def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
+        """See `EventLog.state_at`."""
+        return await asyncio.to_thread(partial(self.sync.state_at, run_id, offset, reducer=reducer))
+
+    async def fork(self, run_id: str, at: int, new_run_id: str) -> str:
+        return await asyncio.to_thread(self.sync.fork, run_id, at, new_run_id)
+
+    async def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
+        return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer))
+
+    async def delete_run(self, run_id: str) -> None:
+        await asyncio.to_thread(self.sync.delete_run, run_id)
+
+    async def verify(self, run_id: str | None = None, **options: Any) -> Any:
+        return await asyncio.to_thread(partial(self.sync.verify, run_id, **options))
+
+    def writer(
+        self, run_id: str, *, reducer: Reducer[Any] | None = None, policy: CheckpointPolicy | None = None
+    ) -> Any:
+        """A run writer (sync: it folds on the caller's thread); wrap its appends in `asyncio.to_thread`."""
+        return self.sync.writer(run_id, reducer=reducer, policy=policy)
+
+
+async def open(path: Any, **options: Any) -> AsyncEventLog[Any]:
+    """`eventlog.open(path, **options)` in a worker thread, as an async log."""
+    from . import open as open_sync
+
+    return AsyncEventLog(await asyncio.to_thread(partial(open_sync, path, **options)))
