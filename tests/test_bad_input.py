@@ -73,7 +73,7 @@ def test_what_is_not_a_registered_event_is_refused(seeded: eventlog.EventLog, ba
     with pytest.raises(eventlog.InvalidEventError):
         seeded.append("new-run", bad)
     with pytest.raises(eventlog.InvalidEventError):
-        seeded.recorder("r").append(bad)
+        seeded.writer("r").append(bad)
     unchanged(seeded, before)
     assert "new-run" not in seeded.runs()
 
@@ -156,7 +156,7 @@ def test_bad_run_ids_are_refused(seeded: eventlog.EventLog, run_id: Any) -> None
         lambda: list(seeded.read(run_id)),
         lambda: seeded.head(run_id),
         lambda: seeded.state_at(run_id),
-        lambda: seeded.recorder(run_id),
+        lambda: seeded.writer(run_id),
     ]
     for call in calls:
         with pytest.raises(eventlog.InvalidRunIdError):
@@ -324,7 +324,7 @@ def test_readonly_refuses_every_write(tmp_path: Path) -> None:
             lambda: log.fork("r", 1, "f"),
             lambda: log.prune("r", before=2),
             lambda: log.delete_run("r"),
-            lambda: log.recorder("r").append(step(4)),
+            lambda: log.writer("r").append(step(4)),
         ]
         for write in writes:
             with pytest.raises(eventlog.ReadOnlyError):

@@ -511,7 +511,7 @@ def test_prune_refused_while_forks_exist(log: eventlog.EventLog) -> None:
 def test_prune_keeps_the_latest_checkpoint_of_a_paused_run(log: eventlog.EventLog) -> None:
     from eventlog.events import Interrupted
 
-    rec = log.recorder("paused", policy=eventlog.CheckpointPolicy.every(2))
+    rec = log.writer("paused", policy=eventlog.CheckpointPolicy.every(2))
     for i in range(1, 5):
         rec.append(step(i))
     rec.append(Interrupted(nodes=["approve"], reason="sign off"))

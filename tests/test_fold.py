@@ -131,7 +131,7 @@ def test_state_at_equals_the_fold_with_recorder_checkpoints_on_lmdb(
     events: list[ev.Event], every: int, data: st.DataObject
 ) -> None:
     with tempfile.TemporaryDirectory() as d, eventlog.open(Path(d) / "log", durability="none") as log:
-        rec = log.recorder("r", policy=CheckpointPolicy.every(every))
+        rec = log.writer("r", policy=CheckpointPolicy.every(every))
         for e in events:
             rec.append(e)
         expected = references(log, events)
@@ -265,7 +265,7 @@ def test_a_users_reducer_with_dict_state_works_everywhere(tmp_path: Path) -> Non
         ev.UserMessage(content=str(i)) if i % 3 else ev.StepCompleted(node="s", superstep=i) for i in range(1, 21)
     ]
     with eventlog.open(tmp_path / "log", reducer=Counting(1)) as log:
-        rec = log.recorder("r", policy=CheckpointPolicy.every(4))
+        rec = log.writer("r", policy=CheckpointPolicy.every(4))
         for e in events:
             rec.append(e)
         assert rec.state == fold(events, Counting(1))
@@ -277,7 +277,7 @@ def test_a_users_reducer_with_dict_state_works_everywhere(tmp_path: Path) -> Non
         assert log.state_at("f") == fold(events[:10], Counting(1))
         assert log.verify().ok
     with eventlog.open(tmp_path / "log", reducer=Counting(1)) as log:
-        rec = log.recorder("r", policy=CheckpointPolicy.every(4))
+        rec = log.writer("r", policy=CheckpointPolicy.every(4))
         assert rec.state == fold(events, Counting(1)) and rec.offset == 20  # a resume
         assert log.checkpoints.load_latest("r").state == fold(events, Counting(1))  # type: ignore[union-attr]
 
@@ -372,7 +372,7 @@ def test_verify_finds_a_damaged_snapshot() -> None:
 def record(log: eventlog.EventLog, policy: CheckpointPolicy, events: list[ev.Event], run: str = "r") -> list[int]:
     """Append one by one; return the offsets of the checkpoints the recorder took, checking each is
     written with the event that triggered it (the count after each append)."""
-    rec = log.recorder(run, policy=policy)
+    rec = log.writer(run, policy=policy)
     seen = 0
     offsets = []
     for e in events:
@@ -470,7 +470,7 @@ def test_policy_llm_turns_only_after_llm_answers() -> None:
 
 def test_policy_llm_turns_at_a_turns_end_when_an_llm_answered_in_the_same_batch() -> None:
     log = eventlog.open(":memory:")
-    rec = log.recorder("r", policy=CheckpointPolicy.llm_turns_only())
+    rec = log.writer("r", policy=CheckpointPolicy.llm_turns_only())
     rec.append_many([ev.TurnStarted(turn=1), ev.UserMessage(content="q")])
     assert log.run_info("r").checkpoints == 0
     done = ev.LLMCallCompleted(call_id="c", model="m", output=ev.Message(role="assistant", content="a"))
@@ -510,7 +510,7 @@ def test_policy_final_only_checkpoints_once_when_the_run_completes() -> None:
 )
 def test_no_final_checkpoint_when_the_run_fails(policy: CheckpointPolicy) -> None:
     log = eventlog.open(":memory:")
-    rec = log.recorder("r", policy=policy)
+    rec = log.writer("r", policy=policy)
     rec.append(ev.RunStarted(input={}))
     before = log.run_info("r").checkpoints
     rec.append(ev.RunFailed(error="boom"))
@@ -521,14 +521,14 @@ def test_no_final_checkpoint_when_the_run_fails(policy: CheckpointPolicy) -> Non
 def test_policy_never_takes_none_by_itself() -> None:
     log = eventlog.open(":memory:")
     assert record(log, CheckpointPolicy.never(), CHAT + [ev.RunCompleted()]) == []
-    rec = log.recorder("r", policy=CheckpointPolicy.never())
+    rec = log.writer("r", policy=CheckpointPolicy.never())
     cp = rec.checkpoint(metadata={"by": "hand"})
     assert cp.offset == len(CHAT) + 1 and log.checkpoints.load_latest("r").metadata == {"by": "hand"}  # type: ignore[union-attr]
 
 
 def test_policy_batch_takes_at_most_one_checkpoint() -> None:
     log = eventlog.open(":memory:")
-    rec = log.recorder("r", policy=CheckpointPolicy.every(1))
+    rec = log.writer("r", policy=CheckpointPolicy.every(1))
     rec.append_many([ev.UserMessage(content=str(i)) for i in range(5)])
     assert [c.offset for c in log.checkpoints.list("r")] == [5]
 
@@ -545,7 +545,7 @@ def test_recorder_resumes_its_policy_count_after_a_reopen(tmp_path: Path) -> Non
     with eventlog.open(tmp_path / "log") as log:
         assert record(log, CheckpointPolicy.every(4), events[:6]) == [4]
     with eventlog.open(tmp_path / "log") as log:
-        rec = log.recorder("r", policy=CheckpointPolicy.every(4))
+        rec = log.writer("r", policy=CheckpointPolicy.every(4))
         assert rec.offset == 6 and enc(log, rec.state) == enc(log, fold(events[:6]))
         for e in events[6:]:
             rec.append(e)
@@ -555,13 +555,13 @@ def test_recorder_resumes_its_policy_count_after_a_reopen(tmp_path: Path) -> Non
 
 def test_a_second_writer_fences_the_recorder() -> None:
     log = eventlog.open(":memory:")
-    rec = log.recorder("r")
+    rec = log.writer("r")
     rec.append(ev.UserMessage(content="1"))
     log.append("r", ev.UserMessage(content="someone else"))
     with pytest.raises(eventlog.ConflictError):
         rec.append(ev.UserMessage(content="2"))
     assert log.head("r") == 2
-    rec = log.recorder("r")
+    rec = log.writer("r")
     assert [m.content for m in rec.state.messages] == ["1", "someone else"]
 
 
@@ -576,7 +576,7 @@ def table_bytes(log: eventlog.EventLog, table: str) -> int:
 def test_checkpoint_at_every_step_keeps_snapshots_below_events(tmp_path: Path, backend: str) -> None:
     """A chat whose state grows with every turn, checkpointed after every event."""
     log = eventlog.open(":memory:") if backend == "memory" else eventlog.open(tmp_path / "log", durability="none")
-    rec = log.recorder("chat", policy=CheckpointPolicy.every(1))
+    rec = log.writer("chat", policy=CheckpointPolicy.every(1))
     first_snapshot = None
     for turn in range(1, 151):
         rec.append(ev.UserMessage(content=f"user says something fairly long in turn {turn} " * 3))
@@ -607,7 +607,7 @@ def test_checkpoint_at_every_step_keeps_snapshots_below_events(tmp_path: Path, b
 
 def test_recorder_does_not_fold_an_event_whose_id_is_known() -> None:
     log = eventlog.open(":memory:")
-    rec = log.recorder("r", policy=CheckpointPolicy.every(1))
+    rec = log.writer("r", policy=CheckpointPolicy.every(1))
     assert rec.append(ev.UserMessage(content="a"), event_id="x") == 1
     assert rec.append(ev.UserMessage(content="b")) == 2
     assert rec.append(ev.UserMessage(content="a again"), event_id="x") == 1  # a retry: nothing written

@@ -262,7 +262,7 @@ def test_any_run_id_is_taken_or_refused_before_anything_is_written(log: eventlog
         lambda: log.append(run_id, event),
         lambda: log.append_many(run_id, [event, event]),
         lambda: log.fork("a", 1, run_id),
-        lambda: log.recorder(run_id),
+        lambda: log.writer(run_id),
     ):
         with pytest.raises(InvalidRunIdError):
             call()

@@ -61,7 +61,7 @@ def _writes(log: eventlog.EventLog) -> dict[str, object]:
         "fork": lambda: log.fork("a", 2, "a2"),
         "prune": lambda: log.prune("a", 10),
         "delete_run": lambda: log.delete_run("b"),
-        "recorder": lambda: log.recorder("a").append(UserMessage(content="no")),
+        "recorder": lambda: log.writer("a").append(UserMessage(content="no")),
     }
 
 

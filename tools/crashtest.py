@@ -136,7 +136,7 @@ def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
         offsets = log.append_many(run, [make_event(i) for i in ids], event_ids=ids, meta=intent.get("meta"))
         ack_append(run, ids, offsets, "retry")
 
-    recorder = log.recorder(RECORDED_RUN, policy=eventlog.CheckpointPolicy.every(3))
+    recorder = log.writer(RECORDED_RUN, policy=eventlog.CheckpointPolicy.every(3))
     forks = 0
     for _ in range(1_000_000):
         runs = log.runs()

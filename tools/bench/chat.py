@@ -37,7 +37,7 @@ def eventlog_chat(path: str, users: list[str], replies: list[str], sample_turns:
     from eventlog import events as ev
 
     log = eventlog.open(path, durability="sync")
-    rec = log.recorder("chat-1", reducer=eventlog.AgentReducer(), policy=eventlog.CheckpointPolicy.conversation_turns())
+    rec = log.writer("chat-1", reducer=eventlog.AgentReducer(), policy=eventlog.CheckpointPolicy.conversation_turns())
     latency: list[float] = []
     sizes: dict[int, int] = {}
     try:
