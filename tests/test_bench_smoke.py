@@ -2,28 +2,36 @@
 
 Only the eventlog-only suites run (they need nothing beyond eventlog's own dependencies);
 a second run checks that the LangGraph chat suite skips its competitors cleanly when
-LangGraph cannot be imported. Figures and targets are not judged here.
+LangGraph cannot be imported; the PostgreSQL suite runs on the server that
+`EVENTLOG_TEST_PG_DSN` names and skips with its reason without one. Figures and targets are
+not judged here.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tools.bench import EVENTLOG_ONLY
+
 ROOT = Path(__file__).resolve().parent.parent
-EVENTLOG_ONLY = ["append_batch", "append_single", "append_threads", "replay", "state_at", "replay_memory"]
 
 
-def _run(args: list[str], tmp_path: Path, prelude: str = "") -> dict:
+def _run(args: list[str], tmp_path: Path, prelude: str = "", env: dict[str, str] | None = None) -> dict:
     out = tmp_path / "bench.json"
     code = (
         f"{prelude}\nimport sys\nfrom tools.bench.__main__ import main\nsys.exit(main({args + ['--json', str(out)]!r}))"
     )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_BENCH_")}  # no big sizes here
     proc = subprocess.run(
-        [sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+        [sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env=dict(clean, **(env or {})),
+    )  # fmt: skip
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
     return json.loads(out.read_text())
 
@@ -33,7 +41,7 @@ def test_quick_eventlog_suites(tmp_path: Path) -> None:
     assert data["quick"] is True
     assert {"command", "quick", "seconds", "machine", "suites", "targets"} <= set(data)
     assert {"nproc", "python", "packages"} <= set(data["machine"])
-    assert list(data["suites"]) == EVENTLOG_ONLY
+    assert list(data["suites"]) == list(EVENTLOG_ONLY)
     for name, suite in data["suites"].items():
         assert suite["skipped"] is None, (name, suite["skipped"])
         assert {"name", "description", "seconds", "metrics", "rows", "targets"} <= set(suite)
@@ -47,6 +55,17 @@ def test_quick_eventlog_suites(tmp_path: Path) -> None:
     assert data["suites"]["replay"]["metrics"]["ratio_to_floor"] > 0
     assert data["suites"]["state_at"]["metrics"]["median_ms"] > 0
     assert data["suites"]["replay_memory"]["metrics"]["peak_anon_bytes"] > 0
+    assert data["suites"]["append_cpu"]["metrics"]["eventlog_calls_per_append"] > 0
+    assert data["suites"]["append_cpu"]["metrics"]["profile"]
+    for suite, key in (("group_commit", "sync"), ("group_commit", "none"), ("append_async", None)):
+        figures = data["suites"][suite]["metrics"]
+        for n in ("8", "32") if suite == "group_commit" else ("64",):
+            one = (figures[key] if key else figures)[n]
+            assert one["events_per_transaction"] >= 1, (suite, key, n)
+    scale = data["suites"]["scale"]["metrics"]
+    assert set(scale["operations"]) == {"verify", "export", "prune", "delete_run"}
+    assert scale["operations"]["verify"]["big"]["result"]["ok"] is True
+    assert scale["operations"]["delete_run"]["big"]["result"]["head_after"] == 0
     assert len(data["targets"]) == sum(len(s["targets"]) for s in data["suites"].values())
 
 
@@ -75,3 +94,15 @@ def test_chat_skips_competitors_without_langgraph(tmp_path: Path) -> None:
         "langgraph-sqlite-delta",
         "langgraph-lmdb",
     }
+
+
+def test_postgres_suite(tmp_path: Path) -> None:
+    dsn = os.environ.get("EVENTLOG_TEST_PG_DSN")
+    data = _run(["postgres", "--quick"], tmp_path, env={"EVENTLOG_BENCH_PG_DSN": dsn} if dsn else None)
+    suite = data["suites"]["postgres"]
+    if not dsn:
+        assert suite["skipped"] and "EVENTLOG_BENCH_PG_DSN" in suite["skipped"]
+        pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL benchmark suite")
+    assert suite["skipped"] is None
+    assert {t["name"] for t in suite["targets"]} >= {"PostgreSQL 4 writer processes ÷ 1"}
+    assert suite["metrics"]["processes"]["eventlog_appends_per_s"]["4"] > 0

@@ -6,6 +6,7 @@ import math
 import os
 import random
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -107,6 +108,20 @@ class Context:
     def n(self, full: int, quick: int) -> int:
         return quick if self.quick else full
 
+    def size(self, env: str, full: int, quick: int) -> int:
+        """A size from the environment variable `env` when it is set (with --quick too), else
+        `full`, or `quick` with --quick."""
+        text = os.environ.get(env)
+        if not text:
+            return self.n(full, quick)
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{env}={text!r} is not a whole number (10_000_000 and 10000000 both work)") from None
+        if value < 1:
+            raise ValueError(f"{env}={value} must be at least 1")
+        return value
+
 
 # -- timing ------------------------------------------------------------------------------
 
@@ -119,6 +134,33 @@ def best_of(repeats: int, fn: Callable[[], Any]) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def in_threads(n_threads: int, work: Callable[[int], None]) -> float:
+    """Run `work(k)` for k in 0..n_threads-1, each on a thread of its own, all released at
+    once; returns the wall time from the release until the last one ends (thread start-up
+    is not timed). The first error of a thread is raised here."""
+    barrier = threading.Barrier(n_threads + 1)
+    errors: list[BaseException] = []
+
+    def body(k: int) -> None:
+        barrier.wait()
+        try:
+            work(k)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return elapsed
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -154,11 +196,11 @@ def lmdb_used_bytes(env: Any) -> int:
     """Pages an LMDB environment has used (high-water mark) times the page size."""
     info = env.info()
     stat = env.stat()
-    return (info["last_pgno"] + 1) * stat["psize"]
+    return int((info["last_pgno"] + 1) * stat["psize"])
 
 
-def _pages(st: dict[str, int]) -> int:
-    return st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+def _pages(st: Any) -> int:
+    return int(st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"])
 
 
 def _named_dbs(env: Any) -> Iterator[tuple[bytes, Any]]:
@@ -490,3 +532,75 @@ def fmt_num(v: float) -> str:
     if abs(v) >= 10:
         return f"{v:,.1f}"
     return f"{v:,.3g}"
+
+
+# -- peak memory in a fresh process ------------------------------------------------------
+
+_CHILD = r"""
+import json, resource, sys, threading, time
+
+def status():
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[k] = int(v.split()[0]) * 1024
+    return out
+
+peak = [0]
+done = threading.Event()
+
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], status().get("RssAnon", 0))
+        time.sleep(0.002)
+
+result = None
+%(setup)s
+before = status()
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
+t0 = time.perf_counter()
+%(body)s
+seconds = time.perf_counter() - t0
+done.set()
+sampler.join()
+after = status()
+print(json.dumps({
+    "seconds": seconds,
+    "before": before,
+    "after": after,
+    "peak_anon_bytes": max(peak[0], after.get("RssAnon", 0)),
+    "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    "result": result,
+}))
+"""
+
+
+def measure_child(setup: str, body: str, argv: list[str], timeout: float = 3600) -> dict[str, Any]:
+    """Run `setup`, then `body`, in a new Python process (`sys.argv[1:]` is `argv`) and return
+    what it measured of `body`: `seconds`, `/proc/self/status` figures `before` and `after`,
+    `peak_anon_bytes` (private anonymous memory, `RssAnon`, sampled every 2 ms on a thread of
+    its own), `maxrss_bytes` (which also counts file pages read through a memory map), and
+    `result` (whatever JSON value `body` put in the name `result`)."""
+    import json
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    code = _CHILD % {"setup": setup.strip(), "body": body.strip()}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=timeout,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"measured subprocess failed: {out.stderr[-2000:]}")
+    child: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return child

@@ -45,20 +45,18 @@ class Floor:
     @property
     def _enc(self) -> msgspec.msgpack.Encoder:
         local = self._local
-        try:
-            return local.enc
-        except AttributeError:
-            local.enc = msgspec.msgpack.Encoder()
-            return local.enc
+        enc: msgspec.msgpack.Encoder | None = getattr(local, "enc", None)
+        if enc is None:
+            enc = local.enc = msgspec.msgpack.Encoder()
+        return enc
 
     @property
     def _cctx(self) -> zstandard.ZstdCompressor:
         local = self._local
-        try:
-            return local.cctx
-        except AttributeError:
-            local.cctx = zstandard.ZstdCompressor(level=self._level, write_checksum=False)
-            return local.cctx
+        cctx: zstandard.ZstdCompressor | None = getattr(local, "cctx", None)
+        if cctx is None:
+            cctx = local.cctx = zstandard.ZstdCompressor(level=self._level, write_checksum=False)
+        return cctx
 
     def close(self) -> None:
         self.env.close()

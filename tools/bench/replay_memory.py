@@ -11,60 +11,18 @@ is the memory the replay itself holds. The target is judged on the private peak.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 
-from ._common import Context, SuiteResult, chunks, disk_bytes, workflow_events
+from ._common import Context, SuiteResult, chunks, disk_bytes, measure_child, workflow_events
 
-_CHILD = r"""
-import json, resource, sys, threading, time
-
-def status():
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                out[k] = int(v.split()[0]) * 1024
-    return out
-
-peak = {"RssAnon": 0}
-done = threading.Event()
-
-def sample():
-    while not done.is_set():
-        a = status().get("RssAnon", 0)
-        if a > peak["RssAnon"]:
-            peak["RssAnon"] = a
-        time.sleep(0.002)
-
+_SETUP = """
 import eventlog
-path, run_id = sys.argv[1], sys.argv[2]
-log = eventlog.open(path)
-head = log.head(run_id)
-before = status()
-th = threading.Thread(target=sample, daemon=True)
-th.start()
-t0 = time.perf_counter()
-state = log.state_at(run_id, head)
-elapsed = time.perf_counter() - t0
-done.set()
-th.join()
-after = status()
-peak["RssAnon"] = max(peak["RssAnon"], after.get("RssAnon", 0))
-log.close()
-print(json.dumps({
-    "events": head,
-    "seconds": elapsed,
-    "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    "before": before,
-    "after": after,
-    "peak_anon_bytes": peak["RssAnon"],
-    "values_keys": len(state.values),
-}))
+log = eventlog.open(sys.argv[1])
+head = log.head(sys.argv[2])
+"""
+_BODY = """
+state = log.state_at(sys.argv[2], head)
+result = {"events": head, "values_keys": len(state.values)}
 """
 
 
@@ -84,20 +42,8 @@ def run(ctx: Context) -> SuiteResult:
     assert log.head("big") == n
     log.close()
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, path, "big"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,
-        timeout=900,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"replay subprocess failed: {out.stderr[-2000:]}")
-    child = json.loads(out.stdout.strip().splitlines()[-1])
+    child = measure_child(_SETUP, _BODY, [path, "big"], timeout=900)
+    child["events"] = child["result"]["events"]
     mb = 1 / (1024 * 1024)
     size = disk_bytes(path)
     res.row("eventlog", f"replay {n:,} events: peak private (RssAnon)", child["peak_anon_bytes"] * mb, "MiB")

@@ -1,0 +1,130 @@
+"""Single-append CPU: one event per `append`, durability none, beside floor (c).
+
+No fsync on either side, so what is measured is the CPU an append costs. eventlog's
+`append` with durability="none" (check, encode, compress, frame, checksum, id, feed, run
+record, one LMDB commit) beside floor (c): msgspec encode + zstd compress + one LMDB put
+and one commit per event, LMDB opened with sync=False. Both write the same agent-mix
+events (about 600 bytes encoded) to logs warmed past their first dictionary; they
+alternate in rounds (`EVENTLOG_BENCH_CPU_APPENDS` appends each, 2,000 unless set), and the
+medians of the per-round rates and of the per-round ratios are reported. Then cProfile
+counts the Python function calls per append (total calls ÷ appends, eventlog and the floor)
+over one more round each, and the functions that take the most time of eventlog's append
+(own time, by cProfile) are listed in the metrics.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._common import Context, SuiteResult, agent_events, median
+from .floors import Floor
+
+WARM = 3_000  # past the first dictionary (trained at 256 events) and its retraining at 2,048
+TOP = 12  # functions listed from the profile
+
+
+def _short(func: tuple[str, int, str]) -> str:
+    """A profiled function as file:line(name), without the checkout's or site-packages' directory."""
+    file, line, name = func
+    if file == "~" and line == 0:  # a built-in
+        return name
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return f"{file.replace(root + os.sep, '').split('/site-packages/')[-1]}:{line}({name})"
+
+
+def profile(fn: Callable[[], Any], calls: int) -> tuple[float, list[dict[str, Any]]]:
+    """Python function calls per call of the measured unit, and the functions with the most own
+    time: (calls per unit, [{function, share of own time, calls per unit}])."""
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    total_time = sum(v[2] for v in stats.stats.values()) or 1.0  # type: ignore[attr-defined]
+    top = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:TOP]  # type: ignore[attr-defined]
+    rows = [
+        {
+            "function": _short(func),
+            "own_time_share": round(v[2] / total_time, 4),
+            "calls_per_unit": round(v[1] / calls, 2),
+        }
+        for func, v in top
+    ]
+    return stats.total_calls / calls, rows  # type: ignore[attr-defined]
+
+
+def run(ctx: Context) -> SuiteResult:
+    import eventlog
+
+    res = SuiteResult("append_cpu", __doc__.strip().splitlines()[0])
+    m = ctx.size("EVENTLOG_BENCH_CPU_APPENDS", 2_000, 300)
+    rounds = ctx.n(15, 3)
+    events = agent_events(max(m, WARM))[:m]
+    floor = Floor(ctx.path("floor"), sync=False)
+    log = eventlog.open(ctx.path("log"), durability="none")
+    floor_rates: list[float] = []
+    log_rates: list[float] = []
+    ratios: list[float] = []
+    try:
+        warm = agent_events(WARM, seed=9)
+        for i, e in enumerate(warm, 1):  # the dictionaries, the maps and both files warm up
+            log.append("warm", e)
+            floor.append_one(10_000, i, e)
+        log.close()  # waits for the dictionary trained in the background
+        log = eventlog.open(ctx.path("log"), durability="none")
+
+        def floor_round(r: int) -> None:
+            append_one = floor.append_one
+            for i, e in enumerate(events, 1):
+                append_one(r + 1, i, e)
+
+        def log_round(r: int) -> None:
+            append = log.append
+            run_id = f"cpu-{r}"
+            for e in events:
+                append(run_id, e)
+
+        for r in range(rounds):
+            sides = [("floor", floor_round), ("log", log_round)]
+            rates = {}
+            for name, fn in sides if r % 2 == 0 else sides[::-1]:  # who goes first alternates too
+                t0 = time.perf_counter()
+                fn(r)
+                rates[name] = m / (time.perf_counter() - t0)
+            floor_rates.append(rates["floor"])
+            log_rates.append(rates["log"])
+            ratios.append(rates["log"] / rates["floor"])
+        log_calls, log_top = profile(lambda: log_round(rounds), m)
+        floor_calls, _ = profile(lambda: floor_round(rounds), m)
+    finally:
+        log.close()
+        floor.close()
+
+    floor_rate, log_rate, ratio = median(floor_rates), median(log_rates), median(ratios)
+    res.row(
+        "floor (c)", "encode+zstd+put+commit, none", floor_rate, "appends/s", note=f"median of {rounds} rounds of {m}"
+    )
+    res.row("eventlog", "append, none", log_rate, "appends/s", ratio=ratio, note="ratio: median of per-round ratios")
+    res.row("floor (c)", "CPU per append", 1e6 / floor_rate, "µs")
+    res.row("eventlog", "CPU per append", 1e6 / log_rate, "µs")
+    res.row("floor (c)", "Python function calls per append", floor_calls, "calls", note="cProfile, one round")
+    res.row("eventlog", "Python function calls per append", log_calls, "calls", note="cProfile, one round")
+    res.metrics.update(
+        rounds=rounds,
+        appends_per_round=m,
+        floor_appends_per_s=floor_rate,
+        eventlog_appends_per_s=log_rate,
+        ratio_to_floor=ratio,
+        floor_rates=floor_rates,
+        eventlog_rates=log_rates,
+        eventlog_calls_per_append=log_calls,
+        floor_calls_per_append=floor_calls,
+        profile=log_top,
+    )
+    res.target("single append, none ÷ floor (c)", ratio, 0.7, ">=")
+    return res
