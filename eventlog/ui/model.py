@@ -1,0 +1,559 @@
+"""What the UI shows, read through eventlog's public API only.
+
+A run's summary for the runs list, a window of its events (a page of the timeline) and
+the three readings of that window: rows of a timeline, a chat transcript, supersteps with
+their nodes. States come from `state_at` (or from the run's view, for a run an
+integration wrote) and are shown as plain data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from eventlog import Checkpoint, Entry, EventLog, RunInfo, UnknownRunError
+from eventlog.cli import diff_states
+from eventlog.views import RunView, view_of
+
+__all__ = [
+    "RunPage",
+    "RunSummary",
+    "Window",
+    "diff_doc",
+    "kind_of",
+    "plain",
+    "prompt_of",
+    "run_summaries",
+    "state_doc",
+    "summarize",
+    "transcript",
+    "supersteps",
+    "timeline",
+    "window",
+]
+
+page_events = 200
+"""Events on one page of a run's timeline."""
+runs_page_max = 500
+"""Runs on one page of the runs list."""
+short_chars_max = 160
+"""Longest one-line rendering of a value in a row."""
+
+_CONVERSATION_KINDS = ("turn.", "message.", "llm.", "tool.")
+_GRAPH_KINDS = ("step.", "superstep.")
+_STATUS_AFTER = {
+    "run.started": "running",
+    "run.completed": "completed",
+    "run.failed": "failed",
+    "turn.failed": "failed",
+    "turn.completed": "idle",
+    "interrupted": "paused",
+}
+
+
+# -- plain data ------------------------------------------------------------------------------
+
+
+def kind_of(event: Any) -> str:
+    """The kind tag of an event (`llm.completed`)."""
+    return str(type(event).__struct_config__.tag)
+
+
+def fields_of(event: Any) -> dict[str, Any]:
+    """An event's fields as plain data, defaults included."""
+    return {f: msgspec.to_builtins(getattr(event, f)) for f in type(event).__struct_fields__}
+
+
+def plain(state: Any) -> Any:
+    """A state as plain data with every field, defaults included (as `eventlog state --json`)."""
+    if isinstance(state, msgspec.Struct):
+        return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
+    return msgspec.to_builtins(state)
+
+
+def short(value: Any, limit: int = short_chars_max) -> str:
+    """One line of JSON (a string as it is), cut at `limit` characters."""
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pretty(value: Any) -> str:
+    """JSON indented by two spaces, keys in their order."""
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def when(ns: int) -> str:
+    """A time in nanoseconds as ISO 8601 UTC, to the millisecond."""
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+class RunSummary(msgspec.Struct):
+    """One row of the runs list."""
+
+    info: RunInfo
+    kind: str
+    """`conversation`, `graph`, `events`, or the name of the integration's view."""
+    status: str
+    """Read from the last event: `running`, `completed`, `failed`, `paused`, `idle`, `empty`."""
+    last_ns: int
+    """Commit time of the last event (the creation time of a run with none)."""
+    depth: int = 0
+    """Depth in the fork tree shown (0: a run that is not a fork of a run on the page)."""
+    children: list[str] = []
+
+
+def _first_kind(log: EventLog, info: RunInfo) -> str | None:
+    if info.head <= info.base:
+        return None
+    return kind_of(log.entry(info.run_id, info.base + 1).event)
+
+
+def run_kind(first_kind: str | None, view: RunView | None) -> str:
+    if view is not None:
+        return view.name
+    if first_kind is None:
+        return "events"
+    if first_kind.startswith(_CONVERSATION_KINDS):
+        return "conversation"
+    if first_kind == "run.started" or first_kind.startswith(_GRAPH_KINDS):
+        return "graph"
+    return "events"
+
+
+def summary_of(log: EventLog, info: RunInfo) -> RunSummary:
+    """The runs-list row of one run: three reads, however long the run."""
+    first = _first_kind(log, info)
+    view = view_of(first)
+    if info.head <= info.base:
+        return RunSummary(info, run_kind(first, view), "empty", info.created_ns)
+    last = log.entry(info.run_id, info.head)
+    status = "" if view is not None else status_after(last.event)
+    return RunSummary(info, run_kind(first, view), status, last.time_ns)
+
+
+def run_summaries(log: EventLog, query: str = "", page: int = 0) -> tuple[list[RunSummary], int]:
+    """(rows of one page of the runs list, number of runs matched).
+
+    Runs are in id order, each fork right under the run it was forked from when both are
+    on the page; `query` keeps the runs whose id holds it (case-insensitive)."""
+    ids = log.runs()
+    if query:
+        ids = [r for r in ids if query.casefold() in r.casefold()]
+    total = len(ids)
+    chosen = ids[page * runs_page_max : (page + 1) * runs_page_max]
+    rows: dict[str, RunSummary] = {}
+    for run_id in chosen:
+        try:
+            rows[run_id] = summary_of(log, log.run_info(run_id))
+        except UnknownRunError:
+            continue  # deleted since the list was read
+    for row in rows.values():
+        parent = row.info.parent
+        if parent in rows:
+            rows[parent].children.append(row.info.run_id)
+    ordered: list[RunSummary] = []
+
+    def place(row: RunSummary, depth: int) -> None:
+        row.depth = depth
+        ordered.append(row)
+        for child in row.children:
+            place(rows[child], depth + 1)
+
+    for row in rows.values():
+        if row.info.parent not in rows:
+            place(row, 0)
+    return ordered, total
+
+
+def forks_of(log: EventLog, run_id: str) -> list[RunInfo]:
+    """The runs forked from `run_id` (a scan of every run's info)."""
+    out = []
+    for other in log.runs():
+        try:
+            info = log.run_info(other)
+        except UnknownRunError:
+            continue
+        if info.parent == run_id:
+            out.append(info)
+    return sorted(out, key=lambda i: (i.fork_offset, i.run_id))
+
+
+# -- a run and a window of its events -----------------------------------------------------------
+
+
+class RunPage(msgspec.Struct):
+    """What the page of a run knows before it renders a window."""
+
+    summary: RunSummary
+    view: RunView | None
+    forks: list[RunInfo]
+    checkpoints: list[Checkpoint]
+
+
+def run_page(log: EventLog, run_id: str) -> RunPage:
+    info = log.run_info(run_id)
+    first = _first_kind(log, info)
+    view = view_of(first)
+    summary = summary_of(log, info)
+    return RunPage(summary, view, forks_of(log, run_id), log.checkpoints.list(run_id))
+
+
+class Window(msgspec.Struct):
+    """The events of a run with offsets in (after, upto]."""
+
+    run_id: str
+    base: int
+    head: int
+    after: int
+    upto: int
+    entries: list[Entry]
+
+    @property
+    def at_tail(self) -> bool:
+        return self.upto >= self.head
+
+
+def window_bounds(base: int, head: int, after: int | None, at: int | None, size: int = page_events) -> tuple[int, int]:
+    """(after, upto) of the page to show: from `after` when given, else around `at`, else the last page."""
+    if after is None:
+        if at is None:
+            after = head - size
+        else:
+            after = min(at - size // 2, head - size)
+    after = max(base, min(after, max(head - 1, base)))
+    return after, min(after + size, head)
+
+
+def window(log: EventLog, run_id: str, head: int, base: int, after: int | None, at: int | None) -> Window:
+    lo, hi = window_bounds(base, head, after, at)
+    entries = list(log.read(run_id, after=lo, upto=hi)) if hi > lo else []
+    return Window(run_id, base, head, lo, hi, entries)
+
+
+def readings(page: RunPage, entries: Sequence[Entry]) -> list[str]:
+    """The ways to read the run: `conversation`, `steps`, `timeline`, `checkpoints`, best first."""
+    kinds = {kind_of(e.event) for e in entries}
+    out = []
+    if page.view is None:
+        if page.summary.kind == "conversation" or any(k.startswith(_CONVERSATION_KINDS) for k in kinds):
+            out.append("conversation")
+        if page.summary.kind == "graph" or any(k.startswith(_GRAPH_KINDS) for k in kinds):
+            out.append("steps")
+        out.append("timeline")
+        out.append("checkpoints")
+    else:
+        out += ["checkpoints", "timeline"]
+    return out
+
+
+# -- the timeline ------------------------------------------------------------------------------
+
+
+def _args(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={short(v, 40) if not isinstance(v, str) else short(msgspec.json.encode(v).decode(), 40)}" for k, v in arguments.items())
+
+
+def _calls(tool_calls: Iterable[Any]) -> str:
+    return ", ".join(f"{c.name}({_args(c.arguments)})" for c in tool_calls)
+
+
+def summarize(event: Any) -> str:
+    """One line telling what an event says."""
+    k = kind_of(event)
+    e = event
+    if k == "run.started":
+        parts = [f"graph {e.graph}" if e.graph else "", f"input {short(e.input, 80)}" if e.input else ""]
+        parts.append(f"next: {', '.join(e.next_nodes)}" if e.next_nodes else "")
+        return " · ".join(p for p in parts if p)
+    if k == "run.completed":
+        return "" if e.output is None else f"output {short(e.output)}"
+    if k in ("run.failed", "step.failed"):
+        return (f"{e.node}: " if e.node else "") + e.error
+    if k in ("turn.started", "turn.completed"):
+        return f"turn {e.turn}"
+    if k == "turn.failed":
+        return f"turn {e.turn}: {e.error}"
+    if k in ("message.user", "message.assistant"):
+        text = short(e.content)
+        calls = _calls(getattr(e, "tool_calls", []))
+        return " · ".join(p for p in (text, f"calls {calls}" if calls else "") if p)
+    if k == "llm.started":
+        extra = f" + {len(e.messages)} more" if e.messages else ""
+        return f"{e.model} · {e.context_messages} messages{extra}"
+    if k == "llm.completed":
+        calls = _calls(e.output.tool_calls)
+        return f"{e.model} → " + (f"calls {calls}" if calls else short(e.output.content))
+    if k in ("llm.failed", "tool.failed"):
+        return f"{getattr(e, 'model', None) or getattr(e, 'tool', '')}: {e.error}"
+    if k == "tool.started":
+        return f"{e.tool}({_args(e.arguments)})"
+    if k == "tool.completed":
+        return f"{e.tool} → {short(e.output)}"
+    if k == "step.started":
+        return f"{e.node} · superstep {e.superstep}"
+    if k == "step.completed":
+        return f"{e.node} → {short(e.update)}"
+    if k == "superstep.completed":
+        return f"superstep {e.superstep} → " + (", ".join(e.next_nodes) if e.next_nodes else "end")
+    if k == "state.updated":
+        return (f"as {e.as_node}: " if e.as_node else "") + short(e.values)
+    if k == "interrupted":
+        return " · ".join(p for p in (e.reason, ", ".join(e.nodes), short(e.payload, 80) if e.payload else "") if p)
+    if k == "resumed":
+        return f"value {short(e.value)}"
+    return short(fields_of(e))
+
+
+def family(kind: str) -> str:
+    """The colour family of a kind: its first word (`llm`), with failures apart."""
+    if kind.endswith(".failed"):
+        return "failed"
+    return kind.split(".", 1)[0]
+
+
+class Row(msgspec.Struct):
+    """One event of the timeline."""
+
+    offset: int
+    time_ns: int
+    kind: str
+    family: str
+    summary: str
+    duration_ms: float | None
+    tokens: str
+    tool: str
+    checkpoint: str
+    """Id of a checkpoint at this offset (the newest), or ''."""
+    forks: list[str]
+    """Runs forked right after this event."""
+
+
+class _Durations:
+    """Start times of the steps, turns and calls seen so far, to time their ends."""
+
+    def __init__(self) -> None:
+        self.started: dict[tuple[str, Any], int] = {}
+
+    def of(self, entry: Entry) -> float | None:
+        e, k = entry.event, kind_of(entry.event)
+        latency = getattr(e, "latency_ms", None)
+        if k.startswith("step."):
+            key: tuple[str, Any] = ("step", (e.node, e.superstep))
+        elif k.startswith("turn."):
+            key = ("turn", e.turn)
+        elif k.startswith("tool."):
+            key = ("tool", e.call_id)
+        elif k.startswith("llm."):
+            key = ("llm", e.call_id)
+        else:
+            return None
+        if k.endswith(".started"):
+            self.started[key] = entry.time_ns
+            return None
+        if latency:
+            return float(latency)
+        begun = self.started.pop(key, None)
+        return None if begun is None else (entry.time_ns - begun) / 1e6
+
+
+def timeline(entries: Sequence[Entry], checkpoints: Sequence[Checkpoint], forks: Sequence[RunInfo]) -> list[Row]:
+    """The rows of a window, with the checkpoints and forks at their offsets."""
+    at_offset = {cp.offset: cp.checkpoint_id for cp in checkpoints}
+    forked: dict[int, list[str]] = {}
+    for info in forks:
+        forked.setdefault(info.fork_offset, []).append(info.run_id)
+    durations = _Durations()
+    rows = []
+    for entry in entries:
+        e, k = entry.event, kind_of(entry.event)
+        tokens = f"{e.input_tokens:,} → {e.output_tokens:,}" if k == "llm.completed" else ""
+        tool = getattr(e, "tool", "") if k.startswith("tool.") else ""
+        if k == "llm.completed" and e.output.tool_calls:
+            tool = ", ".join(c.name for c in e.output.tool_calls)
+        rows.append(
+            Row(
+                entry.offset,
+                entry.time_ns,
+                k,
+                family(k),
+                summarize(e),
+                durations.of(entry),
+                tokens,
+                tool,
+                at_offset.get(entry.offset, ""),
+                forked.get(entry.offset, []),
+            )
+        )
+    return rows
+
+
+# -- the transcript ----------------------------------------------------------------------------
+
+
+class Bubble(msgspec.Struct):
+    """One item of a chat transcript."""
+
+    offset: int
+    role: str
+    """`user`, `assistant`, `tool` (a result), `tool-call`, `call` (an LLM call), `turn`, `approval`, `answer`,
+    `error`, `event`."""
+    text: str = ""
+    calls: list[tuple[str, str]] = []
+    """Tool calls asked for: (name, arguments as JSON)."""
+    meta: str = ""
+    """Model, tokens, latency, ... in one line."""
+    payload: str = ""
+    """Pretty JSON shown under the text (tool output, approval payload)."""
+
+
+def _ms(value: float) -> str:
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def transcript(entries: Sequence[Entry]) -> list[Bubble]:
+    """A window read as a conversation: messages, tool calls and results, approvals."""
+    out: list[Bubble] = []
+    for entry in entries:
+        e, k, off = entry.event, kind_of(entry.event), entry.offset
+        if k == "turn.started":
+            out.append(Bubble(off, "turn", f"Turn {e.turn}"))
+        elif k == "message.user":
+            out.append(Bubble(off, "user", e.content))
+        elif k == "message.assistant":
+            calls = [(c.name, pretty(c.arguments)) for c in e.tool_calls]
+            out.append(Bubble(off, "assistant", e.content, calls))
+        elif k == "llm.started":
+            extra = f" + {len(e.messages)} extra" if e.messages else ""
+            out.append(Bubble(off, "call", f"{e.model}", meta=f"sent {e.context_messages} messages{extra}"))
+        elif k == "llm.completed":
+            calls = [(c.name, pretty(c.arguments)) for c in e.output.tool_calls]
+            meta = f"{e.model} · {e.input_tokens:,} → {e.output_tokens:,} tokens · {_ms(e.latency_ms)}"
+            out.append(Bubble(off, "assistant", e.output.content, calls, meta))
+        elif k == "tool.started":
+            out.append(Bubble(off, "tool-call", f"{e.tool}({_args(e.arguments)})"))
+        elif k == "tool.completed":
+            text = e.output if isinstance(e.output, str) else ""
+            out.append(
+                Bubble(off, "tool", e.tool, meta=f"· {_ms(e.latency_ms)}", payload=text or pretty(e.output))
+            )
+        elif k == "interrupted":
+            out.append(Bubble(off, "approval", e.reason or "paused for a human", payload=pretty(e.payload)))
+        elif k == "resumed":
+            out.append(Bubble(off, "answer", "resumed", payload=pretty(e.value)))
+        elif k in ("llm.failed", "tool.failed", "turn.failed", "run.failed", "step.failed"):
+            out.append(Bubble(off, "error", e.error, meta=k))
+        elif k == "turn.completed":
+            continue  # the next turn's divider says enough
+        else:
+            out.append(Bubble(off, "event", k, meta=summarize(e)))
+    return out
+
+
+# -- supersteps --------------------------------------------------------------------------------
+
+
+class NodeRun(msgspec.Struct):
+    """A node's run in a superstep."""
+
+    node: str
+    offset: int
+    status: str = "running"
+    """`running`, `completed` or `failed`."""
+    update: str = ""
+    error: str = ""
+    duration_ms: float | None = None
+
+
+class Superstep(msgspec.Struct):
+    """A superstep of a graph run, or the events around them (`number` 0)."""
+
+    number: int
+    title: str
+    offset: int
+    nodes: list[NodeRun] = []
+    events: list[Row] = []
+    """Events that are not a node's (a start, an interrupt, a hand edit, the end)."""
+    next_nodes: list[str] | None = None
+
+
+def supersteps(entries: Sequence[Entry]) -> list[Superstep]:
+    """A window read as a graph run: supersteps with their nodes, and the events between them."""
+    out: list[Superstep] = []
+    durations = _Durations()
+    for entry in entries:
+        e, k, off = entry.event, kind_of(entry.event), entry.offset
+        took = durations.of(entry)
+        if k.startswith("step.") or k == "superstep.completed":
+            if not out or out[-1].number != e.superstep or out[-1].next_nodes is not None:
+                out.append(Superstep(e.superstep, f"Superstep {e.superstep}", off))
+            group = out[-1]
+            if k == "superstep.completed":
+                group.next_nodes = list(e.next_nodes)
+                continue
+            node = next((n for n in group.nodes if n.node == e.node and n.status == "running"), None)
+            if node is None:
+                node = NodeRun(e.node, off)
+                group.nodes.append(node)
+            node.offset = off
+            if k == "step.completed":
+                node.status, node.update, node.duration_ms = "completed", pretty(e.update), took
+            elif k == "step.failed":
+                node.status, node.error, node.duration_ms = "failed", e.error, took
+            continue
+        if not out or out[-1].number != 0 or out[-1].next_nodes is not None:
+            out.append(Superstep(0, "", off))
+        out[-1].events.append(
+            Row(off, entry.time_ns, k, family(k), summarize(e), took, "", "", "", [])
+        )
+    return out
+
+
+# -- states and diffs --------------------------------------------------------------------------
+
+
+def state_of(log: EventLog, run_id: str, offset: int, view: RunView | None) -> Any:
+    """The run's state after its first `offset` events as plain data (the view's, for an integration's run)."""
+    if view is not None:
+        return view.state(log, run_id, offset)
+    return plain(log.state_at(run_id, offset))
+
+
+def state_doc(log: EventLog, run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:
+    """What `eventlog state RUN --at OFFSET --json` prints."""
+    return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state_of(log, run_id, offset, view)}
+
+
+def diff_doc(log: EventLog, run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
+    """What `eventlog diff RUN A B --json` prints for two offsets."""
+    changes = diff_states(state_of(log, run_id, a, view), state_of(log, run_id, b, view))
+    return {"run_id": run_id, "a": {"offset": a, "checkpoint_id": None}, "b": {"offset": b, "checkpoint_id": None}, **changes}
+
+
+def prompt_of(log: EventLog, run_id: str, offset: int) -> tuple[Any, list[dict[str, Any]]] | None:
+    """(the LLM call event, the messages it was sent) for an `llm.started` entry, else None.
+
+    The prompt is the run's first `context_messages` messages, as the state before the call
+    holds them, followed by the call's own extra messages."""
+    event = log.entry(run_id, offset).event
+    if kind_of(event) != "llm.started":
+        return None
+    before = log.state_at(run_id, offset - 1)
+    messages = [msgspec.to_builtins(m) for m in getattr(before, "messages", [])[: event.context_messages]]
+    return event, messages + [msgspec.to_builtins(m) for m in event.messages]
+
+
+def view_for(log: EventLog, run_id: str) -> RunView | None:
+    """The view of an integration's run, or None for a run of the standard kinds."""
+    return view_of(_first_kind(log, log.run_info(run_id)))
+
+
+def status_after(event: Any) -> str:
+    """The status a run has after `event`, as the runs list shows it."""
+    return _STATUS_AFTER.get(kind_of(event), "running")
