@@ -50,7 +50,9 @@ def write_runs(log: eventlog.EventLog) -> None:
 
 
 def plain_state(log: eventlog.EventLog, run_id: str, at: int) -> Any:
-    return msgspec.json.decode(msgspec.json.encode(model.plain(log.state_at(run_id, at))))
+    """The state as `eventlog state --json` prints it: every field, defaults included."""
+    state = log.state_at(run_id, at)
+    return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
 
 
 def pre(body: str, element_id: str) -> Any:

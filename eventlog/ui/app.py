@@ -162,6 +162,10 @@ class _ForkForm(msgspec.Struct):
     new: str
 
 
+def _json_response(doc: Any) -> Response:
+    return Response(msgspec.json.encode(doc), media_type="application/json")
+
+
 def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: ".encode() + msgspec.json.encode(data) + b"\n\n"
 
@@ -247,14 +251,16 @@ def create_app(
         at = _offset(request, "at", run_id)
         doc = model.state_doc(log, run_id, at, model.view_for(log, run_id))
         if request.url.path.endswith(".json"):
-            return JSONResponse(doc)
+            return _json_response(doc)
         entry = log.entry(run_id, at) if at > log.run_info(run_id).base else None
+        json, size = model.pretty_or_none(doc["state"])
         return page(
             "_state.html",
             run_id=run_id,
             at=at,
             doc=doc,
-            json=model.pretty(doc["state"]),
+            json=json,
+            size=size,
             entry=entry,
             kind=model.kind_of(entry.event) if entry else "",
             event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
@@ -265,8 +271,10 @@ def create_app(
         a, b = _offset(request, "a", run_id), _offset(request, "b", run_id)
         doc = model.diff_doc(log, run_id, a, b, model.view_for(log, run_id))
         if request.url.path.endswith(".json"):
-            return JSONResponse(doc)
-        return page("_diff.html", run_id=run_id, a=a, b=b, doc=doc, json=model.pretty(doc))
+            return _json_response(doc)
+        json, size = model.pretty_or_none(doc)
+        shown_max = model.diff_items_shown_max
+        return page("_diff.html", run_id=run_id, a=a, b=b, doc=doc, json=json, size=size, shown_max=shown_max)
 
     def prompt_fragment(request: Request) -> Response:
         run_id = _run_id(request)

@@ -23,8 +23,8 @@ __all__ = [
     "RunSummary",
     "Window",
     "diff_doc",
+    "fields_shown",
     "kind_of",
-    "plain",
     "prompt_of",
     "run_summaries",
     "state_doc",
@@ -41,6 +41,10 @@ runs_page_max = 500
 """Runs on one page of the runs list."""
 short_chars_max = 160
 """Longest one-line rendering of a value in a row."""
+diff_items_shown_max = 100
+"""Keys and messages of a diff listed in the page (the JSON has them all)."""
+json_inline_bytes_max = 512 * 1024
+"""A state or diff longer than this as JSON is not put in the page: the raw JSON link has it."""
 
 _CONVERSATION_KINDS = ("turn.", "message.", "llm.", "tool.")
 _GRAPH_KINDS = ("step.", "superstep.")
@@ -67,11 +71,14 @@ def fields_of(event: Any) -> dict[str, Any]:
     return {f: msgspec.to_builtins(getattr(event, f)) for f in type(event).__struct_fields__}
 
 
-def plain(state: Any) -> Any:
-    """A state as plain data with every field, defaults included (as `eventlog state --json`)."""
+def fields_shown(state: Any) -> Any:
+    """A state's fields as a map, every field, defaults included, values as they are.
+
+    Encoded as JSON it is the state `eventlog state --json` prints; nothing is converted
+    until it is shown, so a state of 50,000 messages costs only the few the page lists."""
     if isinstance(state, msgspec.Struct):
-        return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
-    return msgspec.to_builtins(state)
+        return {f: getattr(state, f) for f in type(state).__struct_fields__}
+    return state
 
 
 def short(value: Any, limit: int = short_chars_max) -> str:
@@ -84,6 +91,14 @@ def short(value: Any, limit: int = short_chars_max) -> str:
 def pretty(value: Any) -> str:
     """JSON indented by two spaces, keys in their order."""
     return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def pretty_or_none(value: Any) -> tuple[str | None, int]:
+    """(`pretty(value)`, or None when its JSON is over `json_inline_bytes_max`; its size in bytes)."""
+    raw = msgspec.json.encode(value)
+    if len(raw) > json_inline_bytes_max:
+        return None, len(raw)
+    return msgspec.json.format(raw, indent=2).decode(), len(raw)
 
 
 def when(ns: int) -> str:
@@ -481,6 +496,8 @@ class Superstep(msgspec.Struct):
     events: list[Row] = []
     """Events that are not a node's (a start, an interrupt, a hand edit, the end)."""
     next_nodes: list[str] | None = None
+    """Where the graph goes after the superstep (None while it runs); `end` is the event's offset."""
+    end: int = 0
 
 
 def supersteps(entries: Sequence[Entry]) -> list[Superstep]:
@@ -495,7 +512,7 @@ def supersteps(entries: Sequence[Entry]) -> list[Superstep]:
                 out.append(Superstep(e.superstep, f"Superstep {e.superstep}", off))
             group = out[-1]
             if k == "superstep.completed":
-                group.next_nodes = list(e.next_nodes)
+                group.next_nodes, group.end = list(e.next_nodes), off
                 continue
             node = next((n for n in group.nodes if n.node == e.node and n.status == "running"), None)
             if node is None:
@@ -519,15 +536,16 @@ def supersteps(entries: Sequence[Entry]) -> list[Superstep]:
 
 
 def state_of(log: EventLog, run_id: str, offset: int, view: RunView | None) -> Any:
-    """The run's state after its first `offset` events as plain data (the view's, for an integration's run)."""
+    """The run's state after its first `offset` events (plain data from the view, for an integration's run)."""
     if view is not None:
         return view.state(log, run_id, offset)
-    return plain(log.state_at(run_id, offset))
+    return log.state_at(run_id, offset)
 
 
 def state_doc(log: EventLog, run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:
-    """What `eventlog state RUN --at OFFSET --json` prints."""
-    return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state_of(log, run_id, offset, view)}
+    """What `eventlog state RUN --at OFFSET --json` prints (once encoded)."""
+    state = fields_shown(state_of(log, run_id, offset, view))
+    return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state}
 
 
 def diff_doc(log: EventLog, run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:

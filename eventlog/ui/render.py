@@ -9,6 +9,7 @@ escapes each key and value it writes.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 import time
 from pathlib import Path
@@ -75,7 +76,7 @@ def _preview(value: Any) -> Markup:
     """A collapsed map or list, in one line: its size and its first scalar items."""
     if isinstance(value, dict):
         n = f"{len(value)} key" + ("" if len(value) == 1 else "s")
-        scalars = [f"{k}: {short(v, 48)}" for k, v in value.items() if not isinstance(v, (dict, list))][:3]
+        scalars = [f"{k}: {short(v, 48)}" for k, v in value.items() if not isinstance(v, (dict, list, msgspec.Struct))][:3]
     else:
         n = f"{len(value)} item" + ("" if len(value) == 1 else "s")
         scalars = []
@@ -86,14 +87,23 @@ def _preview(value: Any) -> Markup:
 
 
 def _items(value: dict[Any, Any] | list[Any]) -> list[tuple[Any, Any] | None]:
-    pairs: list[tuple[Any, Any]] = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
-    if len(pairs) <= tree_items_max:
-        return list(pairs)
+    """The items shown: all, or the first and last `tree_items_max // 2` with None between."""
+    n = len(value)
+    if n <= tree_items_max:
+        return list(value.items()) if isinstance(value, dict) else list(enumerate(value))
     half = tree_items_max // 2
-    return [*pairs[:half], None, *pairs[-half:]]
+    if isinstance(value, dict):
+        first = list(itertools.islice(value.items(), half))
+        last = list(itertools.islice(reversed(value.items()), half))[::-1]
+    else:
+        first = [(i, value[i]) for i in range(half)]
+        last = [(i, value[i]) for i in range(n - half, n)]
+    return [*first, None, *last]
 
 
 def _node(key: Any, value: Any, depth: int) -> Markup:
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)  # one item shown: converted only now
     label = Markup('<span class="t-key">{}</span>').format(_text(str(key)))
     empty = value in (None, "", [], {}) or value is False or value == 0
     if isinstance(value, (dict, list)) and value:
@@ -120,7 +130,9 @@ def _tree(value: dict[Any, Any] | list[Any], depth: int) -> Markup:
 
 
 def tree(value: Any) -> Markup:
-    """A state (plain data) as nested lists of keys and values; maps and lists fold."""
+    """A state (plain data, or msgspec structs) as nested lists of keys and values; maps and lists fold."""
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)
     if isinstance(value, (dict, list)):
         return _tree(value, 0)
     return Markup('<ul class="tree"><li>{}</li></ul>').format(_scalar(value))

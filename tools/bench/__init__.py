@@ -17,6 +17,7 @@ SUITES: dict[str, str] = {
     "replay_memory": "tools.bench.replay_memory",
     "chat": "tools.bench.chat",
     "wayflow": "tools.bench.wayflow",
+    "ui_open": "tools.bench.ui_open",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""
 

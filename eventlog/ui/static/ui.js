@@ -126,6 +126,10 @@
       select(next);
     }
 
+    panel.addEventListener("mousedown", (e) => {
+      if (e.shiftKey) e.preventDefault(); // a shift-click compares; it does not extend a text selection
+    });
+
     panel.addEventListener("click", (e) => {
       const target = e.target;
       const compare = target.closest("[data-compare]");
@@ -142,7 +146,8 @@
         show(withParams(root.dataset.prompt, { at: prompt.dataset.promptAt }));
         return;
       }
-      if (target.closest("a, button, summary, pre")) return;
+      if (target.closest("a, button, summary")) return;
+      if (!e.shiftKey && String(window.getSelection()).length) return; // the user selects text
       const item = target.closest("[data-offset]");
       if (!item) return;
       const off = Number(item.dataset.offset);
