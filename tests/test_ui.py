@@ -37,7 +37,7 @@ from eventlog.ui import live, model
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_ID = "<script>window.__pwned=1</script>\"'&amp;\x1b[31m"
-HOSTILE_TEXT = "\x1b[31mred\x1b[0m <img src=x onerror=\"window.__pwned=2\"> \u202egnp.exe"
+HOSTILE_TEXT = '\x1b[31mred\x1b[0m <img src=x onerror="window.__pwned=2"> \u202egnp.exe'
 
 
 def write_runs(log: eventlog.EventLog) -> None:
@@ -57,7 +57,7 @@ def plain_state(log: eventlog.EventLog, run_id: str, at: int) -> Any:
 
 def pre(body: str, element_id: str) -> Any:
     """The JSON inside <pre id=element_id> of an HTML fragment."""
-    found = re.search(rf'<pre class="json" id="{element_id}">(.*?)</pre>', body, re.S)
+    found = re.search(rf'<pre class="json" id="{element_id}">(.*?)</pre>', body, re.DOTALL)
     assert found, body[:2000]
     return json.loads(html.unescape(found.group(1)))
 
@@ -79,7 +79,12 @@ def test_pages_states_and_diffs_on_every_store(log: eventlog.EventLog) -> None:
                 status, body, _ = get(f"{url}/run/state.json?id={run_id}&at={at}")
                 assert status == 200
                 doc = json.loads(body)
-                assert doc == {"run_id": run_id, "offset": at, "checkpoint_id": None, "state": plain_state(log, run_id, at)}
+                assert doc == {
+                    "run_id": run_id,
+                    "offset": at,
+                    "checkpoint_id": None,
+                    "state": plain_state(log, run_id, at),
+                }
                 assert msgspec.convert(doc["state"], eventlog.AgentState) == log.state_at(run_id, at)
                 status, body, _ = get(f"{url}/run/state?id={run_id}&at={at}")
                 assert pre(body, "state-json") == doc["state"]
@@ -118,7 +123,7 @@ def test_a_long_run_opens_one_page_at_a_time(tmp_path: Path) -> None:
             assert offsets == list(range(n - model.page_events + 1, n + 1))
             _, body, _ = get(f"{url}/run?id=long&view=timeline&after=0")
             offsets = [int(x) for x in re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body)]
-            assert offsets == list(range(0, model.page_events + 1))  # offset 0: the initial state
+            assert offsets == list(range(model.page_events + 1))  # offset 0: the initial state
             _, body, _ = get(f"{url}/run?id=long&view=timeline&at=300")
             offsets = [int(x) for x in re.findall(r'data-offset="(\d+)"', body)]
             assert 300 in offsets and len(set(offsets)) == model.page_events
@@ -154,7 +159,7 @@ def test_every_value_from_the_log_is_escaped(tmp_path: Path) -> None:
 def test_security_headers_host_check_and_token(log: eventlog.EventLog) -> None:
     write_runs(log)
     with serving(log) as url:
-        status, _, headers = get(url + "/")
+        _, _, headers = get(url + "/")
         assert "script-src 'self'" in headers["content-security-policy"]
         assert headers["x-content-type-options"] == "nosniff"
         assert get(url + "/", {"Host": "attacker.example"})[0] == 403
@@ -299,6 +304,7 @@ def test_cli_refuses_an_open_host_without_allow_remote_and_then_wants_a_token(tm
         [sys.executable, "-m", "eventlog", "ui", "--log", str(tmp_path / "log"), "--host", "0.0.0.0", "--port", "0"],
         capture_output=True,
         text=True,
+        check=False,
         env=_env(),
         timeout=60,
     )
@@ -307,6 +313,7 @@ def test_cli_refuses_an_open_host_without_allow_remote_and_then_wants_a_token(tm
         [sys.executable, "-m", "eventlog", "ui", "--log", str(tmp_path / "nothing")],
         capture_output=True,
         text=True,
+        check=False,
         env=_env(),
         timeout=60,
     )
@@ -327,6 +334,7 @@ def test_demo_ends_by_saying_how_to_open_the_ui(tmp_path: Path) -> None:
         [sys.executable, "-m", "eventlog", "demo", "--path", str(tmp_path / "demo")],
         capture_output=True,
         text=True,
+        check=False,
         env=_env(COLUMNS="200"),
         timeout=120,
     )

@@ -129,7 +129,11 @@ def test_clicking_an_event_shows_the_state_at_its_offset(
         assert msgspec.convert(state, eventlog.AgentState) == demo_log.state_at(run_id, k), k
         assert f"at={k}" in page.url
     page.keyboard.press("ArrowUp")
-    previous = max(o for o in page.eval_on_selector_all("#panel [data-offset]", "els => els.map(e => +e.dataset.offset)") if o < offsets[-1])
+    previous = max(
+        o
+        for o in page.eval_on_selector_all("#panel [data-offset]", "els => els.map(e => +e.dataset.offset)")
+        if o < offsets[-1]
+    )
     assert msgspec.convert(state_shown(page, previous), eventlog.AgentState) == demo_log.state_at(run_id, previous)
 
 
@@ -147,9 +151,9 @@ def cli_diff(demo: str, run_id: str, a: int, b: int) -> Any:
 
 def test_the_diff_of_two_offsets_is_the_cli_diff(page: Any, demo_url: str, demo: str) -> None:
     page.goto(run_url(demo_url, "chat-demo", view="timeline"))
-    page.click('#panel tr[data-offset="9"] td.what')
+    page.click('#panel tr[data-offset="9"] td.time')
     state_shown(page, 9)
-    page.click('#panel tr[data-offset="18"] td.what', modifiers=["Shift"])
+    page.click('#panel tr[data-offset="18"] td.time', modifiers=["Shift"])
     page.wait_for_selector('#inspector .insp[data-kind="diff"][data-a="9"][data-b="18"]')
     assert "at=9&b=18" in page.url
     assert page.locator("#inspector .mini-chat.c-add .mini").count() == 4  # user, call, tool, answer
@@ -221,7 +225,9 @@ def test_an_event_another_process_appends_shows_within_two_seconds(page: Any, tm
 def test_a_run_id_holding_a_script_is_shown_as_text(page: Any, tmp_path: Path) -> None:
     with eventlog.open(tmp_path / "log") as log:
         log.append(HOSTILE_ID, UserMessage(content="<b>bold?</b> \x1b[1mansi\x1b[0m"))
-        log.append(HOSTILE_ID, StepCompleted(node="<i>n</i>", superstep=1, update={"<k>": "</pre><script>x()</script>"}))
+        log.append(
+            HOSTILE_ID, StepCompleted(node="<i>n</i>", superstep=1, update={"<k>": "</pre><script>x()</script>"})
+        )
         with serving(log) as url:
             page.goto(url + "/")
             link = page.locator("tr.run-row td.run-id a")

@@ -52,6 +52,7 @@ def serving(log: eventlog.EventLog, **options: Any) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
+        app.stop_streams()
         server.should_exit = True
         thread.join(10)
         sock.close()
@@ -59,7 +60,9 @@ def serving(log: eventlog.EventLog, **options: Any) -> Iterator[str]:
 
 def get(url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> tuple[int, str, dict[str, str]]:
     """(status, body, headers) of a request; an HTTP error status is returned, not raised."""
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
+    request = urllib.request.Request(
+        url, data=data, headers=headers or {}, method="POST" if data is not None else "GET"
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.read().decode(), dict(response.headers)

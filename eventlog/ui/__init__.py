@@ -13,17 +13,19 @@ See docs/guides/ui.md.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import socket
 import webbrowser
 from collections.abc import Callable
+from typing import Any
 
 import eventlog
 from eventlog import EventLogError
 
-from .app import create_app, is_loopback
+from .app import UI, create_app, is_loopback
 
-__all__ = ["RemoteBindError", "create_app", "default_port", "serve"]
+__all__ = ["UI", "RemoteBindError", "create_app", "default_port", "serve"]
 
 default_port = 8377
 """The port `eventlog ui` listens on unless told another (0: any free port)."""
@@ -74,18 +76,20 @@ def serve(
         )
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
-    sock = _listen(host, port)
-    shown = f"[{host.strip('[]')}]" if ":" in host else host
-    url = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
-    with eventlog.open(path, readonly=not allow_writes) as log:
+    with eventlog.open(path, readonly=not allow_writes) as log, contextlib.closing(_listen(host, port)) as sock:
+        shown = f"[{host.strip('[]')}]" if ":" in host else host
+        url = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
         app = create_app(log, name=path, allow_writes=allow_writes, token=token, loopback=loopback)
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                app.stop_streams()  # a page left open does not hold the server up
+                super().handle_exit(sig, frame)
+
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1)
-        server = uvicorn.Server(config)
+        server = Server(config)
         if ready is not None:
             ready(url)
         if open_browser:
             webbrowser.open(url)
-        try:
-            server.run(sockets=[sock])
-        finally:
-            sock.close()
+        server.run(sockets=[sock])

@@ -15,7 +15,7 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,17 +35,17 @@ from . import model
 from .live import feed_end, follow
 from .render import environment
 
-__all__ = ["create_app", "is_loopback"]
+__all__ = ["UI", "create_app", "is_loopback"]
 
 _COOKIE = "eventlog_ui_token"
 _WRITE_HEADER = "x-eventlog-write"
 _FRAGMENT_HEADER = "x-eventlog-fragment"
+_CSP = (
+    b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 _HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    ),
+    (b"content-security-policy", _CSP),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
@@ -63,8 +63,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class _Guard:
-    """Refuses requests the UI must not answer, and sets the security headers of every response.
+class UI:
+    """The UI's ASGI application: it refuses requests the UI must not answer, and sets the security headers of every response.
 
     On a loopback address, a request must name a loopback host (so a web page cannot reach the
     UI through a rebound DNS name). With a token, a request must carry it: `?token=` once (it
@@ -75,6 +75,11 @@ class _Guard:
         self.app = app
         self.token = token
         self.loopback = loopback
+        self.stopping = False
+
+    def stop_streams(self) -> None:
+        """End the live streams within a poll, so that the server can stop without waiting for them."""
+        self.stopping = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -110,9 +115,7 @@ class _Guard:
     def _token_ok(self, headers: dict[str, str]) -> bool:
         assert self.token is not None
         token = self.token.encode()
-        cookies = dict(
-            part.strip().split("=", 1) for part in headers.get("cookie", "").split(";") if "=" in part
-        )
+        cookies = dict(part.strip().split("=", 1) for part in headers.get("cookie", "").split(";") if "=" in part)
         if hmac.compare_digest(cookies.get(_COOKIE, "").encode(), token):
             return True
         auth = headers.get("authorization", "")
@@ -127,7 +130,11 @@ async def _plain(send: Send, status: int, text: str) -> None:
 
 
 async def _redirect(send: Send, target: str, cookie: str) -> None:
-    headers = [(b"location", target.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")), (b"content-length", b"0")]
+    headers = [
+        (b"location", target.encode("latin-1")),
+        (b"set-cookie", cookie.encode("latin-1")),
+        (b"content-length", b"0"),
+    ]
     await send({"type": "http.response.start", "status": 303, "headers": headers + _HEADERS})
     await send({"type": "http.response.body", "body": b""})
 
@@ -177,17 +184,23 @@ def create_app(
     allow_writes: bool = False,
     token: str | None = None,
     loopback: bool = True,
-) -> ASGIApp:
+) -> UI:
     """The UI over an open `log` (the caller closes it).
 
     `name` is shown as the log's name. Without `allow_writes` nothing is ever written: the
     fork button and the route behind it do not exist. `token`, when given, is required of
     every request. `loopback` (a UI bound to this machine only) refuses requests for other
-    host names.
+    host names. Call `stop_streams()` on the application before its server stops.
     """
     templates = environment()
     write_key = secrets.token_urlsafe(24) if allow_writes else ""
-    common = {"log_name": name, "version": __version__, "write_key": write_key, "allow_writes": allow_writes, "url": _url}
+    common: dict[str, Any] = {
+        "log_name": name,
+        "version": __version__,
+        "write_key": write_key,
+        "allow_writes": allow_writes,
+        "url": _url,
+    }
 
     def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(templates.get_template(template).render(**common, **context), status_code=status)
@@ -198,7 +211,14 @@ def create_app(
         position = feed_end(log)
         rows, total = model.run_summaries(log, query, number)
         pages = max(1, -(-total // model.runs_page_max))
-        context = {"rows": rows, "total": total, "query": query, "page": number, "pages": pages, "position": position}
+        context: dict[str, Any] = {
+            "rows": rows,
+            "total": total,
+            "query": query,
+            "page": number,
+            "pages": pages,
+            "position": position,
+        }
         if request.query_params.get("fragment"):
             return page("_runs_rows.html", **context)
         return page("runs.html", **context)
@@ -284,7 +304,12 @@ def create_app(
             raise HTTPException(400, f"offset {at} of run {run_id!r} is not an LLM call")
         event, messages = found
         return page(
-            "_prompt.html", run_id=run_id, at=at, event=event, messages=messages, parameters=model.pretty(event.parameters)
+            "_prompt.html",
+            run_id=run_id,
+            at=at,
+            event=event,
+            messages=messages,
+            parameters=model.pretty(event.parameters),
         )
 
     async def stream(request: Request) -> Response:
@@ -295,7 +320,7 @@ def create_app(
 
         async def changes() -> AsyncIterator[bytes]:
             yield b"retry: 1000\n\n"
-            async for batch in follow(log, after):
+            async for batch in follow(log, after, stop=lambda: guard.stopping):
                 if run_id is None:
                     yield _sse("runs", {"runs": sorted({e.run_id for e in batch}), "position": batch[-1].position})
                     continue
@@ -354,5 +379,5 @@ def create_app(
     ]
     if allow_writes:
         routes.append(Route("/run/fork", fork, methods=["POST"]))
-    app = Starlette(routes=routes, exception_handlers=handlers)
-    return _Guard(app, token=token, loopback=loopback)
+    guard = UI(Starlette(routes=routes, exception_handlers=handlers), token=token, loopback=loopback)
+    return guard

@@ -7,7 +7,7 @@ nothing else in the UI changes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio.to_thread
 
@@ -45,11 +45,16 @@ def feed_end(log: EventLog) -> int:
     return high
 
 
-async def follow(log: EventLog, after: int) -> AsyncIterator[list[Entry]]:
+async def follow(log: EventLog, after: int, stop: Callable[[], bool] = lambda: False) -> AsyncIterator[list[Entry]]:
     """Yield the feed's entries with positions above `after` as they are committed, in
-    batches in commit order; waits between batches, forever (cancel the iteration to stop)."""
-    while True:
-        batch = await anyio.to_thread.run_sync(lambda: list(log.feed(after=after, limit=follow_batch_entries_max)))
+    batches in commit order; waits between batches until `stop()` is true (or the
+    iteration is cancelled)."""
+
+    def read(after: int) -> list[Entry]:
+        return list(log.feed(after=after, limit=follow_batch_entries_max))
+
+    while not stop():
+        batch = await anyio.to_thread.run_sync(read, after)
         if batch:
             after = batch[-1].position
             yield batch

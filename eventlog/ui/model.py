@@ -14,7 +14,8 @@ from typing import Any
 
 import msgspec
 
-from eventlog import Checkpoint, Entry, EventLog, RunInfo, UnknownRunError
+from eventlog import Checkpoint, Entry, Event, EventLog, RunInfo, UnknownRunError
+from eventlog import events as ev
 from eventlog.cli import diff_states
 from eventlog.views import RunView, view_of
 
@@ -29,9 +30,9 @@ __all__ = [
     "run_summaries",
     "state_doc",
     "summarize",
-    "transcript",
     "supersteps",
     "timeline",
+    "transcript",
     "window",
 ]
 
@@ -272,58 +273,59 @@ def readings(page: RunPage, entries: Sequence[Entry]) -> list[str]:
 
 
 def _args(arguments: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={short(v, 40) if not isinstance(v, str) else short(msgspec.json.encode(v).decode(), 40)}" for k, v in arguments.items())
+    return ", ".join(
+        f"{k}={short(v, 40) if not isinstance(v, str) else short(msgspec.json.encode(v).decode(), 40)}"
+        for k, v in arguments.items()
+    )
 
 
 def _calls(tool_calls: Iterable[Any]) -> str:
     return ", ".join(f"{c.name}({_args(c.arguments)})" for c in tool_calls)
 
 
-def summarize(event: Any) -> str:
+def summarize(event: Event) -> str:
     """One line telling what an event says."""
-    k = kind_of(event)
-    e = event
-    if k == "run.started":
-        parts = [f"graph {e.graph}" if e.graph else "", f"input {short(e.input, 80)}" if e.input else ""]
-        parts.append(f"next: {', '.join(e.next_nodes)}" if e.next_nodes else "")
-        return " · ".join(p for p in parts if p)
-    if k == "run.completed":
-        return "" if e.output is None else f"output {short(e.output)}"
-    if k in ("run.failed", "step.failed"):
-        return (f"{e.node}: " if e.node else "") + e.error
-    if k in ("turn.started", "turn.completed"):
-        return f"turn {e.turn}"
-    if k == "turn.failed":
-        return f"turn {e.turn}: {e.error}"
-    if k in ("message.user", "message.assistant"):
-        text = short(e.content)
-        calls = _calls(getattr(e, "tool_calls", []))
-        return " · ".join(p for p in (text, f"calls {calls}" if calls else "") if p)
-    if k == "llm.started":
-        extra = f" + {len(e.messages)} more" if e.messages else ""
-        return f"{e.model} · {e.context_messages} messages{extra}"
-    if k == "llm.completed":
-        calls = _calls(e.output.tool_calls)
-        return f"{e.model} → " + (f"calls {calls}" if calls else short(e.output.content))
-    if k in ("llm.failed", "tool.failed"):
-        return f"{getattr(e, 'model', None) or getattr(e, 'tool', '')}: {e.error}"
-    if k == "tool.started":
-        return f"{e.tool}({_args(e.arguments)})"
-    if k == "tool.completed":
-        return f"{e.tool} → {short(e.output)}"
-    if k == "step.started":
-        return f"{e.node} · superstep {e.superstep}"
-    if k == "step.completed":
-        return f"{e.node} → {short(e.update)}"
-    if k == "superstep.completed":
-        return f"superstep {e.superstep} → " + (", ".join(e.next_nodes) if e.next_nodes else "end")
-    if k == "state.updated":
-        return (f"as {e.as_node}: " if e.as_node else "") + short(e.values)
-    if k == "interrupted":
-        return " · ".join(p for p in (e.reason, ", ".join(e.nodes), short(e.payload, 80) if e.payload else "") if p)
-    if k == "resumed":
-        return f"value {short(e.value)}"
-    return short(fields_of(e))
+    match event:
+        case ev.RunStarted(input=values, next_nodes=nodes, graph=graph):
+            parts = (f"graph {graph}" if graph else "", f"input {short(values, 80)}" if values else "")
+            return " · ".join(p for p in (*parts, f"next: {', '.join(nodes)}" if nodes else "") if p)
+        case ev.RunCompleted(output=output):
+            return "" if output is None else f"output {short(output)}"
+        case ev.RunFailed(error=error, node=node) | ev.StepFailed(error=error, node=node):
+            return (f"{node}: " if node else "") + error
+        case ev.TurnStarted(turn=turn) | ev.TurnCompleted(turn=turn):
+            return f"turn {turn}"
+        case ev.TurnFailed(turn=turn, error=error):
+            return f"turn {turn}: {error}"
+        case ev.UserMessage(content=content):
+            return short(content)
+        case ev.AssistantMessage(content=content, tool_calls=calls):
+            return " · ".join(p for p in (short(content), f"calls {_calls(calls)}" if calls else "") if p)
+        case ev.LLMCallStarted(model=model, context_messages=n, messages=extra):
+            return f"{model} · {n} messages" + (f" + {len(extra)} more" if extra else "")
+        case ev.LLMCallCompleted(model=model, output=output):
+            return f"{model} → " + (
+                f"calls {_calls(output.tool_calls)}" if output.tool_calls else short(output.content)
+            )
+        case ev.LLMCallFailed(model=name, error=error) | ev.ToolCallFailed(tool=name, error=error):
+            return f"{name}: {error}"
+        case ev.ToolCallStarted(tool=tool, arguments=arguments):
+            return f"{tool}({_args(arguments)})"
+        case ev.ToolCallCompleted(tool=tool, output=output):
+            return f"{tool} → {short(output)}"
+        case ev.StepStarted(node=node, superstep=superstep):
+            return f"{node} · superstep {superstep}"
+        case ev.StepCompleted(node=node, update=update):
+            return f"{node} → {short(update)}"
+        case ev.SuperstepCompleted(superstep=superstep, next_nodes=nodes):
+            return f"superstep {superstep} → " + (", ".join(nodes) if nodes else "end")
+        case ev.StateUpdated(values=values, as_node=node):
+            return (f"as {node}: " if node else "") + short(values)
+        case ev.Interrupted(nodes=nodes, reason=reason, payload=payload):
+            return " · ".join(p for p in (reason, ", ".join(nodes), short(payload, 80) if payload else "") if p)
+        case ev.Resumed(value=value):
+            return f"value {short(value)}"
+    return short(fields_of(event))
 
 
 def family(kind: str) -> str:
@@ -341,12 +343,12 @@ class Row(msgspec.Struct):
     kind: str
     family: str
     summary: str
-    duration_ms: float | None
-    tokens: str
-    tool: str
-    checkpoint: str
+    duration_ms: float | None = None
+    tokens: str = ""
+    """Input → output tokens of an LLM call."""
+    checkpoint: str = ""
     """Id of a checkpoint at this offset (the newest), or ''."""
-    forks: list[str]
+    forks: list[str] = []
     """Runs forked right after this event."""
 
 
@@ -357,24 +359,30 @@ class _Durations:
         self.started: dict[tuple[str, Any], int] = {}
 
     def of(self, entry: Entry) -> float | None:
-        e, k = entry.event, kind_of(entry.event)
-        latency = getattr(e, "latency_ms", None)
-        if k.startswith("step."):
-            key: tuple[str, Any] = ("step", (e.node, e.superstep))
-        elif k.startswith("turn."):
-            key = ("turn", e.turn)
-        elif k.startswith("tool."):
-            key = ("tool", e.call_id)
-        elif k.startswith("llm."):
-            key = ("llm", e.call_id)
-        else:
-            return None
-        if k.endswith(".started"):
+        """How long the step, turn or call that `entry` ends took (None: not an end, or its start not seen)."""
+        key: tuple[str, Any]
+        match entry.event:
+            case ev.StepStarted(node=node, superstep=n) | ev.StepCompleted(node=node, superstep=n):
+                key = ("step", (node, n))
+            case ev.StepFailed(node=node, superstep=n):
+                key = ("step", (node, n))
+            case ev.TurnStarted(turn=n) | ev.TurnCompleted(turn=n) | ev.TurnFailed(turn=n):
+                key = ("turn", n)
+            case (
+                ev.ToolCallStarted(call_id=call) | ev.ToolCallCompleted(call_id=call) | ev.ToolCallFailed(call_id=call)
+            ):
+                key = ("tool", call)
+            case ev.LLMCallStarted(call_id=call) | ev.LLMCallCompleted(call_id=call) | ev.LLMCallFailed(call_id=call):
+                key = ("llm", call)
+            case _:
+                return None
+        if kind_of(entry.event).endswith(".started"):
             self.started[key] = entry.time_ns
             return None
-        if latency:
-            return float(latency)
         begun = self.started.pop(key, None)
+        latency: float = getattr(entry.event, "latency_ms", 0.0)
+        if latency:
+            return latency
         return None if begun is None else (entry.time_ns - begun) / 1e6
 
 
@@ -388,10 +396,7 @@ def timeline(entries: Sequence[Entry], checkpoints: Sequence[Checkpoint], forks:
     rows = []
     for entry in entries:
         e, k = entry.event, kind_of(entry.event)
-        tokens = f"{e.input_tokens:,} → {e.output_tokens:,}" if k == "llm.completed" else ""
-        tool = getattr(e, "tool", "") if k.startswith("tool.") else ""
-        if k == "llm.completed" and e.output.tool_calls:
-            tool = ", ".join(c.name for c in e.output.tool_calls)
+        tokens = f"{e.input_tokens:,} → {e.output_tokens:,}" if isinstance(e, ev.LLMCallCompleted) else ""
         rows.append(
             Row(
                 entry.offset,
@@ -401,7 +406,6 @@ def timeline(entries: Sequence[Entry], checkpoints: Sequence[Checkpoint], forks:
                 summarize(e),
                 durations.of(entry),
                 tokens,
-                tool,
                 at_offset.get(entry.offset, ""),
                 forked.get(entry.offset, []),
             )
@@ -432,43 +436,41 @@ def _ms(value: float) -> str:
     return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
 
 
+def _bubble(off: int, event: Event) -> Bubble | None:
+    match event:
+        case ev.TurnStarted(turn=turn):
+            return Bubble(off, "turn", f"Turn {turn}")
+        case ev.UserMessage(content=content):
+            return Bubble(off, "user", content)
+        case ev.AssistantMessage(content=content, tool_calls=calls):
+            return Bubble(off, "assistant", content, [(c.name, pretty(c.arguments)) for c in calls])
+        case ev.LLMCallStarted(model=model, context_messages=n, messages=extra):
+            return Bubble(off, "call", model, meta=f"sent {n} messages" + (f" + {len(extra)} extra" if extra else ""))
+        case ev.LLMCallCompleted(model=model, output=output, latency_ms=ms):
+            asked = [(c.name, pretty(c.arguments)) for c in output.tool_calls]
+            meta = f"{model} · {event.input_tokens:,} → {event.output_tokens:,} tokens · {_ms(ms)}"
+            return Bubble(off, "assistant", output.content, asked, meta)
+        case ev.ToolCallStarted(tool=tool, arguments=arguments):
+            return Bubble(off, "tool-call", f"{tool}({_args(arguments)})")
+        case ev.ToolCallCompleted(tool=tool, output=output, latency_ms=ms):
+            text = output if isinstance(output, str) and output else pretty(output)
+            return Bubble(off, "tool", tool, meta=f"· {_ms(ms)}", payload=text)
+        case ev.Interrupted(reason=reason, payload=payload):
+            return Bubble(off, "approval", reason or "paused for a human", payload=pretty(payload))
+        case ev.Resumed(value=value):
+            return Bubble(off, "answer", "resumed", payload=pretty(value))
+        case ev.LLMCallFailed(error=error) | ev.ToolCallFailed(error=error) | ev.TurnFailed(error=error):
+            return Bubble(off, "error", error, meta=kind_of(event))
+        case ev.RunFailed(error=error) | ev.StepFailed(error=error):
+            return Bubble(off, "error", error, meta=kind_of(event))
+        case ev.TurnCompleted():
+            return None  # the next turn's divider says enough
+    return Bubble(off, "event", kind_of(event), meta=summarize(event))
+
+
 def transcript(entries: Sequence[Entry]) -> list[Bubble]:
     """A window read as a conversation: messages, tool calls and results, approvals."""
-    out: list[Bubble] = []
-    for entry in entries:
-        e, k, off = entry.event, kind_of(entry.event), entry.offset
-        if k == "turn.started":
-            out.append(Bubble(off, "turn", f"Turn {e.turn}"))
-        elif k == "message.user":
-            out.append(Bubble(off, "user", e.content))
-        elif k == "message.assistant":
-            calls = [(c.name, pretty(c.arguments)) for c in e.tool_calls]
-            out.append(Bubble(off, "assistant", e.content, calls))
-        elif k == "llm.started":
-            extra = f" + {len(e.messages)} extra" if e.messages else ""
-            out.append(Bubble(off, "call", f"{e.model}", meta=f"sent {e.context_messages} messages{extra}"))
-        elif k == "llm.completed":
-            calls = [(c.name, pretty(c.arguments)) for c in e.output.tool_calls]
-            meta = f"{e.model} · {e.input_tokens:,} → {e.output_tokens:,} tokens · {_ms(e.latency_ms)}"
-            out.append(Bubble(off, "assistant", e.output.content, calls, meta))
-        elif k == "tool.started":
-            out.append(Bubble(off, "tool-call", f"{e.tool}({_args(e.arguments)})"))
-        elif k == "tool.completed":
-            text = e.output if isinstance(e.output, str) else ""
-            out.append(
-                Bubble(off, "tool", e.tool, meta=f"· {_ms(e.latency_ms)}", payload=text or pretty(e.output))
-            )
-        elif k == "interrupted":
-            out.append(Bubble(off, "approval", e.reason or "paused for a human", payload=pretty(e.payload)))
-        elif k == "resumed":
-            out.append(Bubble(off, "answer", "resumed", payload=pretty(e.value)))
-        elif k in ("llm.failed", "tool.failed", "turn.failed", "run.failed", "step.failed"):
-            out.append(Bubble(off, "error", e.error, meta=k))
-        elif k == "turn.completed":
-            continue  # the next turn's divider says enough
-        else:
-            out.append(Bubble(off, "event", k, meta=summarize(e)))
-    return out
+    return [b for b in (_bubble(e.offset, e.event) for e in entries) if b is not None]
 
 
 # -- supersteps --------------------------------------------------------------------------------
@@ -490,7 +492,6 @@ class Superstep(msgspec.Struct):
     """A superstep of a graph run, or the events around them (`number` 0)."""
 
     number: int
-    title: str
     offset: int
     nodes: list[NodeRun] = []
     events: list[Row] = []
@@ -505,30 +506,29 @@ def supersteps(entries: Sequence[Entry]) -> list[Superstep]:
     out: list[Superstep] = []
     durations = _Durations()
     for entry in entries:
-        e, k, off = entry.event, kind_of(entry.event), entry.offset
+        e, off = entry.event, entry.offset
         took = durations.of(entry)
-        if k.startswith("step.") or k == "superstep.completed":
-            if not out or out[-1].number != e.superstep or out[-1].next_nodes is not None:
-                out.append(Superstep(e.superstep, f"Superstep {e.superstep}", off))
-            group = out[-1]
-            if k == "superstep.completed":
-                group.next_nodes, group.end = list(e.next_nodes), off
-                continue
-            node = next((n for n in group.nodes if n.node == e.node and n.status == "running"), None)
-            if node is None:
-                node = NodeRun(e.node, off)
-                group.nodes.append(node)
-            node.offset = off
-            if k == "step.completed":
-                node.status, node.update, node.duration_ms = "completed", pretty(e.update), took
-            elif k == "step.failed":
-                node.status, node.error, node.duration_ms = "failed", e.error, took
+        if not isinstance(e, (ev.StepStarted, ev.StepCompleted, ev.StepFailed, ev.SuperstepCompleted)):
+            if not out or out[-1].number != 0:
+                out.append(Superstep(0, off))
+            k = kind_of(e)
+            out[-1].events.append(Row(off, entry.time_ns, k, family(k), summarize(e), took))
             continue
-        if not out or out[-1].number != 0 or out[-1].next_nodes is not None:
-            out.append(Superstep(0, "", off))
-        out[-1].events.append(
-            Row(off, entry.time_ns, k, family(k), summarize(e), took, "", "", "", [])
-        )
+        if not out or out[-1].number != e.superstep or out[-1].next_nodes is not None:
+            out.append(Superstep(e.superstep, off))
+        group = out[-1]
+        if isinstance(e, ev.SuperstepCompleted):
+            group.next_nodes, group.end = list(e.next_nodes), off
+            continue
+        node = next((n for n in group.nodes if n.node == e.node and n.status == "running"), None)
+        if node is None:
+            node = NodeRun(e.node, off)
+            group.nodes.append(node)
+        node.offset = off
+        if isinstance(e, ev.StepCompleted):
+            node.status, node.update, node.duration_ms = "completed", pretty(e.update), took
+        elif isinstance(e, ev.StepFailed):
+            node.status, node.error, node.duration_ms = "failed", e.error, took
     return out
 
 
@@ -551,20 +551,25 @@ def state_doc(log: EventLog, run_id: str, offset: int, view: RunView | None) -> 
 def diff_doc(log: EventLog, run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
     """What `eventlog diff RUN A B --json` prints for two offsets."""
     changes = diff_states(state_of(log, run_id, a, view), state_of(log, run_id, b, view))
-    return {"run_id": run_id, "a": {"offset": a, "checkpoint_id": None}, "b": {"offset": b, "checkpoint_id": None}, **changes}
+    return {
+        "run_id": run_id,
+        "a": {"offset": a, "checkpoint_id": None},
+        "b": {"offset": b, "checkpoint_id": None},
+        **changes,
+    }
 
 
-def prompt_of(log: EventLog, run_id: str, offset: int) -> tuple[Any, list[dict[str, Any]]] | None:
-    """(the LLM call event, the messages it was sent) for an `llm.started` entry, else None.
+def prompt_of(log: EventLog, run_id: str, offset: int) -> tuple[ev.LLMCallStarted, list[Any]] | None:
+    """(the LLM call, the messages it was sent) for an `llm.started` entry, else None.
 
     The prompt is the run's first `context_messages` messages, as the state before the call
     holds them, followed by the call's own extra messages."""
     event = log.entry(run_id, offset).event
-    if kind_of(event) != "llm.started":
+    if not isinstance(event, ev.LLMCallStarted):
         return None
     before = log.state_at(run_id, offset - 1)
-    messages = [msgspec.to_builtins(m) for m in getattr(before, "messages", [])[: event.context_messages]]
-    return event, messages + [msgspec.to_builtins(m) for m in event.messages]
+    sent = [*getattr(before, "messages", [])[: event.context_messages], *event.messages]
+    return event, [msgspec.to_builtins(m) for m in sent]
 
 
 def view_for(log: EventLog, run_id: str) -> RunView | None:

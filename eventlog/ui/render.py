@@ -60,7 +60,9 @@ def _text(value: str) -> Markup:
 def _scalar(value: Any) -> Markup:
     if isinstance(value, str):
         if len(value) > tree_string_chars_max:
-            more = Markup('<span class="t-more">… {:,} more characters</span>').format(len(value) - tree_string_chars_max)
+            more = Markup('<span class="t-more">… {:,} more characters</span>').format(
+                len(value) - tree_string_chars_max
+            )
             return Markup('<span class="v-str">"{}</span>{}').format(_text(value[:tree_string_chars_max]), more)
         return Markup('<span class="v-str">"{}"</span>').format(_text(value))
     if value is None:
@@ -76,7 +78,9 @@ def _preview(value: Any) -> Markup:
     """A collapsed map or list, in one line: its size and its first scalar items."""
     if isinstance(value, dict):
         n = f"{len(value)} key" + ("" if len(value) == 1 else "s")
-        scalars = [f"{k}: {short(v, 48)}" for k, v in value.items() if not isinstance(v, (dict, list, msgspec.Struct))][:3]
+        scalars = [f"{k}: {short(v, 48)}" for k, v in value.items() if not isinstance(v, (dict, list, msgspec.Struct))][
+            :3
+        ]
     else:
         n = f"{len(value)} item" + ("" if len(value) == 1 else "s")
         scalars = []
@@ -112,7 +116,7 @@ def _node(key: Any, value: Any, depth: int) -> Markup:
             Markup(opened), label, _preview(value), _tree(value, depth + 1)
         )
     css = ' class="t-empty"' if empty else ""
-    return Markup("<li{}>{}<span class=\"t-colon\">:</span> {}</li>").format(
+    return Markup('<li{}>{}<span class="t-colon">:</span> {}</li>').format(
         Markup(css), label, _scalar(value) if not isinstance(value, (dict, list)) else _text(short(value))
     )
 

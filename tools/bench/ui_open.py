@@ -40,7 +40,8 @@ def _serve(log: Any) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
-    config = uvicorn.Config(create_app(log), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+    app = create_app(log)
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -49,6 +50,7 @@ def _serve(log: Any) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
+        app.stop_streams()
         server.should_exit = True
         thread.join(10)
         sock.close()
@@ -124,11 +126,12 @@ def run(ctx: Context) -> SuiteResult:
     rng = random.Random(7)
     with eventlog.open(path, readonly=True) as log, _serve(log) as base:
         for run_id in runs:
-            q = urllib.parse.quote(run_id)
-            page = _median_ms(lambda _: f"{base}/run?id={q}")
-            head = _median_ms(lambda _: f"{base}/run/state?id={q}&at={n}")
-            anywhere = _median_ms(lambda _: f"{base}/run/state?id={q}&at={rng.randint(0, n)}")
-            diff = _median_ms(lambda _: f"{base}/run/diff?id={q}&a={(k := rng.randint(0, n - 1000))}&b={k + 1000}")
+            run = f"id={urllib.parse.quote(run_id)}"
+            page = _median_ms(lambda _, run=run: f"{base}/run?{run}")
+            head = _median_ms(lambda _, run=run: f"{base}/run/state?{run}&at={n}")
+            anywhere = _median_ms(lambda _, run=run: f"{base}/run/state?{run}&at={rng.randint(0, n)}")
+            starts = [rng.randint(0, n - 1000) for _ in range(REPEATS + 1)]
+            diff = _median_ms(lambda i, run=run, a=starts: f"{base}/run/diff?{run}&a={a[i]}&b={a[i] + 1000}")
             note = f"{n:,} events, {n // CHECKPOINT_EVERY} checkpoints"
             res.row("eventlog ui", f"{run_id}: run page (last 200 events)", page, "ms", note=note)
             res.row("eventlog ui", f"{run_id}: state after the head", head, "ms")
@@ -139,7 +142,7 @@ def run(ctx: Context) -> SuiteResult:
             res.metrics[f"{run_id}_state_random_ms"] = anywhere
             res.metrics[f"{run_id}_diff_ms"] = diff
             res.target(f"{run_id}: a {n:,}-event run's page is served", page, 1000.0, "<=", "ms")
-            browser = _browser_open_ms(f"{base}/run?id={q}")
+            browser = _browser_open_ms(f"{base}/run?{run}")
             if browser is not None:
                 shown, state = browser
                 res.row("eventlog ui", f"{run_id}: open in chromium, to the events shown", shown, "ms")
