@@ -362,10 +362,11 @@ class View:
     kind_prefix = "fakeflow."
 
     def state(self, log, run_id, offset):
-        channels = {}
+        channels, messages = {}, []
         for entry in log.read(run_id, upto=offset):
             channels[entry.event.channel] = entry.event.value
-        return {"channel_values": channels, "step": offset}
+            messages.append({"type": "human" if entry.offset % 2 else "ai", "content": f"<b>tick {entry.event.value}</b>"})
+        return {"channel_values": channels, "step": offset, "messages": messages}
 
     def history(self, log, run_id, limit):
         rows = [{"offset": e.offset, "channel": e.event.channel, "value": e.event.value} for e in log.read(run_id)]
@@ -397,14 +398,19 @@ def test_a_run_of_an_integration_shows_through_its_view(tmp_path: Path) -> None:
         _, body, _ = get(served.url)
         assert 'class="chip k-view">fakeflow<' in body
         status, body, _ = get(served.url + "run?id=ff-1")
-        assert status == 200 and 'class="tab on" href="/run?id=ff-1&amp;view=checkpoints' in body
+        assert status == 200 and 'class="tab on" href="/run?id=ff-1&amp;view=conversation' in body
+        assert body.count('<div class="msg r-user"') == 2 and body.count('<div class="msg r-assistant"') == 1
+        assert "&lt;b&gt;tick 3&lt;/b&gt;" in body
+        _, body, _ = get(served.url + "run?id=ff-1&view=checkpoints&at=2")
         assert body.count('<tr data-offset="') == 3 and "<th>channel</th>" in body
         _, body, _ = get(served.url + "run/state.json?id=ff-1&at=2")
-        assert json.loads(body)["state"] == {"channel_values": {"a": 1, "b": 2}, "step": 2}
+        assert json.loads(body)["state"]["channel_values"] == {"a": 1, "b": 2}
         _, body, _ = get(served.url + "run/diff.json?id=ff-1&a=2&b=3")
-        assert json.loads(body)["fields"] == {
+        diff = json.loads(body)
+        assert diff["fields"] == {
             "channel_values": {"from": {"a": 1, "b": 2}, "to": {"a": 3, "b": 2}},
             "step": {"from": 2, "to": 3},
         }
+        assert diff["messages_appended"] == [{"type": "human", "content": "<b>tick 3</b>"}]
     finally:
         assert served.stop() == 0

@@ -232,7 +232,11 @@ def create_app(
         if at is not None and not base <= at <= head:
             raise OffsetOutOfRangeError(run_id, at, head)
         win = model.window(log, run_id, head, base, _int(request, "after"), at)
-        readings = model.readings(info, win.entries)
+        view_chat = None
+        if info.view is not None:  # an integration's run: its view's messages, as a chat
+            point = head if at is None else at
+            view_chat = model.view_transcript(info.view.state(log, run_id, point), point)
+        readings = model.readings(info, win.entries, view_chat is not None)
         reading = request.query_params.get("view", "")
         if reading not in readings:
             reading = readings[0]
@@ -250,7 +254,7 @@ def create_app(
         if reading == "timeline":
             context["rows"] = model.timeline(win.entries, info.checkpoints, info.forks)
         elif reading == "conversation":
-            context["bubbles"] = model.transcript(win.entries)
+            context["bubbles"] = view_chat if view_chat is not None else model.transcript(win.entries)
         elif reading == "steps":
             context["steps"] = model.supersteps(win.entries)
         elif info.view is not None:

@@ -253,8 +253,10 @@ def window(log: EventLog, run_id: str, head: int, base: int, after: int | None, 
     return Window(run_id, base, head, lo, hi, entries)
 
 
-def readings(page: RunPage, entries: Sequence[Entry]) -> list[str]:
-    """The ways to read the run: `conversation`, `steps`, `timeline`, `checkpoints`, best first."""
+def readings(page: RunPage, entries: Sequence[Entry], view_chat: bool = False) -> list[str]:
+    """The ways to read the run: `conversation`, `steps`, `timeline`, `checkpoints`, best first.
+
+    `view_chat`: the view's state of an integration's run holds messages."""
     kinds = {kind_of(e.event) for e in entries}
     out = []
     if page.view is None:
@@ -265,6 +267,7 @@ def readings(page: RunPage, entries: Sequence[Entry]) -> list[str]:
         out.append("timeline")
         out.append("checkpoints")
     else:
+        out += ["conversation"] if view_chat else []
         out += ["checkpoints", "timeline"]
     return out
 
@@ -421,8 +424,8 @@ class Bubble(msgspec.Struct):
 
     offset: int
     role: str
-    """`user`, `assistant`, `tool` (a result), `tool-call`, `call` (an LLM call), `turn`, `approval`, `answer`,
-    `error`, `event`."""
+    """`user`, `assistant`, `system`, `tool` (a result), `tool-call`, `call` (an LLM call), `turn`, `approval`,
+    `answer`, `error`, `event`."""
     text: str = ""
     calls: list[tuple[str, str]] = []
     """Tool calls asked for: (name, arguments as JSON)."""
@@ -471,6 +474,43 @@ def _bubble(off: int, event: Event) -> Bubble | None:
 def transcript(entries: Sequence[Entry]) -> list[Bubble]:
     """A window read as a conversation: messages, tool calls and results, approvals."""
     return [b for b in (_bubble(e.offset, e.event) for e in entries) if b is not None]
+
+
+_ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "tool": "tool",
+    "system": "system",
+}
+
+
+def view_transcript(state: Any, offset: int) -> list[Bubble] | None:
+    """The `messages` of a view's state (plain data) as a chat, or None when it holds none.
+
+    A message is a map with a `role` (or a `type`: `human`, `ai`, `tool`, `system`), a
+    `content` and, for an assistant, its `tool_calls`; anything else shows as it is."""
+    messages = state.get("messages") if isinstance(state, dict) else None
+    if not isinstance(messages, list):
+        return None
+    out = []
+    for m in messages:
+        if not isinstance(m, dict):
+            out.append(Bubble(offset, "event", short(m)))
+            continue
+        role = _ROLES.get(str(m.get("role") or m.get("type") or ""), "event")
+        content = m.get("content", "")
+        text = content if isinstance(content, str) else pretty(content)
+        calls = [
+            (str(c.get("name", "")), pretty(c.get("args", c.get("arguments", {})))) for c in m.get("tool_calls") or []
+        ]
+        name = str(m.get("name") or "")
+        if role == "tool":
+            out.append(Bubble(offset, "tool", name, payload=text))
+        else:
+            out.append(Bubble(offset, role, text, calls, meta=name if role == "event" else ""))
+    return out
 
 
 # -- supersteps --------------------------------------------------------------------------------
