@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import socket
+import urllib.parse
 import webbrowser
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,15 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _shown(path: str) -> str:
+    """The log's name as the page shows it: a PostgreSQL URL without its password."""
+    parts = urllib.parse.urlsplit(path)
+    if parts.scheme.startswith("postgres") and parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return path
+
+
 def serve(
     path: str,
     *,
@@ -79,7 +89,7 @@ def serve(
     with eventlog.open(path, readonly=not allow_writes) as log, contextlib.closing(_listen(host, port)) as sock:
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
-        app = create_app(log, name=path, allow_writes=allow_writes, token=token, loopback=loopback)
+        app = create_app(log, name=_shown(path), allow_writes=allow_writes, token=token, loopback=loopback)
 
         class Server(uvicorn.Server):
             def handle_exit(self, sig: int, frame: Any) -> None:

@@ -21,9 +21,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog import (
-    CorruptRecordError,
     EventLog,
     EventLogError,
+    InvalidArgumentError,
+    InvalidRunIdError,
     OffsetOutOfRangeError,
     PrunedError,
     RunExistsError,
@@ -64,7 +65,8 @@ def is_loopback(host: str) -> bool:
 
 
 class UI:
-    """The UI's ASGI application: it refuses requests the UI must not answer, and sets the security headers of every response.
+    """The UI's ASGI application. It refuses the requests it must not answer, and sets the
+    security headers of every response.
 
     On a loopback address, a request must name a loopback host (so a web page cannot reach the
     UI through a rebound DNS name). With a token, a request must carry it: `?token=` once (it
@@ -146,10 +148,8 @@ def _url(path: str, **params: Any) -> str:
 
 def _int(request: Request, name: str, default: int | None = None) -> int | None:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None or raw in ("", "head"):
         return default
-    if raw == "head":
-        return None if default is None else default
     try:
         return int(raw)
     except ValueError:
@@ -178,7 +178,7 @@ def _sse(event: str, data: Any) -> bytes:
 
 
 def create_app(
-    log: EventLog,
+    log: EventLog[Any],
     *,
     name: str = "",
     allow_writes: bool = False,
@@ -362,9 +362,8 @@ def create_app(
             return error(request, 404, str(exc))
         if isinstance(exc, RunExistsError):
             return error(request, 409, str(exc))
-        if isinstance(exc, CorruptRecordError) and "undecodable" in str(exc):
-            hint = " If the log holds event kinds of your own, start the UI with --kinds MODULE."
-            return error(request, 500, str(exc) + hint)
+        if isinstance(exc, (InvalidRunIdError, InvalidArgumentError)):
+            return error(request, 400, str(exc))
         if isinstance(exc, EventLogError):
             return error(request, 500, str(exc))
         raise exc
@@ -384,4 +383,4 @@ def create_app(
     if allow_writes:
         routes.append(Route("/run/fork", fork, methods=["POST"]))
     guard = UI(Starlette(routes=routes, exception_handlers=handlers), token=token, loopback=loopback)
-    return guard
+    return guard  # `stream` ends its streams when `guard.stop_streams()` is called

@@ -8,6 +8,7 @@ nothing else in the UI changes.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import anyio.to_thread
 
@@ -21,7 +22,7 @@ follow_batch_entries_max = 1024
 """The most entries `follow` yields at once."""
 
 
-def feed_end(log: EventLog) -> int:
+def feed_end(log: EventLog[Any]) -> int:
     """The position of the feed's last entry (0 for an empty feed).
 
     Found with about 2·log2(position) one-entry reads of the feed: whether an entry exists
@@ -45,7 +46,9 @@ def feed_end(log: EventLog) -> int:
     return high
 
 
-async def follow(log: EventLog, after: int, stop: Callable[[], bool] = lambda: False) -> AsyncIterator[list[Entry]]:
+async def follow(
+    log: EventLog[Any], after: int, stop: Callable[[], bool] = lambda: False
+) -> AsyncIterator[list[Entry]]:
     """Yield the feed's entries with positions above `after` as they are committed, in
     batches in commit order; waits between batches until `stop()` is true (or the
     iteration is cancelled)."""

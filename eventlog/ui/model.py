@@ -1,8 +1,8 @@
 """What the UI shows, read through eventlog's public API only.
 
 A run's summary for the runs list, a window of its events (a page of the timeline) and
-the three readings of that window: rows of a timeline, a chat transcript, supersteps with
-their nodes. States come from `state_at` (or from the run's view, for a run an
+the readings of that window: rows of a timeline, a chat transcript, supersteps with their
+nodes. States come from `state_at` (or from the run's view, for a run an
 integration wrote) and are shown as plain data.
 """
 
@@ -120,12 +120,14 @@ class RunSummary(msgspec.Struct):
     """Read from the last event: `running`, `completed`, `failed`, `paused`, `idle`, `empty`."""
     last_ns: int
     """Commit time of the last event (the creation time of a run with none)."""
+    view: RunView | None = None
+    """The view of an integration's run (None: a run of the standard kinds)."""
     depth: int = 0
     """Depth in the fork tree shown (0: a run that is not a fork of a run on the page)."""
     children: list[str] = []
 
 
-def _first_kind(log: EventLog, info: RunInfo) -> str | None:
+def _first_kind(log: EventLog[Any], info: RunInfo) -> str | None:
     if info.head <= info.base:
         return None
     return kind_of(log.entry(info.run_id, info.base + 1).event)
@@ -143,18 +145,18 @@ def run_kind(first_kind: str | None, view: RunView | None) -> str:
     return "events"
 
 
-def summary_of(log: EventLog, info: RunInfo) -> RunSummary:
+def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
     """The runs-list row of one run: three reads, however long the run."""
     first = _first_kind(log, info)
     view = view_of(first)
     if info.head <= info.base:
-        return RunSummary(info, run_kind(first, view), "empty", info.created_ns)
+        return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
     last = log.entry(info.run_id, info.head)
     status = "" if view is not None else status_after(last.event)
-    return RunSummary(info, run_kind(first, view), status, last.time_ns)
+    return RunSummary(info, run_kind(first, view), status, last.time_ns, view)
 
 
-def run_summaries(log: EventLog, query: str = "", page: int = 0) -> tuple[list[RunSummary], int]:
+def run_summaries(log: EventLog[Any], query: str = "", page: int = 0) -> tuple[list[RunSummary], int]:
     """(rows of one page of the runs list, number of runs matched).
 
     Runs are in id order, each fork right under the run it was forked from when both are
@@ -188,7 +190,7 @@ def run_summaries(log: EventLog, query: str = "", page: int = 0) -> tuple[list[R
     return ordered, total
 
 
-def forks_of(log: EventLog, run_id: str) -> list[RunInfo]:
+def forks_of(log: EventLog[Any], run_id: str) -> list[RunInfo]:
     """The runs forked from `run_id` (a scan of every run's info)."""
     out = []
     for other in log.runs():
@@ -208,17 +210,17 @@ class RunPage(msgspec.Struct):
     """What the page of a run knows before it renders a window."""
 
     summary: RunSummary
-    view: RunView | None
     forks: list[RunInfo]
-    checkpoints: list[Checkpoint]
+    checkpoints: list[Checkpoint[Any]]
+
+    @property
+    def view(self) -> RunView | None:
+        return self.summary.view
 
 
-def run_page(log: EventLog, run_id: str) -> RunPage:
-    info = log.run_info(run_id)
-    first = _first_kind(log, info)
-    view = view_of(first)
-    summary = summary_of(log, info)
-    return RunPage(summary, view, forks_of(log, run_id), log.checkpoints.list(run_id))
+def run_page(log: EventLog[Any], run_id: str) -> RunPage:
+    summary = summary_of(log, log.run_info(run_id))
+    return RunPage(summary, forks_of(log, run_id), log.checkpoints.list(run_id))
 
 
 class Window(msgspec.Struct):
@@ -247,7 +249,7 @@ def window_bounds(base: int, head: int, after: int | None, at: int | None, size:
     return after, min(after + size, head)
 
 
-def window(log: EventLog, run_id: str, head: int, base: int, after: int | None, at: int | None) -> Window:
+def window(log: EventLog[Any], run_id: str, head: int, base: int, after: int | None, at: int | None) -> Window:
     lo, hi = window_bounds(base, head, after, at)
     entries = list(log.read(run_id, after=lo, upto=hi)) if hi > lo else []
     return Window(run_id, base, head, lo, hi, entries)
@@ -389,7 +391,7 @@ class _Durations:
         return None if begun is None else (entry.time_ns - begun) / 1e6
 
 
-def timeline(entries: Sequence[Entry], checkpoints: Sequence[Checkpoint], forks: Sequence[RunInfo]) -> list[Row]:
+def timeline(entries: Sequence[Entry], checkpoints: Sequence[Checkpoint[Any]], forks: Sequence[RunInfo]) -> list[Row]:
     """The rows of a window, with the checkpoints and forks at their offsets."""
     at_offset = {cp.offset: cp.checkpoint_id for cp in checkpoints}
     forked: dict[int, list[str]] = {}
@@ -575,20 +577,20 @@ def supersteps(entries: Sequence[Entry]) -> list[Superstep]:
 # -- states and diffs --------------------------------------------------------------------------
 
 
-def state_of(log: EventLog, run_id: str, offset: int, view: RunView | None) -> Any:
+def state_of(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> Any:
     """The run's state after its first `offset` events (plain data from the view, for an integration's run)."""
     if view is not None:
         return view.state(log, run_id, offset)
     return log.state_at(run_id, offset)
 
 
-def state_doc(log: EventLog, run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:
+def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:
     """What `eventlog state RUN --at OFFSET --json` prints (once encoded)."""
     state = fields_shown(state_of(log, run_id, offset, view))
     return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state}
 
 
-def diff_doc(log: EventLog, run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
+def diff_doc(log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
     """What `eventlog diff RUN A B --json` prints for two offsets."""
     changes = diff_states(state_of(log, run_id, a, view), state_of(log, run_id, b, view))
     return {
@@ -599,7 +601,7 @@ def diff_doc(log: EventLog, run_id: str, a: int, b: int, view: RunView | None) -
     }
 
 
-def prompt_of(log: EventLog, run_id: str, offset: int) -> tuple[ev.LLMCallStarted, list[Any]] | None:
+def prompt_of(log: EventLog[Any], run_id: str, offset: int) -> tuple[ev.LLMCallStarted, list[Any]] | None:
     """(the LLM call, the messages it was sent) for an `llm.started` entry, else None.
 
     The prompt is the run's first `context_messages` messages, as the state before the call
@@ -612,7 +614,7 @@ def prompt_of(log: EventLog, run_id: str, offset: int) -> tuple[ev.LLMCallStarte
     return event, [msgspec.to_builtins(m) for m in sent]
 
 
-def view_for(log: EventLog, run_id: str) -> RunView | None:
+def view_for(log: EventLog[Any], run_id: str) -> RunView | None:
     """The view of an integration's run, or None for a run of the standard kinds."""
     return view_of(_first_kind(log, log.run_info(run_id)))
 

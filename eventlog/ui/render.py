@@ -164,6 +164,23 @@ def _duration(ms: float | None) -> str:
     return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
+def _summary_keys(checkpoints: list[Any]) -> list[str]:
+    """The facts the reducer keeps in its checkpoints' summaries, in order of first appearance."""
+    keys: list[str] = []
+    for cp in checkpoints:
+        keys += [k for k in cp.summary if k not in keys]
+    return keys
+
+
+def _cell(value: Any) -> str:
+    """A summary fact in a table cell: a list as its items, comma-separated."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return value if isinstance(value, str) else short(value)
+
+
 def environment() -> jinja2.Environment:
     """The templates, with autoescape on and the UI's filters."""
     env = jinja2.Environment(
@@ -175,4 +192,5 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ago=_ago, clock=_clock, duration=_duration, when=when, tree=tree, visible=visible)
+    env.filters.update(cell=_cell, summary_keys=_summary_keys)
     return env

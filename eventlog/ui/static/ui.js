@@ -100,9 +100,12 @@
       history.replaceState(null, "", withParams(location.href, { at: a, b: b }));
     }
 
+    let asked = 0; // the inspector shows the answer to the latest question only
     async function show(url) {
+      const ticket = ++asked;
       inspector.classList.add("loading");
       const html = await fetchHtml(url);
+      if (ticket !== asked) return;
       inspector.classList.remove("loading");
       inspector.innerHTML = html;
     }
