@@ -27,13 +27,14 @@ pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui
 import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ui_support import get, serving
+from ui_support import get, serving, write_langgraph_thread, write_wayflow_conversation
 
 import eventlog
 from eventlog.cli import diff_states
 from eventlog.demo import demo_agent, three_step_graph
 from eventlog.events import StepCompleted, UserMessage
 from eventlog.ui import live, model
+from eventlog.views import view_for_run
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_ID = "<script>window.__pwned=1</script>\"'&amp;\x1b[31m"
@@ -414,3 +415,39 @@ def test_a_run_of_an_integration_shows_through_its_view(tmp_path: Path) -> None:
         assert diff["messages_appended"] == [{"type": "human", "content": "<b>tick 3</b>"}]
     finally:
         assert served.stop() == 0
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(msgspec.json.encode(value))
+
+
+def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tmp_path: Path) -> None:
+    """The installed integrations' runs: their view names them, gives the state at every
+    offset and the checkpoints' history, and its messages read as a chat."""
+    with eventlog.open(tmp_path / "log") as log:
+        written = [r for r in (write_langgraph_thread(log), write_wayflow_conversation(log)) if r is not None]
+        if not written:
+            pytest.skip("neither the langgraph nor the wayflow extra is installed")
+        with serving(log) as url:
+            _, listing, _ = get(url + "/")
+            for run_id in written:
+                view = view_for_run(log, run_id)
+                assert view is not None
+                assert f'data-run="{run_id}"' in listing and f'class="chip k-view">{view.name}<' in listing
+                head = log.head(run_id)
+                for k in range(head + 1):
+                    _, body, _ = get(f"{url}/run/state.json?id={run_id}&at={k}")
+                    assert json.loads(body)["state"] == _plain(view.state(log, run_id, k)), (run_id, k)
+                _, body, _ = get(f"{url}/run/diff.json?id={run_id}&a=1&b={head}")
+                expected = diff_states(view.state(log, run_id, 1), view.state(log, run_id, head))
+                assert {k: v for k, v in json.loads(body).items() if k not in ("run_id", "a", "b")} == _plain(expected)
+                status, page, _ = get(f"{url}/run?id={run_id}")
+                assert status == 200 and f'class="tab on" href="/run?id={run_id}&amp;view=conversation' in page
+                chat = model.view_transcript(_plain(view.state(log, run_id, head)))
+                assert chat and page.count('<div class="msg r-') == len(chat)
+                for bubble in chat:
+                    assert html.escape(bubble.text or bubble.payload) in page
+                _, page, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
+                columns, rows = view.history(log, run_id, None)
+                assert page.count('<tr data-offset="') == len(rows) > 0
+                assert all(f"<th>{html.escape(c)}</th>" in page for c in columns)

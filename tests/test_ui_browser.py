@@ -10,6 +10,7 @@ EVENTLOG_UI_SCREENSHOTS=1 to write them into docs/img/.
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
 import os
@@ -29,12 +30,13 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import browser_context, serving
+from ui_support import browser_context, serving, write_langgraph_thread, write_wayflow_conversation
 
 import eventlog
 from eventlog.demo import run_demo
 from eventlog.events import StepCompleted, UserMessage
 from eventlog.ui.render import visible
+from eventlog.views import view_for_run
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_ID = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>\x1b[31m"
@@ -275,25 +277,78 @@ def test_the_fork_button_is_there_only_with_allow_writes(page: Any, demo_url: st
         assert "workflow-demo-from-4" in page.inner_text("#fork-form .error-box")
 
 
-def test_screenshots_of_the_real_pages(page: Any, demo_url: str, tmp_path: Path) -> None:
-    """The pictures of docs/guides/ui.md: written to docs/img/ when EVENTLOG_UI_SCREENSHOTS=1."""
-    shots = {
-        "ui-runs.png": (demo_url + "/", None),
-        "ui-conversation.png": (run_url(demo_url, "chat-demo-rewind", at=32), '.insp[data-at="32"]'),
-        "ui-graph.png": (run_url(demo_url, "workflow-retry", at=7), '.insp[data-at="7"]'),
-        "ui-diff.png": (run_url(demo_url, "chat-demo", view="timeline", at=9, b=18), '.insp[data-kind="diff"]'),
-    }
-    for name, (url, ready) in shots.items():
-        page.set_viewport_size({"width": 1400, "height": 420 if ready is None else 860})
-        page.goto(url)
-        page.wait_for_selector("#live[data-state='on']")
-        if ready:
-            page.wait_for_selector("#inspector " + ready)
-        page.mouse.move(0, 0)
-        page.wait_for_timeout(150)
-        page.screenshot(path=str(tmp_path / name))
-        data = (tmp_path / name).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, name
+@pytest.fixture(scope="module")
+def integrations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[eventlog.EventLog, list[str]]]:
+    """A log holding a LangGraph thread and a WayFlow conversation (those whose extra is installed)."""
+    path = tmp_path_factory.mktemp("ui") / "integrations"
+
+    def write() -> list[str]:  # in a thread of its own: Playwright's event loop runs in this one
+        with eventlog.open(path) as log:
+            return [r for r in (write_langgraph_thread(log), write_wayflow_conversation(log)) if r is not None]
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        written = pool.submit(write).result()
+    if not written:
+        pytest.skip("neither the langgraph nor the wayflow extra is installed")
+    with eventlog.open(path, readonly=True) as log:
+        yield log, written
+
+
+def test_langgraph_and_wayflow_runs_read_through_their_views(page: Any, integrations: Any) -> None:
+    log, written = integrations
+    with serving(log) as url:
+        page.goto(url + "/")
+        for run_id in written:
+            view = view_for_run(log, run_id)
+            assert view is not None
+            assert page.inner_text(f'tr.run-row[data-run="{run_id}"] .chip') == view.name
+        for run_id in written:
+            view = view_for_run(log, run_id)
+            assert view is not None
+            page.goto(run_url(url, run_id))
+            shown = page.eval_on_selector_all("#panel .msg .text, #panel .msg pre", "els => els.map(e => e.innerText)")
+            messages = view.state(log, run_id, log.head(run_id))
+            messages = messages.get("messages") or messages["values"]["messages"]
+            assert all(any(m["content"] in text for text in shown) for m in messages if m.get("content"))
+            page.click('nav.tabs a:text("Checkpoints")')
+            _, rows = view.history(log, run_id, None)
+            assert page.locator("#panel tr[data-offset]").count() == len(rows)
+            for row in rows:
+                page.click(f'#panel tr[data-offset="{row["offset"]}"] td >> nth=0')
+                state = state_shown(page, row["offset"])
+                assert state == json.loads(msgspec.json.encode(view.state(log, run_id, row["offset"])))
+
+
+def shoot(page: Any, url: str, ready: str | None, path: Path) -> None:
+    """A screenshot of the page at `url` once `ready` (an inspector selector) shows, into `path`;
+    copied into docs/img/ when EVENTLOG_UI_SCREENSHOTS is set."""
+    page.set_viewport_size({"width": 1400, "height": 420 if ready is None else 860})
+    page.goto(url)
+    page.wait_for_selector("#live[data-state='on']")
+    if ready:
+        page.wait_for_selector("#inspector " + ready)
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(150)
+    page.screenshot(path=str(path))
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, path.name
     if os.environ.get("EVENTLOG_UI_SCREENSHOTS"):
-        for name in shots:
-            shutil.copyfile(tmp_path / name, ROOT / "docs" / "img" / name)
+        shutil.copyfile(path, ROOT / "docs" / "img" / path.name)
+
+
+def test_screenshots_of_the_real_pages(page: Any, demo_url: str, tmp_path: Path) -> None:
+    """The pictures of docs/guides/ui.md, taken from the pages the demo's log makes."""
+    shoot(page, demo_url + "/", None, tmp_path / "ui-runs.png")
+    shoot(page, run_url(demo_url, "chat-demo-rewind", at=32), '.insp[data-at="32"]', tmp_path / "ui-conversation.png")
+    shoot(page, run_url(demo_url, "workflow-retry", at=7), '.insp[data-at="7"]', tmp_path / "ui-graph.png")
+    url = run_url(demo_url, "chat-demo", view="timeline", at=9, b=18)
+    shoot(page, url, '.insp[data-kind="diff"]', tmp_path / "ui-diff.png")
+
+
+def test_screenshot_of_a_langgraph_thread(page: Any, integrations: Any, tmp_path: Path) -> None:
+    log, written = integrations
+    if "lg-thread" not in written:
+        pytest.skip("the langgraph extra is not installed")
+    with serving(log, name="threads.lmdb") as url:
+        page_url = run_url(url, "lg-thread", view="checkpoints", at=6)
+        shoot(page, page_url, '.insp[data-at="6"]', tmp_path / "ui-langgraph.png")

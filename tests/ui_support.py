@@ -112,3 +112,62 @@ def browser_context(**options: Any) -> Iterator[Any]:
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+# -- runs written by the integrations ----------------------------------------------------------
+
+
+def write_langgraph_thread(log: eventlog.EventLog, thread_id: str = "lg-thread") -> str | None:
+    """A LangGraph chat thread that paused for a human and was resumed (None without langgraph)."""
+    try:
+        from typing import Annotated
+
+        from langchain_core.messages import AIMessage, HumanMessage
+        from langgraph.graph import END, START, StateGraph
+        from langgraph.graph.message import add_messages
+        from langgraph.types import Command, interrupt
+        from typing_extensions import TypedDict
+
+        from eventlog.langgraph import EventLogSaver
+    except ImportError:
+        return None
+
+    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages], "approved": bool})
+
+    def draft(state: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"Draft answer to: {state['messages'][-1].content}")]}
+
+    def review(state: Any) -> dict[str, Any]:
+        verdict = interrupt({"draft": state["messages"][-1].content})
+        return {"approved": True, "messages": [] if verdict == "ok" else [AIMessage(content=verdict)]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("draft", draft)
+    builder.add_node("review", review)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", END)
+    graph = builder.compile(checkpointer=EventLogSaver(log))
+    config = {"configurable": {"thread_id": thread_id}}
+    graph.invoke({"messages": [HumanMessage(content="Why is the sea salty?")]}, config)
+    graph.invoke(Command(resume="Rivers carry salts from rocks to the sea."), config)
+    return thread_id
+
+
+def write_wayflow_conversation(log: eventlog.EventLog, conversation_id: str = "wf-conversation") -> str | None:
+    """A WayFlow agent conversation of two turns, one with a tool call (None without wayflowcore)."""
+    try:
+        from wayflow_app import build_agent, call, reply
+
+        from eventlog.wayflow import EventLogCheckpointer, start_conversation
+    except ImportError:
+        return None
+    agent = build_agent([call("weather", "w1", city="Bern"), reply("It is sunny in Bern."), reply("Two nights, then.")])
+    checkpointer = EventLogCheckpointer(log)
+    conversation = start_conversation(
+        agent, messages="Plan a trip to Bern", checkpointer=checkpointer, conversation_id=conversation_id
+    )
+    conversation.execute()
+    conversation.append_user_message("And for two people?")
+    conversation.execute()
+    return conversation_id

@@ -31,6 +31,7 @@ from eventlog import (
     UnknownRunError,
     __version__,
 )
+from eventlog.views import load_views
 
 from . import model
 from .live import feed_end, follow
@@ -192,6 +193,7 @@ def create_app(
     every request. `loopback` (a UI bound to this machine only) refuses requests for other
     host names. Call `stop_streams()` on the application before its server stops.
     """
+    load_views()  # the installed integrations register their event kinds as they load
     templates = environment()
     write_key = secrets.token_urlsafe(24) if allow_writes else ""
     common: dict[str, Any] = {
@@ -234,8 +236,7 @@ def create_app(
         win = model.window(log, run_id, head, base, _int(request, "after"), at)
         view_chat = None
         if info.view is not None:  # an integration's run: its view's messages, as a chat
-            point = head if at is None else at
-            view_chat = model.view_transcript(info.view.state(log, run_id, point), point)
+            view_chat = model.view_transcript(info.view.state(log, run_id, head if at is None else at))
         readings = model.readings(info, win.entries, view_chat is not None)
         reading = request.query_params.get("view", "")
         if reading not in readings:

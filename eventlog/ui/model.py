@@ -14,10 +14,19 @@ from typing import Any
 
 import msgspec
 
-from eventlog import Checkpoint, Entry, Event, EventLog, RunInfo, UnknownRunError
+from eventlog import (
+    Checkpoint,
+    CorruptRecordError,
+    Entry,
+    Event,
+    EventLog,
+    RunInfo,
+    UnknownKindError,
+    UnknownRunError,
+)
 from eventlog import events as ev
 from eventlog.cli import diff_states
-from eventlog.views import RunView, view_of
+from eventlog.views import RunView, view_for_run, view_of
 
 __all__ = [
     "RunPage",
@@ -117,11 +126,14 @@ class RunSummary(msgspec.Struct):
     kind: str
     """`conversation`, `graph`, `events`, or the name of the integration's view."""
     status: str
-    """Read from the last event: `running`, `completed`, `failed`, `paused`, `idle`, `empty`."""
+    """Read from the last event: `running`, `completed`, `failed`, `paused`, `idle`, `empty` (or
+    `unreadable`)."""
     last_ns: int
     """Commit time of the last event (the creation time of a run with none)."""
     view: RunView | None = None
     """The view of an integration's run (None: a run of the standard kinds)."""
+    problem: str = ""
+    """Why the run's events could not be read (a kind not registered, a damaged record)."""
     depth: int = 0
     """Depth in the fork tree shown (0: a run that is not a fork of a run on the page)."""
     children: list[str] = []
@@ -148,7 +160,7 @@ def run_kind(first_kind: str | None, view: RunView | None) -> str:
 def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
     """The runs-list row of one run: three reads, however long the run."""
     first = _first_kind(log, info)
-    view = view_of(first)
+    view = view_of(first) if first is not None else view_for_run(log, info.run_id)
     if info.head <= info.base:
         return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
     last = log.entry(info.run_id, info.head)
@@ -169,9 +181,13 @@ def run_summaries(log: EventLog[Any], query: str = "", page: int = 0) -> tuple[l
     rows: dict[str, RunSummary] = {}
     for run_id in chosen:
         try:
-            rows[run_id] = summary_of(log, log.run_info(run_id))
+            info = log.run_info(run_id)
         except UnknownRunError:
             continue  # deleted since the list was read
+        try:
+            rows[run_id] = summary_of(log, info)
+        except (UnknownKindError, CorruptRecordError) as exc:  # one run that does not read spoils no other
+            rows[run_id] = RunSummary(info, "?", "unreadable", info.created_ns, problem=str(exc))
     for row in rows.values():
         parent = row.info.parent
         if parent in rows:
@@ -425,6 +441,7 @@ class Bubble(msgspec.Struct):
     """One item of a chat transcript."""
 
     offset: int
+    """The event's offset (-1: a message of a state, not an event)."""
     role: str
     """`user`, `assistant`, `system`, `tool` (a result), `tool-call`, `call` (an LLM call), `turn`, `approval`,
     `answer`, `error`, `event`."""
@@ -488,31 +505,45 @@ _ROLES = {
 }
 
 
-def view_transcript(state: Any, offset: int) -> list[Bubble] | None:
-    """The `messages` of a view's state (plain data) as a chat, or None when it holds none.
+def _call(call: Any) -> tuple[str, str]:
+    if isinstance(call, dict):
+        return str(call.get("name", "")), pretty(call.get("args", call.get("arguments", {})))
+    return str(call), ""
 
-    A message is a map with a `role` (or a `type`: `human`, `ai`, `tool`, `system`), a
-    `content` and, for an assistant, its `tool_calls`; anything else shows as it is."""
-    messages = state.get("messages") if isinstance(state, dict) else None
+
+def view_transcript(state: Any) -> list[Bubble] | None:
+    """The messages of a view's state (plain data) as a chat, or None when it holds none.
+
+    The messages are the state's `messages` (a WayFlow conversation) or its values'
+    `messages` (the channel of a LangGraph chat). A message is a map with a `role` (or a
+    `type`: `human`, `ai`, `tool`, `system`), a `content` and, for an assistant, its
+    `tool_calls`; see `message_bubble`."""
+    if not isinstance(state, dict):
+        return None
+    messages = state.get("messages")
+    if messages is None and isinstance(state.get("values"), dict):
+        messages = state["values"].get("messages")
     if not isinstance(messages, list):
         return None
-    out = []
-    for m in messages:
-        if not isinstance(m, dict):
-            out.append(Bubble(offset, "event", short(m)))
-            continue
-        role = _ROLES.get(str(m.get("role") or m.get("type") or ""), "event")
-        content = m.get("content", "")
-        text = content if isinstance(content, str) else pretty(content)
-        calls = [
-            (str(c.get("name", "")), pretty(c.get("args", c.get("arguments", {})))) for c in m.get("tool_calls") or []
-        ]
-        name = str(m.get("name") or "")
-        if role == "tool":
-            out.append(Bubble(offset, "tool", name, payload=text))
-        else:
-            out.append(Bubble(offset, role, text, calls, meta=name if role == "event" else ""))
-    return out
+    return [message_bubble(m) for m in messages]
+
+
+def message_bubble(message: Any, offset: int = -1) -> Bubble:
+    """One message (plain data: ours, a WayFlow or a LangChain message) as a chat bubble.
+
+    A message is a map with a `role` (or a `type`: `human`, `ai`, `tool`, `system`), a
+    `content` and, for an assistant, its `tool_calls` (maps with a name and arguments, or
+    names); anything else shows as it is."""
+    if not isinstance(message, dict):
+        return Bubble(offset, "event", short(message))
+    role = _ROLES.get(str(message.get("role") or message.get("type") or ""), "event")
+    content = message.get("content", "")
+    text = content if isinstance(content, str) else pretty(content)
+    calls = [_call(c) for c in message.get("tool_calls") or []]
+    name = str(message.get("name") or "")
+    if role == "tool":
+        return Bubble(offset, "tool", name, payload=text)
+    return Bubble(offset, role, text, calls, meta=name if role == "event" else "")
 
 
 # -- supersteps --------------------------------------------------------------------------------
@@ -616,7 +647,7 @@ def prompt_of(log: EventLog[Any], run_id: str, offset: int) -> tuple[ev.LLMCallS
 
 def view_for(log: EventLog[Any], run_id: str) -> RunView | None:
     """The view of an integration's run, or None for a run of the standard kinds."""
-    return view_of(_first_kind(log, log.run_info(run_id)))
+    return view_for_run(log, run_id)
 
 
 def status_after(event: Any) -> str:

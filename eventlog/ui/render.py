@@ -19,7 +19,7 @@ import jinja2
 import msgspec
 from markupsafe import Markup, escape
 
-from .model import short, when
+from .model import message_bubble, short, when
 
 __all__ = ["environment", "tree", "visible"]
 
@@ -192,5 +192,5 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ago=_ago, clock=_clock, duration=_duration, when=when, tree=tree, visible=visible)
-    env.filters.update(cell=_cell, summary_keys=_summary_keys)
+    env.filters.update(cell=_cell, summary_keys=_summary_keys, bubble=message_bubble, oneline=short)
     return env
