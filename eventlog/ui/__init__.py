@@ -75,7 +75,7 @@ def serve(
     A `host` that is not a loopback address needs `allow_remote`, and every request must
     then carry a token (`token`, or a new random one); `ready` is called with the URL to
     open (the token in it) once the port listens. Without `allow_writes` the log is opened
-    read-only.
+    read-only; a log that does not exist is not created (NoLogError).
     """
     import uvicorn
 
@@ -86,7 +86,7 @@ def serve(
         )
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
-    with eventlog.open(path, readonly=not allow_writes) as log, contextlib.closing(_listen(host, port)) as sock:
+    with eventlog.open(path, readonly=not allow_writes, create=False) as log, contextlib.closing(_listen(host, port)) as sock:
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
         app = create_app(log, name=_shown(path), allow_writes=allow_writes, token=token, loopback=loopback)
