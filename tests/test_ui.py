@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def test_every_value_from_the_log_is_escaped(tmp_path: Path) -> None:
         log.append(HOSTILE_ID, StepCompleted(node=HOSTILE_TEXT, superstep=1, update={HOSTILE_TEXT: HOSTILE_TEXT}))
         log.checkpoints.save(HOSTILE_ID, metadata={"note": HOSTILE_TEXT})
         with serving(log) as url:
-            run = "/run?id=" + __import__("urllib.parse").parse.quote(HOSTILE_ID)
+            run = "/run?id=" + urllib.parse.quote(HOSTILE_ID)
             pages = [
                 "/",
                 "/?fragment=1",

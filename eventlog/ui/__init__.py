@@ -86,7 +86,10 @@ def serve(
         )
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
-    with eventlog.open(path, readonly=not allow_writes, create=False) as log, contextlib.closing(_listen(host, port)) as sock:
+    with (
+        eventlog.open(path, readonly=not allow_writes, create=False) as log,
+        contextlib.closing(_listen(host, port)) as sock,
+    ):
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
         app = create_app(log, name=_shown(path), allow_writes=allow_writes, token=token, loopback=loopback)

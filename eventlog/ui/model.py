@@ -454,8 +454,15 @@ class Bubble(msgspec.Struct):
     """Pretty JSON shown under the text (tool output, approval payload)."""
 
 
-def _ms(value: float) -> str:
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+def duration(ms: float | None) -> str:
+    """A duration in milliseconds, for people: `8.5 ms`, `120 ms`, `2.31 s`, `1.5 min` ('' for None)."""
+    if ms is None:
+        return ""
+    if ms >= 60_000:
+        return f"{ms / 60_000:.1f} min"
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
 def _bubble(off: int, event: Event) -> Bubble | None:
@@ -470,13 +477,13 @@ def _bubble(off: int, event: Event) -> Bubble | None:
             return Bubble(off, "call", model, meta=f"sent {n} messages" + (f" + {len(extra)} extra" if extra else ""))
         case ev.LLMCallCompleted(model=model, output=output, latency_ms=ms):
             asked = [(c.name, pretty(c.arguments)) for c in output.tool_calls]
-            meta = f"{model} · {event.input_tokens:,} → {event.output_tokens:,} tokens · {_ms(ms)}"
+            meta = f"{model} · {event.input_tokens:,} → {event.output_tokens:,} tokens · {duration(ms)}"
             return Bubble(off, "assistant", output.content, asked, meta)
         case ev.ToolCallStarted(tool=tool, arguments=arguments):
             return Bubble(off, "tool-call", f"{tool}({_args(arguments)})")
         case ev.ToolCallCompleted(tool=tool, output=output, latency_ms=ms):
             text = output if isinstance(output, str) and output else pretty(output)
-            return Bubble(off, "tool", tool, meta=f"· {_ms(ms)}", payload=text)
+            return Bubble(off, "tool", tool, meta=f"· {duration(ms)}", payload=text)
         case ev.Interrupted(reason=reason, payload=payload):
             return Bubble(off, "approval", reason or "paused for a human", payload=pretty(payload))
         case ev.Resumed(value=value):

@@ -19,7 +19,7 @@ import jinja2
 import msgspec
 from markupsafe import Markup, escape
 
-from .model import message_bubble, short, when
+from .model import duration, message_bubble, short, when
 
 __all__ = ["environment", "tree", "visible"]
 
@@ -154,16 +154,6 @@ def _clock(ns: int) -> str:
     return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
-def _duration(ms: float | None) -> str:
-    if ms is None:
-        return ""
-    if ms >= 60_000:
-        return f"{ms / 60_000:.1f} min"
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
-
-
 def _summary_keys(checkpoints: list[Any]) -> list[str]:
     """The facts the reducer keeps in its checkpoints' summaries, in order of first appearance."""
     keys: list[str] = []
@@ -191,6 +181,6 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ago=_ago, clock=_clock, duration=_duration, when=when, tree=tree, visible=visible)
+    env.filters.update(ago=_ago, clock=_clock, duration=duration, when=when, tree=tree, visible=visible)
     env.filters.update(cell=_cell, summary_keys=_summary_keys, bubble=message_bubble, oneline=short)
     return env
