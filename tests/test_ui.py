@@ -34,7 +34,7 @@ import eventlog
 from eventlog.cli import diff_states
 from eventlog.demo import demo_agent, three_step_graph
 from eventlog.events import StepCompleted, UserMessage
-from eventlog.ui import live, model
+from eventlog.ui import live, model, readings
 from eventlog.views import view_for_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -444,7 +444,7 @@ def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tm
                 assert {k: v for k, v in json.loads(body).items() if k not in ("run_id", "a", "b")} == _plain(expected)
                 status, page, _ = get(f"{url}/run?id={run_id}")
                 assert status == 200 and f'class="tab on" href="/run?id={run_id}&amp;view=conversation' in page
-                chat = model.view_transcript(_plain(view.state(log, run_id, head)))
+                chat = readings.view_transcript(_plain(view.state(log, run_id, head)))
                 assert chat and page.count('<div class="msg r-') == len(chat)
                 for bubble in chat:
                     assert html.escape(bubble.text or bubble.payload) in page

@@ -20,6 +20,7 @@ from ._common import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_USAGE,
     _cell,
     _console,
     _emit_json,
@@ -405,6 +406,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return int(run_demo(args.path, console=Console(highlight=False)) or 0)
 
 
+def _cmd_ui(args: argparse.Namespace) -> int:
+    try:
+        from ..ui import RemoteBindError, default_port, serve
+    except ImportError as exc:
+        raise _Fail(f"the UI needs its extra: pip install 'eventlog[ui]' ({exc})", EXIT_ERROR) from None
+
+    def ready(url: str) -> None:
+        mode = "read-write" if args.allow_writes else "read-only"
+        sys.stderr.write(f"eventlog ui: the log, {mode}, at {url}\n  press Ctrl-C to stop\n")
+        sys.stderr.flush()
+
+    port = default_port if args.port is None else args.port
+    try:
+        serve(
+            _log_path(args),
+            host=args.host,
+            port=port,
+            allow_writes=args.allow_writes,
+            allow_remote=args.allow_remote,
+            token=args.token or os.environ.get("EVENTLOG_UI_TOKEN") or None,
+            open_browser=args.open,
+            ready=ready,
+        )
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how the server is stopped
+    except RemoteBindError as exc:
+        raise _Fail(str(exc), EXIT_USAGE) from None
+    except OSError as exc:
+        raise _Fail(f"cannot listen on {args.host}:{port}: {exc.strerror or exc} (try --port 0)", EXIT_ERROR) from None
+    return EXIT_OK
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "runs": _cmd_runs,
     "events": _cmd_events,
@@ -419,4 +452,5 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _cmd_import,
     "stats": _cmd_stats,
     "demo": _cmd_demo,
+    "ui": _cmd_ui,
 }

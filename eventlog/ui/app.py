@@ -33,7 +33,7 @@ from eventlog import (
 )
 from eventlog.views import load_views
 
-from . import model
+from . import model, readings
 from .live import feed_end, follow
 from .render import environment
 
@@ -236,16 +236,16 @@ def create_app(
         win = model.window(log, run_id, head, base, _int(request, "after"), at)
         view_chat = None
         if info.view is not None:  # an integration's run: its view's messages, as a chat
-            view_chat = model.view_transcript(info.view.state(log, run_id, head if at is None else at))
-        readings = model.readings(info, win.entries, view_chat is not None)
+            view_chat = readings.view_transcript(info.view.state(log, run_id, head if at is None else at))
+        ways = model.ways_to_read(info, win.entries, view_chat is not None)
         reading = request.query_params.get("view", "")
-        if reading not in readings:
-            reading = readings[0]
+        if reading not in ways:
+            reading = ways[0]
         context: dict[str, Any] = {
             "run": info,
             "info": info.summary.info,
             "win": win,
-            "readings": readings,
+            "readings": ways,
             "reading": reading,
             "at": head if at is None else at,
             "b": _int(request, "b"),
@@ -253,11 +253,11 @@ def create_app(
             "page_events": model.page_events,
         }
         if reading == "timeline":
-            context["rows"] = model.timeline(win.entries, info.checkpoints, info.forks)
+            context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
         elif reading == "conversation":
-            context["bubbles"] = view_chat if view_chat is not None else model.transcript(win.entries)
+            context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
         elif reading == "steps":
-            context["steps"] = model.supersteps(win.entries)
+            context["steps"] = readings.supersteps(win.entries)
         elif info.view is not None:
             context["history"] = info.view.history(log, run_id, None)
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"

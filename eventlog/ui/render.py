@@ -19,7 +19,8 @@ import jinja2
 import msgspec
 from markupsafe import Markup, escape
 
-from .model import duration, message_bubble, short, when
+from .model import short, when
+from .readings import duration, message_bubble
 
 __all__ = ["environment", "tree", "visible"]
 
