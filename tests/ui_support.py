@@ -132,7 +132,8 @@ def write_langgraph_thread(log: eventlog.EventLog, thread_id: str = "lg-thread")
     except ImportError:
         return None
 
-    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages], "approved": bool})
+    # The functional form: its annotations are read now, where the names are in scope.
+    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages], "approved": bool})  # noqa: UP013
 
     def draft(state: Any) -> dict[str, Any]:
         return {"messages": [AIMessage(content=f"Draft answer to: {state['messages'][-1].content}")]}
