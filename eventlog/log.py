@@ -245,6 +245,11 @@ class EventLog(Generic[S]):
         check_int("after", after)
         return self._reader.feed(after, check_limit(limit))
 
+    def position(self) -> int:
+        """The last feed position given (0 for an empty log): `feed(after=log.position())` reads only
+        what is committed from now on."""
+        return self.store.read(self._runs.last_position)
+
     def follow(self, after: int = 0, *, timeout: float | None = None, poll: float = 0.5) -> Iterator[Entry]:
         """Entries with position > after as they are committed: the feed, then wait for more.
 

@@ -18,7 +18,7 @@ LAYERS = [
     {"_runs", "_dictionaries", "_meta", "_writer", "_reader", "_replay", "_stats"},
     {"checkpoints", "runwriter", "_maintenance", "_verify"},
     {"log"},
-    {"aio", "transfer", "views", "__init__"},
+    {"aio", "transfer", "views", "diff", "__init__"},
 ]
 EXECUTORS_AND_UP = {"graph", "graph_resume", "conversation", "demo", "cli", "ui", "langgraph", "wayflow"}
 

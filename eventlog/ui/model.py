@@ -24,7 +24,7 @@ from eventlog import (
     UnknownRunError,
 )
 from eventlog import events as ev
-from eventlog.cli import diff_states
+from eventlog.diff import diff_states
 from eventlog.views import RunView, view_for_run, view_of
 
 __all__ = [
