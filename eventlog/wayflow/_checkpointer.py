@@ -105,7 +105,7 @@ class EventLogCheckpointer:
         if log.head(conversation_id) == 0:
             return _Line(WayflowState(), [], [])
         state: WayflowState = log.state_at(conversation_id, reducer=self.reducer)
-        found = [cp for cp in log.checkpoints.list(conversation_id, reducer=self.reducer)]
+        found = list(log.checkpoints.list(conversation_id, reducer=self.reducer))
         info = log.run_info(conversation_id)
         limit, parent = info.fork_offset, info.parent
         while parent is not None:  # a branch shares its parent's checkpoints up to its fork offset
