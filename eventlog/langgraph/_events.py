@@ -212,3 +212,4 @@ class _AtCheckpoints(CheckpointPolicy, frozen=True):
 
 
 POLICY = _AtCheckpoints(final=False)
+"""The policy of every writer of a thread's run."""
