@@ -442,7 +442,8 @@ def test_an_interrupted_rewrite_is_finished_on_open(tmp_path: Path) -> None:
     with EventLogSaver.from_path(path) as saver:
         chat_story(saver)
         expected = [snapshot(h) for h in chat_graph(saver).get_state_history({"configurable": {"thread_id": "story"}})]
-        saver._write("story|:rewrite", saver._rewrite("story", None))
+        rewriter = saver._ops().rewriter
+        rewriter.write("story|:rewrite", rewriter.rewrite("story", None))
         saver.log.checkpoints.save("story|:rewrite", metadata={"rewrite": "complete"}, reducer=saver.reducer)
         saver.log.delete_run("story")  # the crash came right after the old run was deleted
     with EventLogSaver.from_path(path) as saver:
