@@ -47,11 +47,13 @@ compress_nodict_size_bytes_min = 256
 """Without a dictionary, payloads shorter than this are stored raw: zstd gains little on them and
 decompressing a small frame without a dictionary costs more than reading it raw."""
 
-dictionary_train_records_min = 256
-"""Number of stored events after which the first zstd dictionary is trained from the log's own data."""
+dictionary_train_records_min = 64
+"""Number of stored events after which the first zstd dictionary is trained from the log's own data.
+A sample too small to train from (under 64 KiB) is tried again at twice the count, so a log of
+large records (a LangGraph checkpoint is ~2 KB) gets its dictionary early and one of small ones later."""
 
 dictionary_retrain_factor = 8
-"""A new dictionary is trained each time the log's event count grows by this factor (256, 2048, 16384, ...)."""
+"""A new dictionary is trained each time the log's event count grows by this factor after one was trained."""
 
 dictionary_sample_records_max = 4096
 """Most records read to train a dictionary (a bounded sample: training stays short)."""

@@ -47,21 +47,17 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-import msgspec
-
-from . import (
-    AgentReducer,
-    AgentState,
-    Checkpoint,
-    CheckpointPolicy,
-    EventLog,
-    EventLogError,
-    InvalidEventError,
-    Recorder,
-    RecordTooLargeError,
-    RunExistsError,
-    register,
+from ._conversation_state import (
+    Completion,
+    ConversationReducer,
+    ConversationState,
+    Restored,
+    TurnResult,
+    pending_tool_calls,
+    restore_event,
 )
+from .checkpoints import Checkpoint
+from .errors import EventLogError, InvalidEventError, RecordTooLargeError
 from .events import (
     Event,
     Interrupted,
@@ -79,6 +75,10 @@ from .events import (
     TurnStarted,
     UserMessage,
 )
+from .fold import AgentState
+from .log import EventLog
+from .policy import CheckpointPolicy
+from .runwriter import RunWriter
 
 __all__ = [
     "DECLINED",
@@ -122,83 +122,7 @@ class TurnFailedError(ConversationError):
         )
 
 
-class Completion(msgspec.Struct, frozen=True):
-    """What an LLM may return instead of a bare Message, to report its token usage."""
-
-    message: Message
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-class TurnResult(msgspec.Struct, frozen=True):
-    """How `send`, `execute` or `resume` ended."""
-
-    status: str
-    """`answered` (the turn completed) or `paused` (waiting for `resume(value)`)."""
-    turn: int
-    """Number of the turn."""
-    offset: int
-    """Head of the conversation's run afterwards."""
-    message: Message | None = None
-    """The assistant's answer, when answered."""
-    interrupt: Any = None
-    """`{"reason": ..., "payload": {"call_id", "tool", "arguments"}}`, when paused."""
-
-
 LLM = Callable[[list[Message]], "Message | Completion"]
-
-
-@register
-class Restored(Event, frozen=True, tag="conversation.restored"):
-    """The conversation was brought back to a checkpoint; the future it replaced is a branch run."""
-
-    checkpoint_id: str
-    """The checkpoint restored."""
-    offset: int
-    """Its offset."""
-    head: int
-    """The last offset of the replaced future: the branch is forked there."""
-    branch: str
-    """Run id of the branch that keeps the replaced future."""
-    keep: int = 0
-    """How many of the conversation's messages the checkpoint's state starts with."""
-    messages: list[Message] = msgspec.field(default_factory=list)
-    """The checkpoint state's messages after those."""
-    state: dict[str, Any] = msgspec.field(default_factory=dict)
-    """Every other field of the checkpoint's state."""
-
-
-class ConversationState(AgentState):
-    """`AgentState` and the restores of the conversation."""
-
-    restores: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    """Every restore: `checkpoint_id`, `offset`, `head`, `branch` (oldest first)."""
-
-
-class ConversationReducer(AgentReducer):
-    """AgentReducer, and `Restored`: the state becomes the restored checkpoint's."""
-
-    name = "conversation"
-    version = 1
-    state_type = ConversationState
-
-    def initial(self) -> ConversationState:
-        return ConversationState()
-
-    def apply(self, state: AgentState, event: Event) -> AgentState:
-        if not isinstance(event, Restored):
-            return super().apply(state, event)
-        assert isinstance(state, ConversationState)
-        restores = state.restores + [
-            {"checkpoint_id": event.checkpoint_id, "offset": event.offset, "head": event.head, "branch": event.branch}
-        ]
-        fields = {k: copy.deepcopy(v) for k, v in event.state.items() if k in _STATE_FIELDS}
-        return ConversationState(
-            **fields, messages=state.messages[: event.keep] + list(event.messages), restores=restores
-        )
-
-
-_STATE_FIELDS = frozenset(AgentState.__struct_fields__) - {"messages"}
 
 
 def _new_id() -> str:
@@ -235,7 +159,7 @@ class Agent:
 
     def start_conversation(
         self,
-        log: EventLog,
+        log: EventLog[Any],
         conversation_id: str,
         *,
         messages: Sequence[str] | str | None = None,
@@ -281,14 +205,14 @@ class Agent:
 class Conversation:
     """One conversation: a run of the log driven by an Agent."""
 
-    def __init__(self, agent: Agent, log: EventLog, conversation_id: str) -> None:
+    def __init__(self, agent: Agent, log: EventLog[Any], conversation_id: str) -> None:
         self.agent = agent
         self.log = log
         self.conversation_id = conversation_id
         self.reducer = ConversationReducer()
-        self.restored_from: Checkpoint | None = None
+        self.restored_from: Checkpoint[Any] | None = None
         """The checkpoint a restore started from."""
-        self._rec: Recorder = log.recorder(conversation_id, reducer=self.reducer, policy=agent.policy)
+        self._rec: RunWriter[Any] = log.writer(conversation_id, reducer=self.reducer, policy=agent.policy)
         self._pending: list[str] = []
         self._metadata: dict[str, Any] = {}
         self._last: Event | None = None
@@ -300,7 +224,7 @@ class Conversation:
         event = self.log.entry(self.conversation_id, offset).event
         return self._event_at(event.offset) if isinstance(event, Restored) else event
 
-    def _restore(self, cp: Checkpoint) -> None:
+    def _restore(self, cp: Checkpoint[Any]) -> None:
         """Bring the conversation back to `cp`, keeping the future after it as a branch run."""
         head = self._rec.offset
         last = self.log.entry(self.conversation_id, head).event
@@ -313,27 +237,7 @@ class Conversation:
                     f"conversation {self.conversation_id!r}: checkpoint {cp.checkpoint_id!r} belongs to a future that "
                     f"a restore replaced; it is kept on branch {r['branch']!r}: restore it there"
                 )
-        target: ConversationState = self.log.state_at(self.conversation_id, cp.offset, reducer=self.reducer)
-        keep = 0
-        for a, b in zip(current.messages, target.messages, strict=False):
-            if a != b:
-                break
-            keep += 1
-        n = len(current.restores) + 1
-        while True:
-            branch = f"{self.conversation_id}~{n}"
-            try:
-                self.log.fork(self.conversation_id, head, branch)
-                break
-            except RunExistsError:
-                n += 1
-        fields = msgspec.structs.asdict(target)
-        state = {k: msgspec.to_builtins(v) for k, v in fields.items() if k in _STATE_FIELDS}
-        restored = Restored(
-            checkpoint_id=cp.checkpoint_id, offset=cp.offset, head=head, branch=branch, keep=keep,
-            messages=list(target.messages[keep:]), state=state,
-        )  # fmt: skip
-        self._rec.append(restored)
+        self._rec.append(restore_event(self.log, self.reducer, current, cp, self.conversation_id, head))
         self._last = self._event_at(self._rec.offset)
 
     # -- reading -----------------------------------------------------------------------
@@ -369,7 +273,7 @@ class Conversation:
         status: str = self._rec.state.status
         return status == "paused"
 
-    def checkpoints(self) -> list[Checkpoint]:
+    def checkpoints(self) -> list[Checkpoint[Any]]:
         """The conversation's checkpoints, oldest first; after a restore, those of the replaced future
         are left out (they are listed on its branch run)."""
         if not self._rec.offset:
@@ -465,7 +369,7 @@ class Conversation:
         turn = int(state.turn)
         calls = 0
         while True:
-            for call in _pending_tool_calls(self._rec.state.messages):
+            for call in pending_tool_calls(self._rec.state.messages):
                 paused = self._tool(call, turn)
                 if paused is not None:
                     return paused
@@ -566,16 +470,3 @@ class Conversation:
             )
             raise TurnFailedError(self.conversation_id, turn, offset, f"tool {call.name!r}", exc) from exc
         return None
-
-
-def _pending_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
-    """Tool calls of the last assistant message that no tool message answers yet."""
-    answered: set[str] = set()
-    for message in reversed(messages):
-        if message.role == "tool" and message.tool_call_id is not None:
-            answered.add(message.tool_call_id)
-        elif message.role == "assistant":
-            return [c for c in message.tool_calls if c.id not in answered]
-        else:
-            return []
-    return []

@@ -341,6 +341,8 @@ def run_demo(path: str | None = None, console: Console | None = None) -> int:
     console.print("Inspect it with the CLI:")
     for command in commands:
         console.print(f"  eventlog --log {escape(path)} {command}", highlight=False)
+    console.print(escape("Or look at it in the browser (needs pip install 'eventlog[ui]'):"))
+    console.print(f"  eventlog ui --log {escape(path)} --open", highlight=False)
     return 0 if report.ok else 1
 
 

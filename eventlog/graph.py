@@ -18,7 +18,7 @@ by hand since), so siblings do not see each other's updates, and their updates m
 node-name order (the later name wins on a shared key). Then the edges of every node of the
 superstep pick the next active nodes; none left means the run completed. Every step start,
 completion and failure, every superstep, interrupt, resume and hand edit is an event appended
-through a `Recorder`, which checkpoints by the runner's `CheckpointPolicy`.
+through a `RunWriter`, which checkpoints by the runner's `CheckpointPolicy`.
 
 What a resume relies on: only the log. `resume(run_id)` folds the run up to its head (the
 last committed event, not the last checkpoint), skips the nodes of the superstep in progress
@@ -39,19 +39,9 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from . import (
-    AgentReducer,
-    AgentState,
-    Checkpoint,
-    CheckpointPolicy,
-    EventLog,
-    EventLogError,
-    InvalidEventError,
-    Recorder,
-    RecordTooLargeError,
-    RunExistsError,
-    UnknownRunError,
-)
+from ._graph_resume import Context, Interrupt, Superstep, graph_name, superstep_from_log
+from .checkpoints import Checkpoint
+from .errors import EventLogError, InvalidEventError, RecordTooLargeError, RunExistsError, UnknownRunError
 from .events import (
     Event,
     Interrupted,
@@ -65,6 +55,10 @@ from .events import (
     StepStarted,
     SuperstepCompleted,
 )
+from .fold import AgentReducer, AgentState
+from .log import EventLog
+from .policy import CheckpointPolicy
+from .runwriter import RunWriter
 
 __all__ = [
     "END",
@@ -116,52 +110,9 @@ class RunNotPausedError(GraphError):
     """A resume value was given to a run that is not paused."""
 
 
-class Interrupt(Exception):
-    """Raise (or return) it from a node to pause the run for a human."""
-
-    def __init__(self, reason: str = "", payload: Any = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.payload = payload
-
-
-class Context:
-    """What a node that takes a second argument receives: where it runs and what a human said."""
-
-    __slots__ = ("_answers", "_asked", "node", "run_id", "superstep")
-
-    def __init__(self, run_id: str, node: str, superstep: int, answers: list[Any]) -> None:
-        self.run_id = run_id
-        self.node = node
-        self.superstep = superstep
-        self._answers = answers
-        self._asked = 0
-
-    @property
-    def resumed(self) -> bool:
-        """True when a human answered an interrupt of this node in this superstep."""
-        return bool(self._answers)
-
-    @property
-    def resume_value(self) -> Any:
-        """The latest value a human resumed this node with in this superstep (None if none)."""
-        return self._answers[-1] if self._answers else None
-
-    def interrupt(self, reason: str = "", payload: Any = None) -> Any:
-        """Pause for a human, or return their answer once the run was resumed with one.
-
-        The n-th call in a node returns the n-th answer given to that node in this superstep,
-        so a node may ask several questions one after the other.
-        """
-        self._asked += 1
-        if self._asked <= len(self._answers):
-            return self._answers[self._asked - 1]
-        raise Interrupt(reason, payload)
-
-
 Node = Callable[..., Any]
 Router = Callable[[dict[str, Any]], "str | Sequence[str]"]
-Listener = Callable[[Event, int, "Checkpoint | None"], None]
+Listener = Callable[[Event, int, "Checkpoint[Any] | None"], None]
 
 
 class _Edge:
@@ -243,7 +194,7 @@ class Graph:
 
     def compile(
         self,
-        log: EventLog,
+        log: EventLog[Any],
         *,
         policy: CheckpointPolicy | None = None,
         listener: Listener | None = None,
@@ -262,21 +213,11 @@ def _copy(state: AgentState) -> AgentState:
     return copy.deepcopy(state)
 
 
-class _Superstep:
-    """What a drive needs to know about the superstep in progress (rebuilt from the log on resume)."""
-
-    __slots__ = ("answers", "base")
-
-    def __init__(self, base: dict[str, Any], answers: dict[str, list[Any]]) -> None:
-        self.base = base
-        self.answers = answers
-
-
 class CompiledGraph:
     """Runs a graph on a log: `run`, `resume`, `update_state`, `get_state`."""
 
     def __init__(
-        self, graph: Graph, log: EventLog, policy: CheckpointPolicy, listener: Listener | None, max_supersteps: int
+        self, graph: Graph, log: EventLog[Any], policy: CheckpointPolicy, listener: Listener | None, max_supersteps: int
     ) -> None:
         self.graph = graph
         self.log = log
@@ -284,7 +225,7 @@ class CompiledGraph:
         self.listener = listener
         self.max_supersteps = max_supersteps
         self.reducer = AgentReducer()
-        self._metadata: weakref.WeakKeyDictionary[Recorder, dict[str, Any]] = weakref.WeakKeyDictionary()
+        self._metadata: weakref.WeakKeyDictionary[RunWriter[AgentState], dict[str, Any]] = weakref.WeakKeyDictionary()
         """Metadata a `run` or `resume` call asked for, by the recorder of that call."""
 
     # -- public ------------------------------------------------------------------------
@@ -301,7 +242,7 @@ class CompiledGraph:
             raise RunExistsError(run_id)
         entry = sorted(set(self.graph._entry))
         self._append(rec, [RunStarted(input=dict(input or {}), next_nodes=entry, graph=self.graph.name)])
-        return self._drive(rec, _Superstep(copy.deepcopy(rec.state.values), {}))
+        return self._drive(rec, Superstep(copy.deepcopy(rec.state.values), {}))
 
     def resume(
         self,
@@ -347,7 +288,7 @@ class CompiledGraph:
             self._append(rec, [Resumed(value=value, nodes=list(state.paused_nodes))])
         elif value is not _MISSING:
             raise RunNotPausedError(f"run {run_id!r} is {state.status} at offset {rec.offset}, not paused; drop value=")
-        return self._drive(rec, self._superstep_from_log(run_id, rec))
+        return self._drive(rec, superstep_from_log(self.log, self.reducer, run_id, rec.state))
 
     def update_state(self, run_id: str, values: Mapping[str, Any], as_node: str | None = None) -> int:
         """Edit the run's values by hand (a StateUpdated event); return its offset.
@@ -369,18 +310,18 @@ class CompiledGraph:
 
     # -- driving -----------------------------------------------------------------------
 
-    def _recorder(self, run_id: str, metadata: Mapping[str, Any] | None = None) -> Recorder:
-        rec = self.log.recorder(run_id, reducer=self.reducer, policy=self.policy)
+    def _recorder(self, run_id: str, metadata: Mapping[str, Any] | None = None) -> RunWriter[AgentState]:
+        rec = self.log.writer(run_id, reducer=self.reducer, policy=self.policy)
         if metadata:
             self._metadata[rec] = dict(metadata)
         return rec
 
-    def _checkpoint_metadata(self, rec: Recorder, **ours: Any) -> dict[str, Any]:
+    def _checkpoint_metadata(self, rec: RunWriter[AgentState], **ours: Any) -> dict[str, Any]:
         return {**self._metadata.get(rec, {}), "graph": self.graph.name, **ours}
 
     def _check_compatible(self, run_id: str, state: AgentState, offset: int) -> None:
         """Refuse, before anything is written, a run that this graph cannot continue."""
-        started = self._graph_name(run_id)
+        started = graph_name(self.log, run_id)
         if started is not None and started != self.graph.name:
             raise IncompatibleGraphError(
                 f"run {run_id!r} was started by graph {started!r}, not {self.graph.name!r}; resume it with that graph"
@@ -393,14 +334,7 @@ class CompiledGraph:
                 f"{self.graph.name!r} does not have; resume it with the graph that started it"
             )
 
-    def _graph_name(self, run_id: str) -> str | None:
-        """The name of the graph that started the run (its RunStarted), or None when unknown (pruned)."""
-        if self.log.run_info(run_id).base > 0 or self.log.head(run_id) == 0:
-            return None
-        first = self.log.entry(run_id, 1).event
-        return first.graph if isinstance(first, RunStarted) else None
-
-    def _append(self, rec: Recorder, events: list[Event]) -> int:
+    def _append(self, rec: RunWriter[AgentState], events: list[Event]) -> int:
         before = self._latest_id(rec.run_id) if self.listener else None
         offsets = rec.append_many(events, checkpoint_metadata=self._checkpoint_metadata(rec))
         if self.listener is not None:
@@ -416,37 +350,7 @@ class CompiledGraph:
         cp = self.log.checkpoints.load_latest(run_id, reducer=self.reducer)
         return None if cp is None else cp.checkpoint_id
 
-    def _superstep_from_log(self, run_id: str, rec: Recorder) -> _Superstep:
-        """The values at the start of the superstep in progress plus hand edits, and the answers given."""
-        state: AgentState = rec.state
-        start = self._scan_start(run_id, state.superstep)
-        begin = start
-        answers: dict[str, list[Any]] = {}
-        edits: dict[str, Any] = {}
-        for entry in self.log.read(run_id, after=start):
-            e = entry.event
-            if isinstance(e, SuperstepCompleted | RunStarted):
-                begin, answers, edits = entry.offset, {}, {}
-            elif isinstance(e, StateUpdated):
-                edits.update(e.values)
-            elif isinstance(e, Resumed):
-                for node in e.nodes:
-                    answers.setdefault(node, []).append(e.value)
-            elif isinstance(e, StepCompleted):
-                answers.pop(e.node, None)
-        base = copy.deepcopy(self.log.state_at(run_id, begin, reducer=self.reducer).values)
-        base.update(copy.deepcopy(edits))
-        return _Superstep(base, answers)
-
-    def _scan_start(self, run_id: str, superstep: int) -> int:
-        """An offset at or before the last superstep boundary: a checkpoint of an earlier superstep."""
-        floor = self.log.run_info(run_id).base
-        for cp in self.log.checkpoints.list(run_id, newest_first=True, reducer=self.reducer):
-            if cp.summary.get("superstep") is not None and cp.summary["superstep"] < superstep and cp.offset >= floor:
-                return cp.offset
-        return floor
-
-    def _drive(self, rec: Recorder, step: _Superstep) -> AgentState:
+    def _drive(self, rec: RunWriter[AgentState], step: Superstep) -> AgentState:
         run_id = rec.run_id
         while True:
             state: AgentState = rec.state
@@ -471,9 +375,9 @@ class CompiledGraph:
                 self._append(rec, [SuperstepCompleted(superstep=superstep), RunCompleted()])
                 return _copy(rec.state)
             self._append(rec, [SuperstepCompleted(superstep=superstep, next_nodes=following)])
-            step = _Superstep(copy.deepcopy(rec.state.values), {})
+            step = Superstep(copy.deepcopy(rec.state.values), {})
 
-    def _run_node(self, rec: Recorder, node: str, superstep: int, step: _Superstep) -> bool:
+    def _run_node(self, rec: RunWriter[AgentState], node: str, superstep: int, step: Superstep) -> bool:
         """Run one node and append what happened; True when it paused the run."""
         fn, wants_context = self.graph._nodes[node]
         self._append(rec, [StepStarted(node=node, superstep=superstep)])
@@ -502,7 +406,9 @@ class CompiledGraph:
             self._fail(rec, node, superstep, exc, step_failed=True)
         return False
 
-    def _fail(self, rec: Recorder, node: str, superstep: int, exc: Exception, *, step_failed: bool) -> None:
+    def _fail(
+        self, rec: RunWriter[AgentState], node: str, superstep: int, exc: Exception, *, step_failed: bool
+    ) -> None:
         error = f"{type(exc).__name__}: {exc}"
         events: list[Event] = [RunFailed(error=error, node=node)]
         if step_failed:
@@ -510,7 +416,7 @@ class CompiledGraph:
         offset = self._append(rec, events)
         raise NodeFailedError(rec.run_id, node, superstep, offset, exc) from exc
 
-    def _route(self, rec: Recorder, nodes: Iterable[str], superstep: int) -> list[str]:
+    def _route(self, rec: RunWriter[AgentState], nodes: Iterable[str], superstep: int) -> list[str]:
         """The nodes of the next superstep, from the edges of every node of this one."""
         following: set[str] = set()
         for node in nodes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
 import msgspec
@@ -63,6 +64,16 @@ class RunInfo(msgspec.Struct, frozen=True):
 
 def _default_clock() -> int:
     return time.time_ns()
+
+
+def _wait_for_commit(store: Store, committed: threading.Condition, seconds: float) -> None:
+    """Wait until a commit of this process (or, on PostgreSQL, of any process) or `seconds` pass."""
+    wait_notify = getattr(store, "wait_notify", None)
+    if wait_notify is not None:
+        wait_notify(seconds)
+        return
+    with committed:
+        committed.wait(seconds)
 
 
 class EventLog(Generic[S]):
@@ -245,6 +256,11 @@ class EventLog(Generic[S]):
         check_int("after", after)
         return self._reader.feed(after, check_limit(limit))
 
+    def position(self) -> int:
+        """The last feed position given (0 for an empty log): `feed(after=log.position())` reads only
+        what is committed from now on."""
+        return self.store.read(self._runs.last_position)
+
     def follow(self, after: int = 0, *, timeout: float | None = None, poll: float = 0.5) -> Iterator[Entry]:
         """Entries with position > after as they are committed: the feed, then wait for more.
 
@@ -252,16 +268,7 @@ class EventLog(Generic[S]):
         `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
         seconds without a new entry (None: never), or when the log is closed."""
         check_int("after", after)
-        return self._reader.follow(after, timeout, poll, self._wait_for_commit)
-
-    def _wait_for_commit(self, seconds: float) -> None:
-        """Wait until a commit of this process (or, on PostgreSQL, of any process) or `seconds` pass."""
-        wait_notify = getattr(self.store, "wait_notify", None)
-        if wait_notify is not None:
-            wait_notify(seconds)
-            return
-        with self._committed:
-            self._committed.wait(seconds)
+        return self._reader.follow(after, timeout, poll, partial(_wait_for_commit, self.store, self._committed))
 
     # -- fold --------------------------------------------------------------------------------
 

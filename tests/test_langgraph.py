@@ -207,11 +207,21 @@ class Fan(TypedDict):
 def fan_graph(saver: Any, ran: list[str], broken: set[str]) -> Any:
     """start -> (ok, flaky, also_ok) in parallel -> join; `broken` names nodes that raise."""
 
+    finished: list[str] = []
+    others_done = threading.Event()
+
     def node(name: str) -> Callable[[Fan], dict[str, Any]]:
         def run(state: Fan) -> dict[str, Any]:
             ran.append(name)
             if name in broken:
+                # Fail only once the other branches have finished, so that LangGraph never cancels
+                # them first (their writes are what the test is about); then a moment for their commits.
+                others_done.wait(30)
+                time.sleep(0.2)
                 raise RuntimeError(f"{name} failed")
+            finished.append(name)
+            if {"ok", "also_ok"} <= set(finished):
+                others_done.set()
             return {"results": [name]}
 
         return run
@@ -442,7 +452,8 @@ def test_an_interrupted_rewrite_is_finished_on_open(tmp_path: Path) -> None:
     with EventLogSaver.from_path(path) as saver:
         chat_story(saver)
         expected = [snapshot(h) for h in chat_graph(saver).get_state_history({"configurable": {"thread_id": "story"}})]
-        saver._write("story|:rewrite", saver._rewrite("story", None))
+        rewriter = saver._ops().rewriter
+        rewriter.write("story|:rewrite", rewriter.rewrite("story", None))
         saver.log.checkpoints.save("story|:rewrite", metadata={"rewrite": "complete"}, reducer=saver.reducer)
         saver.log.delete_run("story")  # the crash came right after the old run was deleted
     with EventLogSaver.from_path(path) as saver:

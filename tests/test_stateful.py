@@ -64,7 +64,7 @@ class Run:
     fork_offset: int = 0
     forks: int = 0
     checkpoints: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)  # oldest first
-    event_ids: dict[str, int] = field(default_factory=dict)  # this run's own, not its parent's
+    event_ids: dict[str, int] = field(default_factory=dict)  # shared ones included: an id is unique in a run
 
     @property
     def head(self) -> int:
@@ -219,7 +219,8 @@ class LogMachine(RuleBasedStateMachine):
                 self.log.fork(run_id, at, new_run_id)
             return
         assert self.log.fork(run_id, at, new_run_id) == new_run_id
-        self.runs[new_run_id] = Run(events=list(run.events[:at]), parent=run_id, fork_offset=at)
+        shared = {i: off for i, off in run.event_ids.items() if off <= at}
+        self.runs[new_run_id] = Run(events=list(run.events[:at]), parent=run_id, fork_offset=at, event_ids=shared)
         run.forks += 1
 
     @precondition(lambda self: self.runs)
@@ -248,7 +249,7 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.prune(run_id, before=before) == base
         run.base = base
         run.checkpoints = [c for c in run.checkpoints if c[1] >= base]
-        run.event_ids = {i: off for i, off in run.event_ids.items() if off > base}
+        # event ids stay known after a prune: appending a pruned event's id again is still a no-op
         self.feed = [f for f in self.feed if not (f[0] == run_id and f[1] <= base)]
 
     @precondition(lambda self: self.runs)

@@ -53,12 +53,10 @@ from eventlog.wayflow import (
     Snapshot,
     WayflowCheckpointError,
     WayflowReducer,
-    _diff,
-    _patch,
-    _refer_texts,
-    _resolve_texts,
     start_conversation,
 )
+from eventlog.wayflow._diff import diff, patch
+from eventlog.wayflow._events import refer_texts, resolve_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -500,14 +498,12 @@ json_values = st.recursive(
 def test_a_change_turns_the_old_value_into_the_new(old: Any, new: Any) -> None:
     """Exact, types included (True and 1 are equal in Python, not in a conversation); key order aside."""
     encode = msgspec.msgpack.Encoder(order="deterministic").encode
-    delta = _diff(old, new)
-    assert encode(_patch(copy.deepcopy(old), delta)) == encode(new)
-    assert _diff(new, copy.deepcopy(new)) is None
+    delta = diff(old, new)
+    assert encode(patch(copy.deepcopy(old), delta)) == encode(new)
+    assert diff(new, copy.deepcopy(new)) is None
     texts = [t for t in _strings(new) if len(t) >= 64]
-    referred, used = _refer_texts(delta, texts)
-    assert msgspec.msgpack.encode(_resolve_texts(referred, texts) if used else referred) == msgspec.msgpack.encode(
-        delta
-    )
+    referred, used = refer_texts(delta, texts)
+    assert msgspec.msgpack.encode(resolve_texts(referred, texts) if used else referred) == msgspec.msgpack.encode(delta)
 
 
 def _strings(value: Any) -> list[str]:

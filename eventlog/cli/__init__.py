@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..diff import diff_states
 from ..errors import (
     CheckpointNotFoundError,
     ConflictError,
@@ -27,7 +28,7 @@ from ..errors import (
     UnknownKindError,
     UnknownRunError,
 )
-from ._commands import _HANDLERS, diff_states
+from ._commands import _HANDLERS
 from ._common import (
     _ENV_KINDS,
     EXIT_CONFLICT,

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from ..diff import builtins as _builtins
+from ..diff import diff_states
 from ..errors import (
     EventLogError,
 )
@@ -20,6 +22,7 @@ from ._common import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_USAGE,
     _cell,
     _console,
     _emit_json,
@@ -174,43 +177,6 @@ def _cmd_state(args: argparse.Namespace) -> int:
     console.print(_safe(f"run {args.run} at {where}"), style="bold")
     console.print_json(msgspec.json.encode(doc["state"]).decode())
     return EXIT_OK
-
-
-def _builtins(state: Any) -> Any:
-    """A state as plain data with every field, defaults included."""
-    if isinstance(state, msgspec.Struct):
-        return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
-    return msgspec.to_builtins(state)
-
-
-def diff_states(a: Any, b: Any) -> dict[str, Any]:
-    """What changed from state `a` to state `b`.
-
-    `values` (the graph state): keys `added`, `removed` and `changed` (from, to);
-    `messages`: those `messages_appended` after the common start, and `messages_removed`;
-    every other field that differs in `fields` (from, to).
-    """
-    da, db = _builtins(a), _builtins(b)
-    if not isinstance(da, dict) or not isinstance(db, dict):
-        da, db = {"state": da}, {"state": db}
-    va, vb = da.get("values", {}), db.get("values", {})
-    out: dict[str, Any] = {
-        "added": {k: vb[k] for k in vb if k not in va},
-        "removed": {k: va[k] for k in va if k not in vb},
-        "changed": {k: {"from": va[k], "to": vb[k]} for k in vb if k in va and va[k] != vb[k]},
-    }
-    ma, mb = da.get("messages", []), db.get("messages", [])
-    common = 0
-    while common < min(len(ma), len(mb)) and ma[common] == mb[common]:
-        common += 1
-    out["messages_appended"] = mb[common:]
-    out["messages_removed"] = ma[common:]
-    out["fields"] = {
-        k: {"from": da.get(k), "to": db.get(k)}
-        for k in sorted(set(da) | set(db))
-        if k not in ("values", "messages") and da.get(k) != db.get(k)
-    }
-    return out
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -405,6 +371,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return int(run_demo(args.path, console=Console(highlight=False)) or 0)
 
 
+def _cmd_ui(args: argparse.Namespace) -> int:
+    try:
+        from ..ui import RemoteBindError, default_port, serve
+    except ImportError as exc:
+        raise _Fail(f"the UI needs its extra: pip install 'eventlog[ui]' ({exc})", EXIT_ERROR) from None
+
+    def ready(url: str) -> None:
+        mode = "read-write" if args.allow_writes else "read-only"
+        sys.stderr.write(f"eventlog ui: the log, {mode}, at {url}\n  press Ctrl-C to stop\n")
+        sys.stderr.flush()
+
+    port = default_port if args.port is None else args.port
+    try:
+        serve(
+            _log_path(args),
+            host=args.host,
+            port=port,
+            allow_writes=args.allow_writes,
+            allow_remote=args.allow_remote,
+            token=args.token or os.environ.get("EVENTLOG_UI_TOKEN") or None,
+            open_browser=args.open,
+            ready=ready,
+        )
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how the server is stopped
+    except RemoteBindError as exc:
+        raise _Fail(str(exc), EXIT_USAGE) from None
+    except OSError as exc:
+        raise _Fail(f"cannot listen on {args.host}:{port}: {exc.strerror or exc} (try --port 0)", EXIT_ERROR) from None
+    return EXIT_OK
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "runs": _cmd_runs,
     "events": _cmd_events,
@@ -419,4 +417,5 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _cmd_import,
     "stats": _cmd_stats,
     "demo": _cmd_demo,
+    "ui": _cmd_ui,
 }

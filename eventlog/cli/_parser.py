@@ -125,6 +125,12 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
         "Run the demo: a small graph and a conversation recorded in a log, then a tour of\nresume, history, time travel and a fork. The log goes to a temporary directory unless\n--path is given.",
         "eventlog demo\neventlog demo --path demo.lmdb",
     ),
+    (
+        "ui",
+        "look at the log's runs in the browser",
+        "Serve a web page over the log: its runs and their forks; a run's timeline, read as a\nconversation or as supersteps where it is one; the state at any offset and what changed\nbetween two; new events as they are committed. Reads only, unless --allow-writes (then\na fork button appears). Listens on 127.0.0.1; any other --host needs --allow-remote,\nand every request then needs the token (--token, $EVENTLOG_UI_TOKEN, or a new one,\nprinted in the URL). Needs the ui extra: pip install 'eventlog[ui]'.",
+        "eventlog ui --log demo.lmdb --open\neventlog ui --log runs.lmdb --port 0\neventlog ui --log postgresql://me@db/app --allow-writes\neventlog ui --log runs.lmdb --host 0.0.0.0 --allow-remote",
+    ),
 ]
 
 
@@ -176,9 +182,16 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("file", metavar="FILE", help="an export file (JSON Lines)")
     elif name == "demo":
         p.add_argument("--path", metavar="DIR", help="keep the demo's log in DIR (default: a temporary directory)")
+    elif name == "ui":
+        p.add_argument("--host", default="127.0.0.1", metavar="HOST", help="address to listen on (default 127.0.0.1)")
+        p.add_argument("--port", type=int, metavar="N", help="port to listen on (default 8377; 0: any free port)")
+        p.add_argument("--open", action="store_true", help="open the page in the web browser")
+        p.add_argument("--allow-writes", action="store_true", help="open the log for writing and show a fork button")
+        p.add_argument("--allow-remote", action="store_true", help="allow a --host other machines reach")
+        p.add_argument("--token", metavar="TOKEN", help="the token requests need (default: $EVENTLOG_UI_TOKEN)")
     elif name != "runs" and name != "stats":
         raise AssertionError(name)
-    if name != "demo":
+    if name not in ("demo", "ui"):
         p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

@@ -185,6 +185,7 @@ class LMDBStore:
         self._check_path(create)
         self._env = self._open_env(map_size_bytes)
         self._lock_id: tuple[int, int] | None = None
+        self._lock_path = os.fspath(self.path / "lock.mdb")
         self._data_fd = -1
         try:
             self._guard()
@@ -246,7 +247,7 @@ class LMDBStore:
     def _guard(self) -> None:
         """Note which `lock.mdb` this process uses, and open `data.mdb` for the writers' flock."""
         try:
-            st = os.stat(self.path / "lock.mdb")
+            st = os.stat(self._lock_path)
         except FileNotFoundError:
             return  # opened without a lock file (read-only, in a directory we may not write)
         self._lock_id = (st.st_dev, st.st_ino)
@@ -259,7 +260,7 @@ class LMDBStore:
         if self._lock_id is None:
             return
         try:
-            st = os.stat(self.path / "lock.mdb")
+            st = os.stat(self._lock_path)
             same = (st.st_dev, st.st_ino) == self._lock_id
         except FileNotFoundError:
             same = False

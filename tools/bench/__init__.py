@@ -23,6 +23,7 @@ SUITES: dict[str, str] = {
     "scale": "tools.bench.scale",
     "chat": "tools.bench.chat",
     "wayflow": "tools.bench.wayflow",
+    "ui_open": "tools.bench.ui_open",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""
 

@@ -1,0 +1,47 @@
+"""What changed between two states of a run: the `eventlog diff` document, shared by the command
+line and the UI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["builtins", "diff_states"]
+
+
+def builtins(state: Any) -> Any:
+    """A state as plain data with every field, defaults included."""
+    if isinstance(state, msgspec.Struct):
+        return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
+    return msgspec.to_builtins(state)
+
+
+def diff_states(a: Any, b: Any) -> dict[str, Any]:
+    """What changed from state `a` to state `b`.
+
+    `values` (the graph state): keys `added`, `removed` and `changed` (from, to);
+    `messages`: those `messages_appended` after the common start, and `messages_removed`;
+    every other field that differs in `fields` (from, to).
+    """
+    da, db = builtins(a), builtins(b)
+    if not isinstance(da, dict) or not isinstance(db, dict):
+        da, db = {"state": da}, {"state": db}
+    va, vb = da.get("values", {}), db.get("values", {})
+    out: dict[str, Any] = {
+        "added": {k: vb[k] for k in vb if k not in va},
+        "removed": {k: va[k] for k in va if k not in vb},
+        "changed": {k: {"from": va[k], "to": vb[k]} for k in vb if k in va and va[k] != vb[k]},
+    }
+    ma, mb = da.get("messages", []), db.get("messages", [])
+    common = 0
+    while common < min(len(ma), len(mb)) and ma[common] == mb[common]:
+        common += 1
+    out["messages_appended"] = mb[common:]
+    out["messages_removed"] = ma[common:]
+    out["fields"] = {
+        k: {"from": da.get(k), "to": db.get(k)}
+        for k in sorted(set(da) | set(db))
+        if k not in ("values", "messages") and da.get(k) != db.get(k)
+    }
+    return out

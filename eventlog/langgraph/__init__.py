@@ -1,0 +1,69 @@
+"""LangGraph checkpointer over an eventlog log: `EventLogSaver`.
+
+    from langgraph.graph import StateGraph
+    from eventlog.langgraph import EventLogSaver
+
+    with EventLogSaver.from_path("threads.lmdb") as saver:
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [...]}, {"configurable": {"thread_id": "chat-1"}})
+
+Event-sourced, not a snapshot per checkpoint. A LangGraph thread, and each of its
+checkpoint namespaces (one per subgraph call), is a run of the log:
+
+- thread `T`, namespace `""` is run `T`; namespace `NS` is run `T|NS` (`NS` is LangGraph's
+  own, such as `child:1b6f...|grandchild:9c0e...`). A `\\` or `|` inside `T` is written
+  `\\\\` or `\\|`, so every (thread, namespace) pair has its own run and a thread id without
+  those characters is its own run id: `eventlog history T` shows thread `T`. A run id is
+  at most 1,024 UTF-8 bytes; a longer thread and namespace is refused by name.
+- `put` appends a `langgraph.checkpoint` event (`CheckpointSaved`) holding only the
+  channels in `new_versions`, and for a list channel whose new value starts with the
+  items of its value before (a message list under `add_messages`), only the items
+  appended. `put_writes` appends a `langgraph.writes` event (`WritesSaved`).
+- `ThreadReducer` folds a run into the thread's state at any offset: the current
+  checkpoint's channel values (as LangGraph's serializer wrote them, never decoded by the
+  fold), versions and pending writes. Each checkpoint is an eventlog checkpoint of the run
+  at its event's offset, whose metadata holds LangGraph's checkpoint id and metadata; the
+  log materializes snapshots among them so that any checkpoint is restored by loading one
+  snapshot and folding a bounded number of events after it.
+
+Values go through `self.serde` (`dumps_typed`/`loads_typed`): `EncryptedSerializer` and
+strict msgpack keep working, and nothing is pickled. List values are compared item by
+item by identity with the value the saver last stored or returned: a node that changes an
+item of a list in place, rather than returning a new item, has that change stored only
+once the item is replaced.
+
+The package: `_events` (the event kinds and the fold), `_threads` (run ids and the saver's
+run cache), `_values` (the serializer), `_read` and `_write` (the sync core), `_rewrite` and
+`_admin` (delete, copy and prune), `_workers` (the worker threads and the async twins),
+`_saver` (`EventLogSaver`) and `_view` (the command line's view).
+"""
+
+from __future__ import annotations
+
+from ._events import (
+    Blob,
+    CheckpointSaved,
+    LangGraphThreadError,
+    ThreadReducer,
+    ThreadState,
+    Write,
+    WritesSaved,
+    WriteValue,
+)
+from ._saver import EventLogSaver
+from ._threads import run_id_of, thread_of
+from ._view import VIEW as VIEW
+
+__all__ = [
+    "Blob",
+    "CheckpointSaved",
+    "EventLogSaver",
+    "LangGraphThreadError",
+    "ThreadReducer",
+    "ThreadState",
+    "Write",
+    "WriteValue",
+    "WritesSaved",
+    "run_id_of",
+    "thread_of",
+]

@@ -1,0 +1,133 @@
+"""The saver's reads: `get_tuple` and `list`, each checkpoint rebuilt from the thread's run."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
+
+from ..log import EventLog
+from ._events import Blob, ThreadReducer, ThreadState
+from ._rewrite import Rewriter
+from ._threads import Mark, Run, mark_of, thread_of
+from ._values import Values
+
+__all__ = ["FOLD_GAP_EVENTS", "Reader"]
+
+FOLD_GAP_EVENTS = 4096
+"""`list` folds forward from one checkpoint to the next when they are at most this many events
+apart, and restores the next one from its nearest snapshot otherwise."""
+
+
+class Reader:
+    """`get_tuple` and `list` over the runs of a log's threads."""
+
+    def __init__(self, rewriter: Rewriter, values: Values) -> None:
+        self.rewriter = rewriter
+        self.threads = rewriter.threads
+        self.values = values
+        self.log: EventLog[Any] = rewriter.log
+        self.reducer: ThreadReducer = rewriter.reducer
+
+    def current_metadata(self, run: Run, state: ThreadState) -> Blob:
+        """The LangGraph metadata of the run's current checkpoint (read once, then kept)."""
+        if run.current is None:
+            latest = self.log.checkpoints.load_latest(run.run_id, reducer=self.reducer)
+            mark = None if latest is None else mark_of(latest.offset, latest.metadata)
+            if mark is None or mark.checkpoint_id != state.checkpoint_id:
+                found = self.threads.find(run, state.checkpoint_id or "")
+                mark = None if found is None else found[0]
+            run.current = mark.metadata if mark is not None else self.values.blob({})
+        return run.current
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """What `EventLogSaver.get_tuple` returns."""
+        conf = config["configurable"]
+        run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        checkpoint_id = get_checkpoint_id(config)
+        with run.lock:
+            rec = self.threads.writer(run, check=True)
+            state: ThreadState = rec.state
+            if state.checkpoint_id is None:
+                return None
+            if checkpoint_id is None or checkpoint_id == state.checkpoint_id:
+                return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None, head=True)
+            found = self.threads.find(run, checkpoint_id)
+            if found is None:
+                return None
+            mark, end = found
+            old = self.log.state_at(run.run_id, end, reducer=self.reducer)
+            return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
+
+    def list_tuples(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointTuple]:
+        """What `EventLogSaver.list` yields, as a list."""
+        if config is None:
+            runs = [self.rewriter.open(*thread_of(r)) for r in self.threads.all_runs()]
+        else:
+            conf = config["configurable"]
+            thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns")
+            if ns is None:
+                runs = [self.rewriter.open(thread_id, thread_of(r)[1]) for r in self.threads.thread_runs(thread_id)]
+            else:
+                runs = [self.rewriter.open(thread_id, ns)]
+        wanted = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        chosen: list[tuple[str, Run, Mark]] = []
+        for run in runs:
+            with run.lock:
+                self.threads.writer(run, check=True)
+                marks = list(self.threads.marks(run))
+                latest = {m.checkpoint_id: m for m in marks}  # a checkpoint saved twice counts once
+            for mark in marks:
+                cid = mark.checkpoint_id
+                if latest[cid] is not mark or (wanted and cid != wanted) or (before_id and cid >= before_id):
+                    continue
+                if filter:
+                    md = self.values.load(mark.metadata)
+                    if not all(md.get(k) == v for k, v in filter.items()):
+                        continue
+                chosen.append((cid, run, mark))
+        chosen.sort(key=operator.itemgetter(0), reverse=True)
+        if limit is not None:
+            chosen = chosen[: max(limit, 0)]
+        tuples: dict[int, CheckpointTuple] = {}
+        for run in {id(r): r for _, r, _ in chosen}.values():
+            tuples.update(self.tuples(run, [m for _, r, m in chosen if r is run]))
+        return [tuples[id(mark)] for _, _, mark in chosen if id(mark) in tuples]  # not one deleted meanwhile
+
+    def tuples(self, run: Run, marks: list[Mark]) -> dict[int, CheckpointTuple]:
+        """Tuples of some checkpoints of one run, folded forward from one to the next where close."""
+        out: dict[int, CheckpointTuple] = {}
+        cache: dict[int, tuple[Blob, Any]] = {}
+        with run.lock:
+            rec = self.threads.writer(run)
+            head_state: ThreadState = rec.state
+            state: ThreadState | None = None
+            at = -1
+            for mark in sorted(marks, key=lambda m: m.offset):
+                found = self.threads.find(run, mark.checkpoint_id)
+                if found is None:
+                    continue
+                end = found[1]
+                if end == rec.offset:
+                    current = head_state
+                else:
+                    if state is None or not at <= end <= at + FOLD_GAP_EVENTS:
+                        state, at = self.log.state_at(run.run_id, end, reducer=self.reducer), end
+                    for entry in self.log.read(run.run_id, after=at, upto=end):
+                        state = self.reducer.apply(state, entry.event)
+                    at = end
+                    current = state
+                out[id(mark)] = self.values.checkpoint_tuple(
+                    run, current, mark.metadata, head_state.late.get(mark.checkpoint_id), cache=cache
+                )
+        return out

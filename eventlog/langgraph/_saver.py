@@ -1,0 +1,203 @@
+"""`EventLogSaver`: LangGraph's checkpointer interface, each method a thin call into the part of
+the package that does the work (`_read`, `_write`, `_admin`), run in the saver's worker threads."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .. import open as open_log
+from ..log import EventLog
+from ._admin import Admin
+from ._events import ThreadReducer
+from ._read import Reader
+from ._rewrite import Rewriter
+from ._threads import Threads
+from ._values import Values
+from ._workers import Workers, async_iter_twin, async_twin
+from ._write import Writer
+
+__all__ = ["EventLogSaver"]
+
+
+class _Ops:
+    """The saver's operations, bound to one serializer."""
+
+    def __init__(self, threads: Threads, serde: SerializerProtocol) -> None:
+        self.serde = serde
+        values = Values(serde)
+        self.rewriter = Rewriter(threads, values)
+        self.read = Reader(self.rewriter, values)
+        self.write = Writer(self.rewriter, values)
+        self.admin = Admin(self.rewriter, values)
+
+
+class EventLogSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer that stores threads as runs of an eventlog log.
+
+    `log` is any open log (LMDB, `:memory:`, PostgreSQL); the saver does not close it
+    (`from_path` does). The sync methods and their async twins (`aget_tuple`, `alist`,
+    `aput`, ...) serve `graph.invoke` and `await graph.ainvoke` alike; the async ones run
+    the sync core in a worker thread, so an fsync never blocks the event loop. Safe to
+    share between threads: the log is used from `workers` threads of the saver's own (a
+    PostgreSQL log then holds that many connections). `cache_size` bounds how many runs keep
+    their folded state in memory.
+    """
+
+    def __init__(
+        self,
+        log: EventLog[Any],
+        *,
+        serde: SerializerProtocol | None = None,
+        cache_size: int = 128,
+        workers: int = 4,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._workers = Workers(workers)
+        self.log = log
+        self.reducer = ThreadReducer()
+        self._threads = Threads(log, self.reducer, cache_size)
+        self._bound = _Ops(self._threads, self.serde)
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_path(cls, path: str | os.PathLike[str], **open_options: Any) -> Iterator[EventLogSaver]:
+        """Open the log at `path` (see `eventlog.open` for the options), yield a saver over it, close it."""
+        serde = open_options.pop("serde", None)
+        with open_log(path, **open_options) as log:
+            saver = cls(log, serde=serde)
+            try:
+                yield saver
+            finally:
+                saver.close()
+
+    @property
+    def cache_size(self) -> int:
+        """How many runs keep their folded state in memory."""
+        return self._threads.cache_size
+
+    @cache_size.setter
+    def cache_size(self, value: int) -> None:
+        self._threads.cache_size = value
+
+    def _ops(self) -> _Ops:
+        """The operations bound to the saver's `serde` (a clone made by `with_allowlist` has its own)."""
+        if self._bound.serde is not self.serde:
+            self._bound = _Ops(self._threads, self.serde)
+        return self._bound
+
+    def close(self) -> None:
+        """Stop the saver's worker threads (the log stays open: close it yourself)."""
+        self._workers.close()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint the config names, or the thread's latest; None if there is none."""
+        return self._workers.call(self._ops().read.get_tuple, config)
+
+    aget_tuple = async_twin(get_tuple)
+    """Async `get_tuple`."""
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id), across namespaces when the config names
+        none and across threads without a config; `filter` keeps those whose metadata has each
+        key equal, `before` those older than its checkpoint id, `limit` the first so many."""
+        yield from self._workers.call(self._ops().read.list_tuples, config, filter=filter, before=before, limit=limit)
+
+    alist = async_iter_twin(list)
+    """Async `list`."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Append the checkpoint as a change of its parent: only the channels in `new_versions`,
+        and for a list that grew, only the items appended."""
+        return self._workers.call(self._ops().write.put, config, checkpoint, metadata, new_versions)
+
+    aput = async_twin(put)
+    """Async `put`."""
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Append writes pending on the config's checkpoint; a write saved before under the same
+        task and index is not saved again (LangGraph's special channels are replaced)."""
+        self._workers.call(self._ops().write.put_writes, config, writes, task_id, task_path)
+
+    aput_writes = async_twin(put_writes)
+    """Async `put_writes`."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of the thread, in every namespace."""
+        self._workers.call(self._ops().admin.delete_thread, thread_id)
+
+    adelete_thread = async_twin(delete_thread)
+    """Async `delete_thread`."""
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete every checkpoint whose metadata `run_id` is one of `run_ids`, with its writes.
+
+        A run of the log that holds such checkpoints is written anew without them (staged in a
+        run of its own first, so that a crash leaves the old or the new one whole); a checkpoint
+        whose parent is deleted is then stored whole.
+        """
+        self._workers.call(self._ops().admin.delete_for_runs, run_ids)
+
+    adelete_for_runs = async_twin(delete_for_runs)
+    """Async `delete_for_runs`."""
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread, in every namespace, to a new thread.
+
+        The copy stands alone: deleting the source afterwards leaves it whole. A target thread
+        that holds checkpoints already is refused with LangGraphThreadError.
+        """
+        self._workers.call(self._ops().admin.copy_thread, source_thread_id, target_thread_id)
+
+    acopy_thread = async_twin(copy_thread)
+    """Async `copy_thread`."""
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest`: keep each namespace's latest checkpoint and its pending writes, drop the
+        rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads."""
+        self._workers.call(self._ops().admin.prune, thread_ids, strategy=strategy)
+
+    aprune = async_twin(prune)
+    """Async `prune`."""
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of `DeltaChannel`s along the checkpoint's parents (LangGraph's walk)."""
+        walk = super().get_delta_channel_history
+        return self._workers.call(lambda: walk(config=config, channels=channels))
+
+    aget_delta_channel_history = async_twin(get_delta_channel_history)
+    """Async `get_delta_channel_history`."""

@@ -1,0 +1,184 @@
+"""Threads as runs: the run id of a (thread, namespace), the saver's cache of the runs it uses,
+and the marks that tie a LangGraph checkpoint to the eventlog checkpoint at its event.
+
+A `Run` is what the saver keeps in memory of one run (its writer, the marks of its
+checkpoints, the decoded lists of its current checkpoint); `Threads` keeps the most recently
+used `cache_size` of them and finds the runs of a thread or of the whole log.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from ..errors import InvalidRunIdError, UnknownRunError
+from ..log import EventLog
+from ..runwriter import RunWriter
+from ._events import POLICY, Blob, LangGraphThreadError, ThreadReducer, ThreadState
+
+__all__ = ["REWRITE", "Mark", "Run", "Threads", "checkpoint_metadata", "mark_of", "run_id_of", "thread_of"]
+
+REWRITE = "|:rewrite"
+"""Suffix of the run a rewrite stages its result in (no LangGraph namespace starts with `:`)."""
+
+
+def run_id_of(thread_id: str, checkpoint_ns: str = "") -> str:
+    """The run that holds a thread's namespace: `T` for the root, `T|NS` for namespace `NS`."""
+    escaped = thread_id.replace("\\", "\\\\").replace("|", "\\|")
+    run_id = f"{escaped}|{checkpoint_ns}" if checkpoint_ns else escaped
+    size = len(run_id.encode("utf-8", "surrogatepass"))
+    if not thread_id or size > 1024:
+        raise InvalidRunIdError(
+            f"thread {thread_id!r} namespace {checkpoint_ns!r} makes a run id of {size} UTF-8 bytes; "
+            "eventlog takes 1 to 1,024: use a shorter thread id"
+        )
+    return run_id
+
+
+def thread_of(run_id: str) -> tuple[str, str]:
+    """(thread id, checkpoint namespace) of a run id made by `run_id_of`."""
+    out: list[str] = []
+    i = 0
+    while i < len(run_id):
+        c = run_id[i]
+        if c == "\\" and i + 1 < len(run_id):
+            out.append(run_id[i + 1])
+            i += 2
+            continue
+        if c == "|":
+            return "".join(out), run_id[i + 1 :]
+        out.append(c)
+        i += 1
+    return "".join(out), ""
+
+
+class Mark(msgspec.Struct, array_like=True, gc=False):
+    """A LangGraph checkpoint of a run: its eventlog checkpoint's offset and metadata."""
+
+    offset: int
+    checkpoint_id: str
+    metadata: Blob
+
+
+def checkpoint_metadata(checkpoint_id: str, metadata: Blob) -> dict[str, Any]:
+    """The eventlog checkpoint metadata that holds a LangGraph checkpoint's id and metadata."""
+    return {"id": checkpoint_id, "md": [metadata.type, metadata.data]}
+
+
+def mark_of(offset: int, metadata: Mapping[str, Any]) -> Mark | None:
+    """The mark of an eventlog checkpoint saved with `checkpoint_metadata`, or None for another one."""
+    cid, md = metadata.get("id"), metadata.get("md")
+    if not isinstance(cid, str) or not isinstance(md, list) or len(md) != 2:
+        return None
+    return Mark(offset, cid, Blob(str(md[0]), bytes(md[1])))
+
+
+class Run:
+    """What the saver keeps in memory of one run; every use holds `lock`."""
+
+    def __init__(self, run_id: str, thread_id: str, ns: str) -> None:
+        self.run_id, self.thread_id, self.ns = run_id, thread_id, ns
+        self.lock = threading.RLock()
+        self.rec: RunWriter[ThreadState] | None = None
+        """The run's writer, made when first used."""
+        self.lists: dict[str, list[Any]] = {}
+        """Decoded list values of the current checkpoint (private copies), for the item comparison."""
+        self.marks: list[Mark] | None = None
+        self.position: dict[str, int] = {}
+        self.current: Blob | None = None
+        """Metadata of the current checkpoint, when known."""
+
+    def forget(self) -> None:
+        self.rec, self.lists, self.marks, self.position, self.current = None, {}, None, {}, None
+
+
+class Threads:
+    """The runs of a log that hold LangGraph threads, and the saver's cache of those it uses."""
+
+    def __init__(self, log: EventLog[Any], reducer: ThreadReducer, cache_size: int) -> None:
+        self.log = log
+        self.reducer = reducer
+        self.cache_size = cache_size
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, thread_id: str, ns: str) -> tuple[Run, bool]:
+        """The cached run of a thread's namespace, and True when it was not cached."""
+        run_id = run_id_of(thread_id, ns)
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None:
+                self._runs.move_to_end(run_id)
+                return run, False
+            run = self._runs[run_id] = Run(run_id, thread_id, ns)
+            while len(self._runs) > self.cache_size:
+                self._runs.popitem(last=False)
+        return run, True
+
+    def drop(self, run_id: str) -> None:
+        """Forget what the cache holds of a run."""
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+        if run is not None:
+            with run.lock:
+                run.forget()
+
+    def writer(self, run: Run, *, check: bool = False) -> RunWriter[ThreadState]:
+        """The run's writer; with `check`, first made again if another writer moved the head."""
+        if run.rec is not None and check and self.log.head(run.run_id) != run.rec.offset:
+            run.forget()
+        if run.rec is None:
+            rec = self.log.writer(run.run_id, reducer=self.reducer, policy=POLICY)
+            if rec.offset:
+                info = self.log.run_info(run.run_id)
+                for entry in self.log.read(run.run_id, info.base, min(info.head, info.base + 1)):
+                    kind = type(entry.event).__struct_config__.tag
+                    if not str(kind).startswith("langgraph."):
+                        raise LangGraphThreadError(
+                            f"run {run.run_id!r} holds {kind!r} events, not a LangGraph thread; "
+                            "use another thread id or another log"
+                        )
+            run.rec = rec
+        return run.rec
+
+    def marks(self, run: Run) -> list[Mark]:
+        """The run's checkpoints, oldest first (read once, then kept up to date)."""
+        if run.marks is None:
+            try:
+                cps = self.log.checkpoints.list(run.run_id, reducer=self.reducer)
+            except UnknownRunError:
+                cps = []
+            marks = [m for cp in cps if cp.reducer == self.reducer.name and (m := mark_of(cp.offset, cp.metadata))]
+            run.marks = marks
+            run.position = {m.checkpoint_id: i for i, m in enumerate(marks)}
+        return run.marks
+
+    def find(self, run: Run, checkpoint_id: str) -> tuple[Mark, int] | None:
+        """A checkpoint's mark and the last offset before the run's next checkpoint."""
+        marks = self.marks(run)
+        i = run.position.get(checkpoint_id)
+        if i is None:
+            return None
+        assert run.rec is not None, "find() follows writer()"
+        end = marks[i + 1].offset - 1 if i + 1 < len(marks) else run.rec.offset
+        return marks[i], end
+
+    def thread_runs(self, thread_id: str) -> list[str]:
+        """The runs of a thread: its root and one per namespace (not a rewrite in progress)."""
+        root = run_id_of(thread_id)
+        return [r for r in self.log.runs() if (r == root or r.startswith(root + "|")) and not r.endswith(REWRITE)]
+
+    def all_runs(self) -> list[str]:
+        """Every run of the log whose latest checkpoint is a LangGraph checkpoint."""
+        out = []
+        for run_id in self.log.runs():
+            if run_id.endswith(REWRITE):
+                continue
+            latest = self.log.checkpoints.list(run_id, limit=1, newest_first=True)
+            if latest and latest[0].reducer == self.reducer.name:
+                out.append(run_id)
+        return out

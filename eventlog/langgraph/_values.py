@@ -1,0 +1,99 @@
+"""LangGraph's values as the saver stores them, and back: `Blob`s made and read with the saver's
+serializer (`serde.dumps_typed` / `loads_typed`), and the `CheckpointTuple` of a folded state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ._events import Blob, ThreadState, Write
+from ._threads import Run
+
+__all__ = ["Values"]
+
+
+class Values:
+    """Values through one serializer (the saver's `serde`; nothing is pickled)."""
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+
+    def blob(self, value: Any) -> Blob:
+        """`value` as the serializer writes it."""
+        kind, data = self.serde.dumps_typed(value)
+        return Blob(kind, bytes(data))
+
+    def load(self, blob: Blob) -> Any:
+        """The value a blob holds."""
+        return self.serde.loads_typed((blob.type, blob.data))
+
+    def value(self, chunks: list[Blob], cache: dict[int, tuple[Blob, Any]] | None = None) -> Any:
+        """A channel value from its stored blobs (a list's pieces are concatenated)."""
+
+        def load(blob: Blob) -> Any:
+            if cache is None:
+                return self.load(blob)
+            hit = cache.get(id(blob))
+            if hit is None:
+                hit = cache[id(blob)] = (blob, self.load(blob))
+            return hit[1]
+
+        first = load(chunks[0])
+        if len(chunks) == 1:
+            return list(first) if isinstance(first, list) and cache is not None else first
+        out = list(first)
+        for blob in chunks[1:]:
+            out.extend(load(blob))
+        return out
+
+    def checkpoint_tuple(
+        self,
+        run: Run,
+        state: ThreadState,
+        metadata: Blob,
+        late: list[Write] | None,
+        *,
+        head: bool = False,
+        cache: dict[int, tuple[Blob, Any]] | None = None,
+    ) -> CheckpointTuple:
+        """The tuple LangGraph reads of a checkpoint: `state` folded up to it, its metadata and the
+        writes pending on it. With `head` (the run's current checkpoint), list values come from
+        the run's decoded copies; `cache` shares decoded blobs between tuples of one listing."""
+        values: dict[str, Any] = {}
+        for ch, chunks in state.values.items():
+            if not head:
+                values[ch] = self.value(chunks, cache)
+                continue
+            cached = run.lists.get(ch)  # the current checkpoint's lists are kept decoded
+            if cached is None:
+                value = self.value(chunks)
+                if not isinstance(value, list):
+                    values[ch] = value
+                    continue
+                cached = run.lists[ch] = value
+            values[ch] = list(cached)
+        checkpoint: dict[str, Any] = {
+            "v": state.v,
+            "id": state.checkpoint_id,
+            "ts": state.ts,
+            "channel_values": values,
+            "channel_versions": dict(state.versions),
+            "versions_seen": {node: dict(seen) for node, seen in state.seen.items()},
+            "updated_channels": None if state.updated is None else list(state.updated),
+        }
+        if state.extra is not None:
+            checkpoint.update(self.load(state.extra))
+        writes = sorted([*state.writes, *(late or ())], key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        conf = {"thread_id": run.thread_id, "checkpoint_ns": run.ns}
+        return CheckpointTuple(
+            config={"configurable": {**conf, "checkpoint_id": state.checkpoint_id}},
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata=self.load(metadata),
+            parent_config=(
+                {"configurable": {**conf, "checkpoint_id": state.parent_id}} if state.parent_id is not None else None
+            ),
+            pending_writes=[(w.task_id, w.channel, self.load(w.value)) for w in writes],
+        )

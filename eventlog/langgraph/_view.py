@@ -1,0 +1,125 @@
+"""How `eventlog history` and `eventlog state` show a LangGraph thread (see eventlog.views)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ..log import EventLog
+from ._events import Blob, ThreadReducer, ThreadState
+from ._threads import mark_of, thread_of
+
+__all__ = ["VIEW"]
+
+
+def _plain(value: Any) -> Any:
+    def hook(obj: Any) -> Any:
+        dump = getattr(obj, "model_dump", None)
+        if callable(dump):
+            return dump()
+        if hasattr(obj, "__dict__"):
+            return {"type": type(obj).__name__, **vars(obj)}
+        return repr(obj)
+
+    try:
+        return msgspec.to_builtins(value, enc_hook=hook, str_keys=True)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return repr(value)
+
+
+def _next_nodes(state: ThreadState) -> list[str]:
+    """Nodes the checkpoint's trigger channels say run next (`branch:to:X`, `__start__`)."""
+    out: list[str] = []
+    for ch, version in state.versions.items():
+        if ch.startswith("branch:to:"):
+            node = ch[len("branch:to:") :]
+        elif ch == "__start__":
+            node = ch
+        else:
+            continue
+        seen = state.seen.get(node, {}).get(ch)
+        try:
+            newer = seen is None or version > seen  # type: ignore[operator]
+        except TypeError:
+            newer = str(version) > str(seen)
+        if newer and ch in state.values:
+            out.append(node)
+    return sorted(out)
+
+
+class _View:
+    """How `eventlog history` and `eventlog state` show a LangGraph thread."""
+
+    name = "langgraph"
+    kind_prefix = "langgraph."
+
+    def __init__(self) -> None:
+        self.serde: SerializerProtocol = JsonPlusSerializer()
+        self.fold = ThreadReducer()
+        """The reducer a thread's runs fold with."""
+
+    def _load(self, blob: Blob) -> Any:
+        try:
+            return self.serde.loads_typed((blob.type, blob.data))
+        except Exception:  # noqa: BLE001 - an encrypted or foreign value is shown, not decoded
+            return f"<{blob.type}, {len(blob.data)} bytes>"
+
+    def history(self, log: EventLog[Any], run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:
+        marks = [(cp, m) for cp in log.checkpoints.list(run_id) if (m := mark_of(cp.offset, cp.metadata))]
+        if limit is not None:
+            marks = marks[-limit:] if limit > 0 else []
+        rows: list[dict[str, Any]] = []
+        if not marks:
+            return self.columns, rows
+        offsets = [cp.offset for cp, _ in marks]
+        head = log.head(run_id)
+        for i, (cp, mark) in enumerate(marks):
+            end = offsets[i + 1] - 1 if i + 1 < len(offsets) else head
+            next_nodes = _next_nodes(log.state_at(run_id, cp.offset, reducer=self.fold))
+            state: ThreadState = log.state_at(run_id, end, reducer=self.fold)
+            md = self._load(mark.metadata)
+            md = md if isinstance(md, dict) else {}
+            rows.append(
+                {
+                    "checkpoint": mark.checkpoint_id,
+                    "offset": cp.offset,
+                    "step": md.get("step"),
+                    "source": md.get("source"),
+                    "next": ", ".join(next_nodes),
+                    "writes": len(state.writes),
+                    "parent": state.parent_id,
+                    "created (UTC)": cp.created_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                }
+            )
+        return self.columns, rows
+
+    columns = ("checkpoint", "offset", "step", "source", "next", "writes", "parent", "created (UTC)")
+
+    def state(self, log: EventLog[Any], run_id: str, offset: int) -> Any:
+        state: ThreadState = log.state_at(run_id, offset, reducer=self.fold)
+        thread_id, ns = thread_of(run_id)
+        values: dict[str, Any] = {}
+        for ch, chunks in sorted(state.values.items()):
+            loaded = [self._load(b) for b in chunks]
+            value = loaded[0] if len(loaded) == 1 else [x for part in loaded for x in part]
+            values[ch] = _plain(value)
+        return {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": state.checkpoint_id,
+            "parent_id": state.parent_id,
+            "values": values,
+            "next": _next_nodes(state),
+            "channel_versions": _plain(state.versions),
+            "pending_writes": [
+                {"task_id": w.task_id, "channel": w.channel, "value": _plain(self._load(w.value))} for w in state.writes
+            ],
+        }
+
+
+VIEW = _View()
+"""The run view registered under the `eventlog.views` entry point group."""

@@ -1,0 +1,387 @@
+"""The ASGI application: pages, fragments the page's script fetches, and a stream of changes."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import secrets
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import anyio.to_thread
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from eventlog import (
+    EventLog,
+    EventLogError,
+    InvalidArgumentError,
+    InvalidRunIdError,
+    OffsetOutOfRangeError,
+    PrunedError,
+    RunExistsError,
+    UnknownRunError,
+    __version__,
+)
+from eventlog.views import load_views
+
+from . import model, readings
+from .live import feed_end, follow
+from .render import environment
+
+__all__ = ["UI", "create_app", "is_loopback"]
+
+_COOKIE = "eventlog_ui_token"
+_WRITE_HEADER = "x-eventlog-write"
+_FRAGMENT_HEADER = "x-eventlog-fragment"
+_CSP = (
+    b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_HEADERS = [
+    (b"content-security-policy", _CSP),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """True for a host name or address that only this machine reaches."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class UI:
+    """The UI's ASGI application. It refuses the requests it must not answer, and sets the
+    security headers of every response.
+
+    On a loopback address, a request must name a loopback host (so a web page cannot reach the
+    UI through a rebound DNS name). With a token, a request must carry it: `?token=` once (it
+    becomes a cookie), the cookie, or `Authorization: Bearer`.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None, loopback: bool) -> None:
+        self.app = app
+        self.token = token
+        self.loopback = loopback
+        self.stopping = False
+
+    def stop_streams(self) -> None:
+        """End the live streams within a poll, so that the server can stop without waiting for them."""
+        self.stopping = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.loopback and not self._host_ok(headers.get("host", "")):
+            await _plain(send, 403, "this address serves only requests to localhost")
+            return
+        if self.token is not None:
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            given = query.pop("token", None)
+            if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+                target = scope["path"] + ("?" + urlencode(query) if query else "")
+                cookie = f"{_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                await _redirect(send, target, cookie)
+                return
+            if not self._token_ok(headers):
+                await _plain(send, 401, "this eventlog ui needs its token: open the URL it printed, with ?token=")
+                return
+
+        async def secure(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, secure)
+
+    def _host_ok(self, host: str) -> bool:
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return name in _LOOPBACK_NAMES
+
+    def _token_ok(self, headers: dict[str, str]) -> bool:
+        assert self.token is not None
+        token = self.token.encode()
+        cookies = dict(part.strip().split("=", 1) for part in headers.get("cookie", "").split(";") if "=" in part)
+        if hmac.compare_digest(cookies.get(_COOKIE, "").encode(), token):
+            return True
+        auth = headers.get("authorization", "")
+        return auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), token)
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + _HEADERS})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _redirect(send: Send, target: str, cookie: str) -> None:
+    headers = [
+        (b"location", target.encode("latin-1")),
+        (b"set-cookie", cookie.encode("latin-1")),
+        (b"content-length", b"0"),
+    ]
+    await send({"type": "http.response.start", "status": 303, "headers": headers + _HEADERS})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _url(path: str, **params: Any) -> str:
+    query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+    return path + ("?" + query if query else "")
+
+
+def _int(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw in ("", "head"):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a whole number, not {raw!r}") from None
+
+
+def _run_id(request: Request) -> str:
+    run_id = request.query_params.get("id")
+    if not run_id:
+        raise HTTPException(400, "no run given: ?id=RUN")
+    return run_id
+
+
+class _ForkForm(msgspec.Struct):
+    run: str
+    at: int
+    new: str
+
+
+def _json_response(doc: Any) -> Response:
+    return Response(msgspec.json.encode(doc), media_type="application/json")
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: ".encode() + msgspec.json.encode(data) + b"\n\n"
+
+
+def create_app(
+    log: EventLog[Any],
+    *,
+    name: str = "",
+    allow_writes: bool = False,
+    token: str | None = None,
+    loopback: bool = True,
+) -> UI:
+    """The UI over an open `log` (the caller closes it).
+
+    `name` is shown as the log's name. Without `allow_writes` nothing is ever written: the
+    fork button and the route behind it do not exist. `token`, when given, is required of
+    every request. `loopback` (a UI bound to this machine only) refuses requests for other
+    host names. Call `stop_streams()` on the application before its server stops.
+    """
+    load_views()  # the installed integrations register their event kinds as they load
+    templates = environment()
+    write_key = secrets.token_urlsafe(24) if allow_writes else ""
+    common: dict[str, Any] = {
+        "log_name": name,
+        "version": __version__,
+        "write_key": write_key,
+        "allow_writes": allow_writes,
+        "url": _url,
+    }
+
+    def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(templates.get_template(template).render(**common, **context), status_code=status)
+
+    def runs_page(request: Request) -> HTMLResponse:
+        query = request.query_params.get("q", "").strip()
+        number = max(_int(request, "page", 0) or 0, 0)
+        position = feed_end(log)
+        rows, total = model.run_summaries(log, query, number)
+        pages = max(1, -(-total // model.runs_page_max))
+        context: dict[str, Any] = {
+            "rows": rows,
+            "total": total,
+            "query": query,
+            "page": number,
+            "pages": pages,
+            "position": position,
+        }
+        if request.query_params.get("fragment"):
+            return page("_runs_rows.html", **context)
+        return page("runs.html", **context)
+
+    def run_view(request: Request) -> HTMLResponse:
+        run_id = _run_id(request)
+        position = feed_end(log)  # before the window: an entry committed meanwhile comes again, never not at all
+        info = model.run_page(log, run_id)
+        head, base = info.summary.info.head, info.summary.info.base
+        at = _int(request, "at")
+        if at is not None and not base <= at <= head:
+            raise OffsetOutOfRangeError(run_id, at, head)
+        win = model.window(log, run_id, head, base, _int(request, "after"), at)
+        view_chat = None
+        if info.view is not None:  # an integration's run: its view's messages, as a chat
+            view_chat = readings.view_transcript(info.view.state(log, run_id, head if at is None else at))
+        ways = model.ways_to_read(info, win.entries, view_chat is not None)
+        reading = request.query_params.get("view", "")
+        if reading not in ways:
+            reading = ways[0]
+        context: dict[str, Any] = {
+            "run": info,
+            "info": info.summary.info,
+            "win": win,
+            "readings": ways,
+            "reading": reading,
+            "at": head if at is None else at,
+            "b": _int(request, "b"),
+            "position": position,
+            "page_events": model.page_events,
+        }
+        if reading == "timeline":
+            context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
+        elif reading == "conversation":
+            context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
+        elif reading == "steps":
+            context["steps"] = readings.supersteps(win.entries)
+        elif info.view is not None:
+            context["history"] = info.view.history(log, run_id, None)
+        template = "_panel.html" if request.query_params.get("fragment") else "run.html"
+        return page(template, **context)
+
+    def _offset(request: Request, name: str, run_id: str) -> int:
+        head = log.run_info(run_id).head
+        value = _int(request, name, head)
+        assert value is not None
+        if not 0 <= value <= head:
+            raise OffsetOutOfRangeError(run_id, value, head)
+        return value
+
+    def state_fragment(request: Request) -> Response:
+        run_id = _run_id(request)
+        at = _offset(request, "at", run_id)
+        doc = model.state_doc(log, run_id, at, model.view_for(log, run_id))
+        if request.url.path.endswith(".json"):
+            return _json_response(doc)
+        entry = log.entry(run_id, at) if at > log.run_info(run_id).base else None
+        json, size = model.pretty_or_none(doc["state"])
+        return page(
+            "_state.html",
+            run_id=run_id,
+            at=at,
+            doc=doc,
+            json=json,
+            size=size,
+            entry=entry,
+            kind=model.kind_of(entry.event) if entry else "",
+            event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
+        )
+
+    def diff_fragment(request: Request) -> Response:
+        run_id = _run_id(request)
+        a, b = _offset(request, "a", run_id), _offset(request, "b", run_id)
+        doc = model.diff_doc(log, run_id, a, b, model.view_for(log, run_id))
+        if request.url.path.endswith(".json"):
+            return _json_response(doc)
+        json, size = model.pretty_or_none(doc)
+        shown_max = model.diff_items_shown_max
+        return page("_diff.html", run_id=run_id, a=a, b=b, doc=doc, json=json, size=size, shown_max=shown_max)
+
+    def prompt_fragment(request: Request) -> Response:
+        run_id = _run_id(request)
+        at = _offset(request, "at", run_id)
+        found = model.prompt_of(log, run_id, at)
+        if found is None:
+            raise HTTPException(400, f"offset {at} of run {run_id!r} is not an LLM call")
+        event, messages = found
+        return page(
+            "_prompt.html",
+            run_id=run_id,
+            at=at,
+            event=event,
+            messages=messages,
+            parameters=model.pretty(event.parameters),
+        )
+
+    async def stream(request: Request) -> Response:
+        run_id = request.query_params.get("run") or None
+        after = _int(request, "position")
+        if after is None:
+            after = await anyio.to_thread.run_sync(feed_end, log)
+
+        async def changes() -> AsyncIterator[bytes]:
+            yield b"retry: 1000\n\n"
+            async for batch in follow(log, after, stop=lambda: guard.stopping):
+                if run_id is None:
+                    yield _sse("runs", {"runs": sorted({e.run_id for e in batch}), "position": batch[-1].position})
+                    continue
+                mine = [e for e in batch if e.run_id == run_id]
+                if mine:
+                    last = mine[-1]
+                    status = model.status_after(last.event)
+                    yield _sse("run", {"head": last.offset, "status": status, "position": batch[-1].position})
+
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+        return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)
+
+    async def fork(request: Request) -> Response:
+        if not hmac.compare_digest(request.headers.get(_WRITE_HEADER, "").encode(), write_key.encode()):
+            raise HTTPException(403, "a fork needs the page's write key")
+        try:
+            form = msgspec.json.decode(await request.body(), type=_ForkForm)
+        except msgspec.DecodeError as exc:
+            raise HTTPException(400, f"a fork needs {{run, at, new}}: {exc}") from None
+        run_id, at, new_id = form.run, form.at, form.new.strip()
+        if not new_id:
+            raise HTTPException(400, "a fork needs the new run's id")
+        created = await anyio.to_thread.run_sync(lambda: log.fork(run_id, at=at, new_run_id=new_id))
+        return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
+
+    def error(request: Request, status: int, message: str) -> Response:
+        if request.headers.get(_FRAGMENT_HEADER) or request.url.path.startswith("/run/"):
+            return page("_error.html", status, code=status, message=message)
+        return page("error.html", status, code=status, message=message)
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            return error(request, exc.status_code, str(exc.detail))
+        if isinstance(exc, (UnknownRunError, OffsetOutOfRangeError, PrunedError)):
+            return error(request, 404, str(exc))
+        if isinstance(exc, RunExistsError):
+            return error(request, 409, str(exc))
+        if isinstance(exc, (InvalidRunIdError, InvalidArgumentError)):
+            return error(request, 400, str(exc))
+        if isinstance(exc, EventLogError):
+            return error(request, 500, str(exc))
+        raise exc
+
+    handlers: dict[Any, Callable[..., Any]] = {HTTPException: on_error, EventLogError: on_error}
+    routes = [
+        Route("/", runs_page),
+        Route("/run", run_view),
+        Route("/run/state", state_fragment),
+        Route("/run/state.json", state_fragment),
+        Route("/run/diff", diff_fragment),
+        Route("/run/diff.json", diff_fragment),
+        Route("/run/prompt", prompt_fragment),
+        Route("/stream", stream),
+        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+    ]
+    if allow_writes:
+        routes.append(Route("/run/fork", fork, methods=["POST"]))
+    guard = UI(Starlette(routes=routes, exception_handlers=handlers), token=token, loopback=loopback)
+    return guard  # `stream` ends its streams when `guard.stop_streams()` is called

@@ -1,0 +1,335 @@
+"""What the UI shows, read through eventlog's public API only.
+
+A run's summary for the runs list, a window of its events (a page of the timeline) and
+which ways to read it suit the run (readings.py draws them), the state at an offset and
+the diff of two, the prompt of an LLM call. States come from `state_at` (or from the run's
+view, for a run an integration wrote) and are shown as plain data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from eventlog import (
+    Checkpoint,
+    CorruptRecordError,
+    Entry,
+    EventLog,
+    RunInfo,
+    UnknownKindError,
+    UnknownRunError,
+)
+from eventlog import events as ev
+from eventlog.diff import diff_states
+from eventlog.views import RunView, view_for_run, view_of
+
+__all__ = [
+    "RunPage",
+    "RunSummary",
+    "Window",
+    "diff_doc",
+    "fields_shown",
+    "kind_of",
+    "prompt_of",
+    "run_summaries",
+    "state_doc",
+    "window",
+]
+
+page_events = 200
+"""Events on one page of a run's timeline."""
+runs_page_max = 500
+"""Runs on one page of the runs list."""
+short_chars_max = 160
+"""Longest one-line rendering of a value in a row."""
+diff_items_shown_max = 100
+"""Keys and messages of a diff listed in the page (the JSON has them all)."""
+json_inline_bytes_max = 512 * 1024
+"""A state or diff longer than this as JSON is not put in the page: the raw JSON link has it."""
+
+_CONVERSATION_KINDS = ("turn.", "message.", "llm.", "tool.")
+_GRAPH_KINDS = ("step.", "superstep.")
+_STATUS_AFTER = {
+    "run.started": "running",
+    "run.completed": "completed",
+    "run.failed": "failed",
+    "turn.failed": "failed",
+    "turn.completed": "idle",
+    "interrupted": "paused",
+}
+
+
+# -- plain data ------------------------------------------------------------------------------
+
+
+def kind_of(event: Any) -> str:
+    """The kind tag of an event (`llm.completed`)."""
+    return str(type(event).__struct_config__.tag)
+
+
+def fields_of(event: Any) -> dict[str, Any]:
+    """An event's fields as plain data, defaults included."""
+    return {f: msgspec.to_builtins(getattr(event, f)) for f in type(event).__struct_fields__}
+
+
+def fields_shown(state: Any) -> Any:
+    """A state's fields as a map, every field, defaults included, values as they are.
+
+    Encoded as JSON it is the state `eventlog state --json` prints; nothing is converted
+    until it is shown, so a state of 50,000 messages costs only the few the page lists."""
+    if isinstance(state, msgspec.Struct):
+        return {f: getattr(state, f) for f in type(state).__struct_fields__}
+    return state
+
+
+def short(value: Any, limit: int = short_chars_max) -> str:
+    """One line of JSON (a string as it is), cut at `limit` characters."""
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pretty(value: Any) -> str:
+    """JSON indented by two spaces, keys in their order."""
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def pretty_or_none(value: Any) -> tuple[str | None, int]:
+    """(`pretty(value)`, or None when its JSON is over `json_inline_bytes_max`; its size in bytes)."""
+    raw = msgspec.json.encode(value)
+    if len(raw) > json_inline_bytes_max:
+        return None, len(raw)
+    return msgspec.json.format(raw, indent=2).decode(), len(raw)
+
+
+def when(ns: int) -> str:
+    """A time in nanoseconds as ISO 8601 UTC, to the millisecond."""
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+class RunSummary(msgspec.Struct):
+    """One row of the runs list."""
+
+    info: RunInfo
+    kind: str
+    """`conversation`, `graph`, `events`, or the name of the integration's view."""
+    status: str
+    """Read from the last event: `running`, `completed`, `failed`, `paused`, `idle`, `empty` (or
+    `unreadable`)."""
+    last_ns: int
+    """Commit time of the last event (the creation time of a run with none)."""
+    view: RunView | None = None
+    """The view of an integration's run (None: a run of the standard kinds)."""
+    problem: str = ""
+    """Why the run's events could not be read (a kind not registered, a damaged record)."""
+    depth: int = 0
+    """Depth in the fork tree shown (0: a run that is not a fork of a run on the page)."""
+    children: list[str] = []
+
+
+def _first_kind(log: EventLog[Any], info: RunInfo) -> str | None:
+    if info.head <= info.base:
+        return None
+    return kind_of(log.entry(info.run_id, info.base + 1).event)
+
+
+def run_kind(first_kind: str | None, view: RunView | None) -> str:
+    if view is not None:
+        return view.name
+    if first_kind is None:
+        return "events"
+    if first_kind.startswith(_CONVERSATION_KINDS):
+        return "conversation"
+    if first_kind == "run.started" or first_kind.startswith(_GRAPH_KINDS):
+        return "graph"
+    return "events"
+
+
+def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
+    """The runs-list row of one run: three reads, however long the run."""
+    first = _first_kind(log, info)
+    view = view_of(first) if first is not None else view_for_run(log, info.run_id)
+    if info.head <= info.base:
+        return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
+    last = log.entry(info.run_id, info.head)
+    status = "" if view is not None else status_after(last.event)
+    return RunSummary(info, run_kind(first, view), status, last.time_ns, view)
+
+
+def run_summaries(log: EventLog[Any], query: str = "", page: int = 0) -> tuple[list[RunSummary], int]:
+    """(rows of one page of the runs list, number of runs matched).
+
+    Runs are in id order, each fork right under the run it was forked from when both are
+    on the page; `query` keeps the runs whose id holds it (case-insensitive)."""
+    ids = log.runs()
+    if query:
+        ids = [r for r in ids if query.casefold() in r.casefold()]
+    total = len(ids)
+    chosen = ids[page * runs_page_max : (page + 1) * runs_page_max]
+    rows: dict[str, RunSummary] = {}
+    for run_id in chosen:
+        try:
+            info = log.run_info(run_id)
+        except UnknownRunError:
+            continue  # deleted since the list was read
+        try:
+            rows[run_id] = summary_of(log, info)
+        except (UnknownKindError, CorruptRecordError) as exc:  # one run that does not read spoils no other
+            rows[run_id] = RunSummary(info, "?", "unreadable", info.created_ns, problem=str(exc))
+    for row in rows.values():
+        parent = row.info.parent
+        if parent in rows:
+            rows[parent].children.append(row.info.run_id)
+    ordered: list[RunSummary] = []
+
+    def place(row: RunSummary, depth: int) -> None:
+        row.depth = depth
+        ordered.append(row)
+        for child in row.children:
+            place(rows[child], depth + 1)
+
+    for row in rows.values():
+        if row.info.parent not in rows:
+            place(row, 0)
+    return ordered, total
+
+
+def forks_of(log: EventLog[Any], run_id: str) -> list[RunInfo]:
+    """The runs forked from `run_id` (a scan of every run's info)."""
+    out = []
+    for other in log.runs():
+        try:
+            info = log.run_info(other)
+        except UnknownRunError:
+            continue
+        if info.parent == run_id:
+            out.append(info)
+    return sorted(out, key=lambda i: (i.fork_offset, i.run_id))
+
+
+# -- a run and a window of its events -----------------------------------------------------------
+
+
+class RunPage(msgspec.Struct):
+    """What the page of a run knows before it renders a window."""
+
+    summary: RunSummary
+    forks: list[RunInfo]
+    checkpoints: list[Checkpoint[Any]]
+
+    @property
+    def view(self) -> RunView | None:
+        return self.summary.view
+
+
+def run_page(log: EventLog[Any], run_id: str) -> RunPage:
+    summary = summary_of(log, log.run_info(run_id))
+    return RunPage(summary, forks_of(log, run_id), log.checkpoints.list(run_id))
+
+
+class Window(msgspec.Struct):
+    """The events of a run with offsets in (after, upto]."""
+
+    run_id: str
+    base: int
+    head: int
+    after: int
+    upto: int
+    entries: list[Entry]
+
+    @property
+    def at_tail(self) -> bool:
+        return self.upto >= self.head
+
+
+def window_bounds(base: int, head: int, after: int | None, at: int | None, size: int = page_events) -> tuple[int, int]:
+    """(after, upto) of the page to show: from `after` when given, else around `at`, else the last page."""
+    if after is None:
+        if at is None:
+            after = head - size
+        else:
+            after = min(at - size // 2, head - size)
+    after = max(base, min(after, max(head - 1, base)))
+    return after, min(after + size, head)
+
+
+def window(log: EventLog[Any], run_id: str, head: int, base: int, after: int | None, at: int | None) -> Window:
+    lo, hi = window_bounds(base, head, after, at)
+    entries = list(log.read(run_id, after=lo, upto=hi)) if hi > lo else []
+    return Window(run_id, base, head, lo, hi, entries)
+
+
+def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = False) -> list[str]:
+    """The ways to read the run: `conversation`, `steps`, `timeline`, `checkpoints`, best first.
+
+    `view_chat`: the view's state of an integration's run holds messages."""
+    kinds = {kind_of(e.event) for e in entries}
+    out = []
+    if page.view is None:
+        if page.summary.kind == "conversation" or any(k.startswith(_CONVERSATION_KINDS) for k in kinds):
+            out.append("conversation")
+        if page.summary.kind == "graph" or any(k.startswith(_GRAPH_KINDS) for k in kinds):
+            out.append("steps")
+        out.append("timeline")
+        out.append("checkpoints")
+    else:
+        out += ["conversation"] if view_chat else []
+        out += ["checkpoints", "timeline"]
+    return out
+
+
+# -- states and diffs --------------------------------------------------------------------------
+
+
+def state_of(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> Any:
+    """The run's state after its first `offset` events (plain data from the view, for an integration's run)."""
+    if view is not None:
+        return view.state(log, run_id, offset)
+    return log.state_at(run_id, offset)
+
+
+def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:
+    """What `eventlog state RUN --at OFFSET --json` prints (once encoded)."""
+    state = fields_shown(state_of(log, run_id, offset, view))
+    return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state}
+
+
+def diff_doc(log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
+    """What `eventlog diff RUN A B --json` prints for two offsets."""
+    changes = diff_states(state_of(log, run_id, a, view), state_of(log, run_id, b, view))
+    return {
+        "run_id": run_id,
+        "a": {"offset": a, "checkpoint_id": None},
+        "b": {"offset": b, "checkpoint_id": None},
+        **changes,
+    }
+
+
+def prompt_of(log: EventLog[Any], run_id: str, offset: int) -> tuple[ev.LLMCallStarted, list[Any]] | None:
+    """(the LLM call, the messages it was sent) for an `llm.started` entry, else None.
+
+    The prompt is the run's first `context_messages` messages, as the state before the call
+    holds them, followed by the call's own extra messages."""
+    event = log.entry(run_id, offset).event
+    if not isinstance(event, ev.LLMCallStarted):
+        return None
+    before = log.state_at(run_id, offset - 1)
+    sent = [*getattr(before, "messages", [])[: event.context_messages], *event.messages]
+    return event, [msgspec.to_builtins(m) for m in sent]
+
+
+def view_for(log: EventLog[Any], run_id: str) -> RunView | None:
+    """The view of an integration's run, or None for a run of the standard kinds."""
+    return view_for_run(log, run_id)
+
+
+def status_after(event: Any) -> str:
+    """The status a run has after `event`, as the runs list shows it."""
+    return _STATUS_AFTER.get(kind_of(event), "running")

@@ -1,0 +1,187 @@
+"""HTML: the templates' environment, and the state tree.
+
+Every value that comes from the log reaches the page through one of two doors, and both
+escape it: a template's `{{ }}` (autoescape; `visible` first makes control characters,
+ANSI escapes included, and bidirectional overrides visible as symbols) and `tree`, which
+escapes each key and value it writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import msgspec
+from markupsafe import Markup, escape
+
+from .model import short, when
+from .readings import duration, message_bubble
+
+__all__ = ["environment", "tree", "visible"]
+
+tree_items_max = 100
+"""A list or map longer than this shows its first and last `tree_items_max // 2` items."""
+tree_depth_open = 1
+"""Levels of the tree shown open."""
+tree_string_chars_max = 4000
+"""A longer string shows its start and how much more there is (the JSON view has it all)."""
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    c = ord(match.group())
+    if c < 0x20:
+        return chr(0x2400 + c)  # ␛ for ESC, ␀ for NUL, ...
+    if c == 0x7F:
+        return "␡"
+    return f"\\u{c:04x}"
+
+
+def visible(text: str) -> str:
+    """`text` with control characters and direction overrides replaced by visible symbols."""
+    return _CONTROL.sub(_picture, text)
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
+def _text(value: str) -> Markup:
+    return escape(visible(value))
+
+
+def _scalar(value: Any) -> Markup:
+    if isinstance(value, str):
+        if len(value) > tree_string_chars_max:
+            more = Markup('<span class="t-more">… {:,} more characters</span>').format(
+                len(value) - tree_string_chars_max
+            )
+            return Markup('<span class="v-str">"{}</span>{}').format(_text(value[:tree_string_chars_max]), more)
+        return Markup('<span class="v-str">"{}"</span>').format(_text(value))
+    if value is None:
+        return Markup('<span class="v-null">null</span>')
+    if isinstance(value, bool):
+        return Markup('<span class="v-bool">{}</span>').format("true" if value else "false")
+    if isinstance(value, (int, float)):
+        return Markup('<span class="v-num">{}</span>').format(msgspec.json.encode(value).decode())
+    return _text(short(value))
+
+
+def _preview(value: Any) -> Markup:
+    """A collapsed map or list, in one line: its size and its first scalar items."""
+    if isinstance(value, dict):
+        n = f"{len(value)} key" + ("" if len(value) == 1 else "s")
+        scalars = [f"{k}: {short(v, 48)}" for k, v in value.items() if not isinstance(v, (dict, list, msgspec.Struct))][
+            :3
+        ]
+    else:
+        n = f"{len(value)} item" + ("" if len(value) == 1 else "s")
+        scalars = []
+    text = ", ".join(scalars)
+    if len(text) > 96:
+        text = text[:95] + "…"
+    return Markup('<span class="t-size">{}</span> <span class="t-peek">{}</span>').format(n, _text(text))
+
+
+def _items(value: dict[Any, Any] | list[Any]) -> list[tuple[Any, Any] | None]:
+    """The items shown: all, or the first and last `tree_items_max // 2` with None between."""
+    n = len(value)
+    if n <= tree_items_max:
+        return list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    half = tree_items_max // 2
+    if isinstance(value, dict):
+        first = list(itertools.islice(value.items(), half))
+        last = list(itertools.islice(reversed(value.items()), half))[::-1]
+    else:
+        first = [(i, value[i]) for i in range(half)]
+        last = [(i, value[i]) for i in range(n - half, n)]
+    return [*first, None, *last]
+
+
+def _node(key: Any, value: Any, depth: int) -> Markup:
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)  # one item shown: converted only now
+    label = Markup('<span class="t-key">{}</span>').format(_text(str(key)))
+    empty = value in (None, "", [], {}) or value is False or value == 0
+    if isinstance(value, (dict, list)) and value:
+        opened = " open" if depth < tree_depth_open else ""
+        return Markup("<li><details{}><summary>{} {}</summary>{}</details></li>").format(
+            Markup(opened), label, _preview(value), _tree(value, depth + 1)
+        )
+    css = ' class="t-empty"' if empty else ""
+    return Markup('<li{}>{}<span class="t-colon">:</span> {}</li>').format(
+        Markup(css), label, _scalar(value) if not isinstance(value, (dict, list)) else _text(short(value))
+    )
+
+
+def _tree(value: dict[Any, Any] | list[Any], depth: int) -> Markup:
+    parts = []
+    items = _items(value)
+    for item in items:
+        if item is None:
+            hidden = len(value) - (len(items) - 1)
+            parts.append(Markup('<li class="t-more">… {:,} more</li>').format(hidden))
+        else:
+            parts.append(_node(item[0], item[1], depth))
+    return Markup('<ul class="tree">{}</ul>').format(Markup("").join(parts))
+
+
+def tree(value: Any) -> Markup:
+    """A state (plain data, or msgspec structs) as nested lists of keys and values; maps and lists fold."""
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)
+    if isinstance(value, (dict, list)):
+        return _tree(value, 0)
+    return Markup('<ul class="tree"><li>{}</li></ul>').format(_scalar(value))
+
+
+def _ago(ns: int) -> str:
+    seconds = max(0.0, time.time() - ns / 1e9)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now" if seconds < 5 else f"{int(seconds)} s ago"
+
+
+def _clock(ns: int) -> str:
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _summary_keys(checkpoints: list[Any]) -> list[str]:
+    """The facts the reducer keeps in its checkpoints' summaries, in order of first appearance."""
+    keys: list[str] = []
+    for cp in checkpoints:
+        keys += [k for k in cp.summary if k not in keys]
+    return keys
+
+
+def _cell(value: Any) -> str:
+    """A summary fact in a table cell: a list as its items, comma-separated."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return value if isinstance(value, str) else short(value)
+
+
+def environment() -> jinja2.Environment:
+    """The templates, with autoescape on and the UI's filters."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(ago=_ago, clock=_clock, duration=duration, when=when, tree=tree, visible=visible)
+    env.filters.update(cell=_cell, summary_keys=_summary_keys, bubble=message_bubble, oneline=short)
+    return env

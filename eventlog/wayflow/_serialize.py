@@ -1,0 +1,248 @@
+"""wayflowcore's objects as plain data: a conversation without its component tree (the live one
+is bound back on restore), and the shape of a component that a restore checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import UnencodableValueError
+from ._events import WayflowState
+from ._types import IncompatibleComponentError, WayflowCheckpointError
+
+if TYPE_CHECKING:
+    from wayflowcore.conversation import Conversation as WayflowConversation
+
+__all__ = ["RANDOM_ID", "check_compatible", "definition_of", "dump_conversation", "load_conversation", "shape_of"]
+
+_EXTERNAL: dict[str, Any] = {"$external": True}
+RANDOM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_STEP_KEY = "$step:"
+
+
+def _components(root: Any) -> dict[str, Any]:
+    """Every wayflowcore component reachable from `root` through public attributes, by reference."""
+    from wayflowcore.component import Component
+    from wayflowcore.serialization.context import SerializationContext
+
+    found: dict[str, Any] = {}
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Component):
+            ref = SerializationContext.get_reference(item)
+            if ref in found:
+                continue
+            found[ref] = item
+            stack.extend(v for k, v in vars(item).items() if not k.startswith("_"))
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
+
+
+def dump_conversation(conversation: WayflowConversation, component: Any, conversation_id: str) -> Any:
+    """The conversation as plain data: the component tree left out (it is the live one on restore),
+    flow steps named by their names instead of their (random) ids."""
+    from wayflowcore.serialization.context import SerializationContext
+    from wayflowcore.serialization.serializer import serialize_to_dict
+
+    components = _components(component)
+    context = SerializationContext(root=conversation)
+    for item in components.values():
+        context.record_obj_dict(item, _EXTERNAL)  # referenced, not serialized
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = serialize_to_dict(conversation, context)
+    refs = data.get("_referenced_objects", {})
+    data["_referenced_objects"] = {k: v for k, v in refs.items() if v is not _EXTERNAL}
+    try:
+        plain = msgspec.msgpack.decode(msgspec.msgpack.encode(data))  # a copy that shares nothing with the live objects
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UnencodableValueError(
+            f"conversation {conversation_id!r} holds a value that cannot be stored ({exc}); keep inputs, variables "
+            f"and tool outputs to plain data (str, numbers, lists, dicts)"
+        ) from exc
+    _rename_step_keys(plain, components, to_names=True, conversation_id=conversation_id)
+    return plain
+
+
+def load_conversation(data: Any, component: Any, conversation_id: str) -> WayflowConversation:
+    """A wayflowcore conversation rebuilt from `dump_conversation`'s data, bound to the live component tree."""
+    from wayflowcore.conversation import Conversation
+    from wayflowcore.executors.executionstatus import ToolExecutionConfirmationStatus
+    from wayflowcore.serialization.context import DeserializationContext
+    from wayflowcore.serialization.serializer import autodeserialize_from_dict
+
+    if not isinstance(data, dict):
+        raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
+    data = copy.deepcopy(data)
+    components = _components(component)
+    _rename_step_keys(data, components, to_names=False, conversation_id=conversation_id)
+    missing = sorted(
+        ref
+        for ref in _refs(data)
+        if ref not in data.get("_referenced_objects", {}) and ref not in components and "/" in ref
+    )
+    if missing:
+        raise IncompatibleComponentError(
+            f"conversation {conversation_id!r}: the checkpoint refers to {', '.join(missing)}, which the component "
+            f"given does not have; build the component with the same ids (pass id=... to every Agent and Flow)"
+        )
+    context = DeserializationContext()
+    for ref, item in components.items():
+        context.recorddeserialized_object(ref, item)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        conversation = autodeserialize_from_dict(data, context)
+    if not isinstance(conversation, Conversation):
+        raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
+    # A tool-confirmation pause: the agent's pending request must be the status's own object,
+    # the one `confirm_tool_execution` marks, or the agent asks again after a restore.
+    status = conversation.status
+    state: Any = conversation.state
+    if isinstance(status, ToolExecutionConfirmationStatus) and hasattr(state, "current_tool_request"):
+        by_id = {r.tool_request_id: r for r in status.tool_requests}
+        current = state.current_tool_request
+        if current is not None and current.tool_request_id in by_id:
+            state.current_tool_request = by_id[current.tool_request_id]
+        state.tool_call_queue = [by_id.get(r.tool_request_id, r) for r in state.tool_call_queue]
+    return conversation
+
+
+def _refs(data: Any) -> Iterator[str]:
+    """Every `$ref` in serialized data."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str):
+                yield ref
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _rename_step_keys(data: Any, components: dict[str, Any], *, to_names: bool, conversation_id: str) -> None:
+    """Flow state keys made of a step's id (random per process) become `$step:[name, key]`, and back."""
+    for value in data.get("_referenced_objects", {}).values():
+        if not isinstance(value, dict) or value.get("_component_type") != "FlowConversationExecutionState":
+            continue
+        flow = components.get(str((value.get("flow") or {}).get("$ref")))
+        steps: dict[str, Any] = dict(getattr(flow, "steps", {}) or {})
+        current = value.get("current_step_name")
+        if not to_names and current is not None and current not in steps:
+            raise IncompatibleComponentError(
+                f"conversation {conversation_id!r}: the checkpoint is at step {current!r}, which flow "
+                f"{getattr(flow, 'id', '?')!r} does not have (steps: {sorted(steps)}); keep step names stable"
+            )
+        keys = value.get("internal_context_key_values")
+        if not isinstance(keys, dict):
+            continue
+        renamed: dict[str, Any] = {}
+        for key, item in keys.items():
+            renamed[_step_key(key, steps, to_names, conversation_id)] = item
+        value["internal_context_key_values"] = renamed
+
+
+def _step_key(key: str, steps: dict[str, Any], to_names: bool, conversation_id: str) -> str:
+    if to_names:
+        for name, step in steps.items():
+            prefix = f"{step.id}_"
+            if key.startswith(prefix):
+                return _STEP_KEY + json.dumps([name, key[len(prefix) :]])
+        return key
+    if not key.startswith(_STEP_KEY):
+        return key
+    name, rest = json.loads(key[len(_STEP_KEY) :])
+    if name not in steps:
+        raise IncompatibleComponentError(
+            f"conversation {conversation_id!r}: the checkpoint has state for step {name!r}, which the flow given "
+            f"does not have (steps: {sorted(steps)}); keep step names stable"
+        )
+    return f"{steps[name].id}_{rest}"
+
+
+def shape_of(component: Any) -> dict[str, Any]:
+    """What a checkpoint depends on: ids and names of the conversational components, their tools,
+    their steps (by name and type) and the edges between steps. Prompts and models may change."""
+    from wayflowcore.agent import Agent
+    from wayflowcore.conversationalcomponent import ConversationalComponent
+    from wayflowcore.flow import Flow
+
+    out: dict[str, Any] = {"type": type(component).__name__, "id": getattr(component, "id", None)}
+    out["name"] = str(getattr(component, "name", "") or "")
+
+    def nested(item: Any) -> list[dict[str, Any]]:
+        return [
+            shape_of(v)
+            for k, v in vars(item).items()
+            if not k.startswith("_") and isinstance(v, ConversationalComponent)
+        ]
+
+    if isinstance(component, Agent):
+        out["tools"] = sorted(
+            str(getattr(t, "name", type(t).__name__)) + ("!" if getattr(t, "requires_confirmation", False) else "")
+            for t in component.tools
+        )
+        out["agents"] = [shape_of(a) for a in component.agents]
+        out["flows"] = [shape_of(f) for f in component.flows]
+    elif isinstance(component, Flow):
+        names = {id(step): name for name, step in component.steps.items()}
+        out["steps"] = {
+            name: {"type": type(step).__name__, "uses": nested(step)} for name, step in component.steps.items()
+        }
+        out["edges"] = sorted(
+            [
+                names.get(id(e.source_step), "?"),
+                str(e.source_branch),
+                None if e.destination_step is None else names.get(id(e.destination_step), "?"),
+            ]
+            for e in component.control_flow_edges
+        )
+    return out
+
+
+def check_compatible(conversation_id: str, state: WayflowState, component: Any, shape: dict[str, Any]) -> None:
+    if state.shape == shape:
+        return
+    where, saved, now = _first_difference(state.shape, shape, "component")
+    hint = ""
+    if isinstance(saved, str) and isinstance(now, str) and (RANDOM_ID.match(saved) or RANDOM_ID.match(now)):
+        hint = " (an id generated at random changes in every process: give every Agent and Flow a fixed id=...)"
+    raise IncompatibleComponentError(
+        f"conversation {conversation_id!r} was started with {state.component_type} {state.component_id!r}; the "
+        f"{type(component).__name__} given differs at {where}: {saved!r} in the conversation, {now!r} now{hint}"
+    )
+
+
+def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+    return path, a, b
+
+
+def definition_of(component: Any) -> str | None:
+    """The component as wayflowcore serializes it, or None when it cannot (a custom type without a plugin)."""
+    from wayflowcore.serialization import serialize
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return serialize(component)
+    except Exception:  # noqa: BLE001 - a definition that cannot be written is left out, not fatal
+        return None

@@ -1,0 +1,456 @@
+"""`eventlog ui` over HTTP, on every store: the pages, the state and diff documents, escaping,
+the guard (host, token, write key), the live feed, the CLI command and the run-view hook.
+
+The same pages in a real browser are tested in test_ui_browser.py.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
+pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
+
+import anyio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ui_support import get, serving, write_langgraph_thread, write_wayflow_conversation
+
+import eventlog
+from eventlog.cli import diff_states
+from eventlog.demo import demo_agent, three_step_graph
+from eventlog.events import StepCompleted, UserMessage
+from eventlog.ui import live, model, readings
+from eventlog.views import view_for_run
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE_ID = "<script>window.__pwned=1</script>\"'&amp;\x1b[31m"
+HOSTILE_TEXT = '\x1b[31mred\x1b[0m <img src=x onerror="window.__pwned=2"> \u202egnp.exe'
+
+
+def write_runs(log: eventlog.EventLog) -> None:
+    """A graph run, a conversation, and a fork of it, through the public API."""
+    three_step_graph().compile(log, policy=eventlog.CheckpointPolicy.every_supersteps(1)).run("graph-1", {"value": 0})
+    chat = demo_agent().start_conversation(log, "chat-1")
+    chat.send("What's the weather in Paris?")
+    chat.send("And in Oslo?")
+    log.fork("chat-1", at=9, new_run_id="chat-1-b")
+
+
+def plain_state(log: eventlog.EventLog, run_id: str, at: int) -> Any:
+    """The state as `eventlog state --json` prints it: every field, defaults included."""
+    state = log.state_at(run_id, at)
+    return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
+
+
+def pre(body: str, element_id: str) -> Any:
+    """The JSON inside <pre id=element_id> of an HTML fragment."""
+    found = re.search(rf'<pre class="json" id="{element_id}">(.*?)</pre>', body, re.DOTALL)
+    assert found, body[:2000]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_pages_states_and_diffs_on_every_store(log: eventlog.EventLog) -> None:
+    write_runs(log)
+    with serving(log) as url:
+        status, body, headers = get(url + "/")
+        assert status == 200 and "text/html" in headers["content-type"]
+        for run_id in log.runs():
+            assert f'data-run="{run_id}"' in body
+        assert 'class="d1"' not in body and "run-id d1" in body  # the fork sits under its parent
+        for run_id in log.runs():
+            head = log.head(run_id)
+            for reading in ("", "timeline", "conversation", "steps", "checkpoints"):
+                status, body, _ = get(f"{url}/run?id={run_id}&view={reading}")
+                assert status == 200, body
+            for at in sorted({0, 1, head // 2, head}):
+                status, body, _ = get(f"{url}/run/state.json?id={run_id}&at={at}")
+                assert status == 200
+                doc = json.loads(body)
+                assert doc == {
+                    "run_id": run_id,
+                    "offset": at,
+                    "checkpoint_id": None,
+                    "state": plain_state(log, run_id, at),
+                }
+                assert msgspec.convert(doc["state"], eventlog.AgentState) == log.state_at(run_id, at)
+                status, body, _ = get(f"{url}/run/state?id={run_id}&at={at}")
+                assert pre(body, "state-json") == doc["state"]
+            status, body, _ = get(f"{url}/run/diff?id={run_id}&a=1&b={head}")
+            expected = diff_states(log.state_at(run_id, 1), log.state_at(run_id, head))
+            assert pre(body, "diff-json") == {
+                "run_id": run_id,
+                "a": {"offset": 1, "checkpoint_id": None},
+                "b": {"offset": head, "checkpoint_id": None},
+                **json.loads(msgspec.json.encode(expected)),
+            }
+        status, body, _ = get(f"{url}/run/prompt?id=chat-1&at=3")
+        assert status == 200 and "What&#39;s the weather in Paris?" in body
+
+
+def test_errors_name_what_went_wrong(log: eventlog.EventLog) -> None:
+    write_runs(log)
+    with serving(log) as url:
+        status, body, _ = get(f"{url}/run?id=nope")
+        assert status == 404 and "nope" in body
+        status, body, _ = get(f"{url}/run/state?id=graph-1&at=99")
+        assert status == 404 and "99" in body and "out of range" in body
+        status, body, _ = get(f"{url}/run/state?id=graph-1&at=x")
+        assert status == 400 and "whole number" in body
+        status, body, _ = get(f"{url}/run/prompt?id=graph-1&at=2")
+        assert status == 400 and "not an LLM call" in body
+
+
+def test_a_long_run_opens_one_page_at_a_time(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        n = model.page_events * 3 + 17
+        log.append_many("long", [StepCompleted(node="n", superstep=i, update={"i": i}) for i in range(1, n + 1)])
+        with serving(log) as url:
+            _, body, _ = get(f"{url}/run?id=long&view=timeline")
+            offsets = [int(x) for x in re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body)]
+            assert offsets == list(range(n - model.page_events + 1, n + 1))
+            _, body, _ = get(f"{url}/run?id=long&view=timeline&after=0")
+            offsets = [int(x) for x in re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body)]
+            assert offsets == list(range(model.page_events + 1))  # offset 0: the initial state
+            _, body, _ = get(f"{url}/run?id=long&view=timeline&at=300")
+            offsets = [int(x) for x in re.findall(r'data-offset="(\d+)"', body)]
+            assert 300 in offsets and len(set(offsets)) == model.page_events
+
+
+def test_every_value_from_the_log_is_escaped(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log") as log:
+        log.append(HOSTILE_ID, UserMessage(content=HOSTILE_TEXT))
+        log.append(HOSTILE_ID, StepCompleted(node=HOSTILE_TEXT, superstep=1, update={HOSTILE_TEXT: HOSTILE_TEXT}))
+        log.checkpoints.save(HOSTILE_ID, metadata={"note": HOSTILE_TEXT})
+        with serving(log) as url:
+            run = "/run?id=" + urllib.parse.quote(HOSTILE_ID)
+            pages = [
+                "/",
+                "/?fragment=1",
+                run,
+                run + "&view=timeline",
+                run + "&view=steps",
+                run + "&view=checkpoints",
+                run.replace("/run?", "/run/state?") + "&at=2",
+                run.replace("/run?", "/run/diff?") + "&a=0&b=2",
+            ]
+            for page in pages:
+                status, body, _ = get(url + page)
+                assert status == 200, (page, body[:500])
+                assert "<script>window" not in body and "<img src=x" not in body, page
+                assert "\x1b" not in body and "\u202e" not in body, page
+                assert body.count("<script") == (1 if "<html" in body else 0), page  # ui.js only
+            _, body, _ = get(url + "/")
+            assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in body and "␛[31m" in body
+
+
+def test_security_headers_host_check_and_token(log: eventlog.EventLog) -> None:
+    write_runs(log)
+    with serving(log) as url:
+        _, _, headers = get(url + "/")
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
+        assert get(url + "/", {"Host": "attacker.example"})[0] == 403
+        assert get(url + "/", {"Host": "localhost:1234"})[0] == 200
+    with serving(log, token="s3cret", loopback=False) as url:
+        assert get(url + "/")[0] == 401
+        assert get(url + "/run?id=graph-1")[0] == 401
+        assert get(url + "/", {"Cookie": "eventlog_ui_token=wrong"})[0] == 401
+        assert get(url + "/", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert get(url + "/", {"Cookie": "eventlog_ui_token=s3cret", "Host": "attacker.example"})[0] == 200
+        import http.client
+
+        port = int(url.rsplit(":", 1)[1])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/run?id=graph-1&token=s3cret")
+        response = conn.getresponse()
+        assert response.status == 303 and response.getheader("location") == "/run?id=graph-1"
+        assert "eventlog_ui_token=s3cret" in response.getheader("set-cookie") and "HttpOnly" in response.getheader(
+            "set-cookie"
+        )
+        conn.close()
+
+
+def test_fork_only_with_allow_writes(log: eventlog.EventLog) -> None:
+    write_runs(log)
+    request = json.dumps({"run": "graph-1", "at": 4, "new": "graph-1-b"}).encode()
+    with serving(log) as url:
+        _, body, _ = get(f"{url}/run/state?id=graph-1&at=4")
+        assert "fork-form" not in body
+        _, body, _ = get(f"{url}/run?id=graph-1")
+        assert "eventlog-write" not in body
+        assert get(url + "/run/fork", {"content-type": "application/json"}, request)[0] in (404, 405)
+    assert "graph-1-b" not in log.runs()
+    with serving(log, allow_writes=True) as url:
+        _, body, _ = get(f"{url}/run/state?id=graph-1&at=4")
+        assert 'id="fork-form"' in body
+        _, page, _ = get(f"{url}/run?id=graph-1")
+        key = re.search(r'<meta name="eventlog-write" content="([^"]+)">', page).group(1)
+        assert get(url + "/run/fork", {"content-type": "application/json"}, request)[0] == 403
+        status, body, _ = get(url + "/run/fork", {"x-eventlog-write": key}, request)
+        assert status == 200 and json.loads(body)["run_id"] == "graph-1-b"
+        info = log.run_info("graph-1-b")
+        assert (info.parent, info.fork_offset) == ("graph-1", 4)
+        status, body, _ = get(url + "/run/fork", {"x-eventlog-write": key}, request)
+        assert status == 409 and "graph-1-b" in body
+
+
+def test_feed_end_is_the_last_position(log: eventlog.EventLog) -> None:
+    assert live.feed_end(log) == 0
+    for i in range(1, 40):
+        log.append(f"r{i % 3}", StepCompleted(node="n", superstep=i))
+        assert live.feed_end(log) == max(e.position for e in log.feed())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=60))
+def test_feed_end_after_appends_and_deletes(steps: list[tuple[str, bool]]) -> None:
+    with eventlog.open(":memory:") as log:
+        for run_id, delete in steps:
+            if delete and run_id in log.runs():
+                log.delete_run(run_id)
+            else:
+                log.append(run_id, StepCompleted(node="n", superstep=1))
+            end = live.feed_end(log)
+            assert end >= max((e.position for e in log.feed()), default=0)
+            assert list(log.feed(after=end)) == []  # nothing committed lies past it
+
+
+def test_follow_yields_entries_as_they_are_committed(log: eventlog.EventLog) -> None:
+    log.append("a", StepCompleted(node="n", superstep=1))
+    start = live.feed_end(log)
+    seen: list[eventlog.Entry] = []
+
+    async def watch() -> None:
+        with anyio.fail_after(10):
+            async for batch in live.follow(log, start):
+                seen.extend(batch)
+                if len(seen) >= 5:
+                    return
+
+    def write() -> None:
+        for i in range(5):
+            time.sleep(0.05)
+            log.append("b", StepCompleted(node="n", superstep=i + 1))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    anyio.run(watch)
+    writer.join()
+    assert [(e.run_id, e.offset) for e in seen] == [("b", i) for i in range(1, 6)]
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *extra.pop("PYTHONPATH", "").split(os.pathsep)]).rstrip(os.pathsep)
+    return {**env, **extra}
+
+
+class _Served:
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "eventlog", "ui", "--port", "0", *args],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stderr is not None
+        first = self.proc.stderr.readline()
+        found = re.search(r"(http://\S+)", first)
+        assert found, first + self.proc.stderr.read()
+        self.url = found.group(1)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=15)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def test_cli_serves_the_log_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log") as log:
+        write_runs(log)
+    served = _Served(["--log", str(tmp_path / "log")], _env())
+    try:
+        assert served.url.startswith("http://127.0.0.1:") and "token" not in served.url
+        status, body, _ = get(served.url)
+        assert status == 200 and 'data-run="chat-1-b"' in body
+        status, body, _ = get(served.url + "run/state.json?id=graph-1&at=3")
+        assert json.loads(body)["state"]["values"] == {"value": 10}
+    finally:
+        assert served.stop() == 0
+
+
+def test_cli_refuses_an_open_host_without_allow_remote_and_then_wants_a_token(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log") as log:
+        write_runs(log)
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "ui", "--log", str(tmp_path / "log"), "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=_env(),
+        timeout=60,
+    )
+    assert p.returncode == 2 and "--allow-remote" in p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "ui", "--log", str(tmp_path / "nothing")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=_env(),
+        timeout=60,
+    )
+    assert p.returncode == 3 and "no log at" in p.stderr
+    served = _Served(["--log", str(tmp_path / "log"), "--host", "0.0.0.0", "--allow-remote"], _env())
+    try:
+        token = re.search(r"\?token=(\S+)", served.url).group(1)
+        port = re.search(r":(\d+)/", served.url).group(1)
+        assert len(token) >= 24
+        assert get(f"http://127.0.0.1:{port}/")[0] == 401
+        assert get(f"http://127.0.0.1:{port}/", {"Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        assert served.stop() == 0
+
+
+def test_demo_ends_by_saying_how_to_open_the_ui(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "demo", "--path", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=_env(COLUMNS="200"),
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.rstrip().endswith(f"eventlog ui --log {tmp_path / 'demo'} --open")
+
+
+# -- the run-view hook ---------------------------------------------------------------------------
+
+_FAKEFLOW = '''
+"""An integration of its own kinds, with a view, as LangGraph's and WayFlow's will have."""
+import eventlog
+
+
+class Tick(eventlog.Event, tag="fakeflow.tick"):
+    channel: str
+    value: int
+
+
+eventlog.register(Tick)
+
+
+class View:
+    name = "fakeflow"
+    kind_prefix = "fakeflow."
+
+    def state(self, log, run_id, offset):
+        channels, messages = {}, []
+        for entry in log.read(run_id, upto=offset):
+            channels[entry.event.channel] = entry.event.value
+            messages.append({"type": "human" if entry.offset % 2 else "ai", "content": f"<b>tick {entry.event.value}</b>"})
+        return {"channel_values": channels, "step": offset, "messages": messages}
+
+    def history(self, log, run_id, limit):
+        rows = [{"offset": e.offset, "channel": e.event.channel, "value": e.event.value} for e in log.read(run_id)]
+        return ["offset", "channel", "value"], rows[-limit:] if limit else rows
+
+
+VIEW = View()
+'''
+
+
+def test_a_run_of_an_integration_shows_through_its_view(tmp_path: Path) -> None:
+    """A module that registers a view under the `eventlog.views` entry point group (installed
+    here as a dist-info directory on the path) decides how its runs show."""
+    site = tmp_path / "site"
+    (site / "fakeflow-1.0.dist-info").mkdir(parents=True)
+    (site / "fakeflow.py").write_text(_FAKEFLOW)
+    (site / "fakeflow-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeflow\nVersion: 1.0\n")
+    (site / "fakeflow-1.0.dist-info" / "entry_points.txt").write_text("[eventlog.views]\nfakeflow = fakeflow:VIEW\n")
+    writer = (
+        "import sys, eventlog, fakeflow\n"
+        "with eventlog.open(sys.argv[1]) as log:\n"
+        "    for i, ch in enumerate(['a', 'b', 'a']):\n"
+        "        log.append('ff-1', fakeflow.Tick(channel=ch, value=i + 1))\n"
+    )
+    env = _env(PYTHONPATH=str(site))
+    subprocess.run([sys.executable, "-c", writer, str(tmp_path / "log")], check=True, env=env, timeout=60)
+    served = _Served(["--log", str(tmp_path / "log"), "--kinds", "fakeflow"], env)
+    try:
+        _, body, _ = get(served.url)
+        assert 'class="chip k-view">fakeflow<' in body
+        status, body, _ = get(served.url + "run?id=ff-1")
+        assert status == 200 and 'class="tab on" href="/run?id=ff-1&amp;view=conversation' in body
+        assert body.count('<div class="msg r-user"') == 2 and body.count('<div class="msg r-assistant"') == 1
+        assert "&lt;b&gt;tick 3&lt;/b&gt;" in body
+        _, body, _ = get(served.url + "run?id=ff-1&view=checkpoints&at=2")
+        assert body.count('<tr data-offset="') == 3 and "<th>channel</th>" in body
+        _, body, _ = get(served.url + "run/state.json?id=ff-1&at=2")
+        assert json.loads(body)["state"]["channel_values"] == {"a": 1, "b": 2}
+        _, body, _ = get(served.url + "run/diff.json?id=ff-1&a=2&b=3")
+        diff = json.loads(body)
+        assert diff["fields"] == {
+            "channel_values": {"from": {"a": 1, "b": 2}, "to": {"a": 3, "b": 2}},
+            "step": {"from": 2, "to": 3},
+        }
+        assert diff["messages_appended"] == [{"type": "human", "content": "<b>tick 3</b>"}]
+    finally:
+        assert served.stop() == 0
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(msgspec.json.encode(value))
+
+
+def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tmp_path: Path) -> None:
+    """The installed integrations' runs: their view names them, gives the state at every
+    offset and the checkpoints' history, and its messages read as a chat."""
+    with eventlog.open(tmp_path / "log") as log:
+        written = [r for r in (write_langgraph_thread(log), write_wayflow_conversation(log)) if r is not None]
+        if not written:
+            pytest.skip("neither the langgraph nor the wayflow extra is installed")
+        with serving(log) as url:
+            _, listing, _ = get(url + "/")
+            for run_id in written:
+                view = view_for_run(log, run_id)
+                assert view is not None
+                assert f'data-run="{run_id}"' in listing and f'class="chip k-view">{view.name}<' in listing
+                head = log.head(run_id)
+                for k in range(head + 1):
+                    _, body, _ = get(f"{url}/run/state.json?id={run_id}&at={k}")
+                    assert json.loads(body)["state"] == _plain(view.state(log, run_id, k)), (run_id, k)
+                _, body, _ = get(f"{url}/run/diff.json?id={run_id}&a=1&b={head}")
+                expected = diff_states(view.state(log, run_id, 1), view.state(log, run_id, head))
+                assert {k: v for k, v in json.loads(body).items() if k not in ("run_id", "a", "b")} == _plain(expected)
+                status, page, _ = get(f"{url}/run?id={run_id}")
+                assert status == 200 and f'class="tab on" href="/run?id={run_id}&amp;view=conversation' in page
+                chat = readings.view_transcript(_plain(view.state(log, run_id, head)))
+                assert chat and page.count('<div class="msg r-') == len(chat)
+                for bubble in chat:
+                    assert html.escape(bubble.text or bubble.payload) in page
+                _, page, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
+                columns, rows = view.history(log, run_id, None)
+                assert page.count('<tr data-offset="') == len(rows) > 0
+                assert all(f"<th>{html.escape(c)}</th>" in page for c in columns)
