@@ -53,6 +53,20 @@ def eventlog_commit() -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def bench_environment() -> dict[str, str]:
+    """The EVENTLOG_BENCH_* variables the run saw (sizes, the PostgreSQL DSN without its password)."""
+    from urllib.parse import urlsplit
+
+    out = {}
+    for name, value in sorted(os.environ.items()):
+        if name.startswith("EVENTLOG_BENCH_"):
+            parts = urlsplit(value) if "://" in value else None
+            if parts is not None and parts.password:
+                value = value.replace(f":{parts.password}@", ":***@", 1)
+            out[name] = value
+    return out
+
+
 def machine(loadavg_at_start: tuple[float, ...] | None = None) -> dict[str, Any]:
     versions = {}
     for name in _PACKAGES:
@@ -222,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"disk probe at the end: {probe_end:,.0f} synced LMDB commits/s")
     doc = {
         "command": "python -m tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "environment": bench_environment(),
         "quick": args.quick,
         "seconds": round(total, 3),
         "loadavg_at_end": os.getloadavg(),

@@ -5,6 +5,10 @@ same process so that every eventlog figure is also a ratio to its floor.
     record, like eventlog), and put it in LMDB under a fixed-width key of run number and
     big-endian offset, all puts of a batch in one write transaction (fsync at commit when
     `sync`).
+(c) single-append floor: (a) with one event per transaction and no fsync (LMDB opened
+    with sync=False): what one `append` with durability none cannot avoid. For reference,
+    `append_one_indexed` does the same and also puts what eventlog's key space adds per
+    event in three more tables (a feed position, an event id, the run's record).
 (b) read floor: an LMDB cursor over one run's keys, zstd-decompress each value,
     msgspec-decode it as the union of the registered event kinds, and a trivial fold
     (count events and keep the last one).
@@ -37,8 +41,9 @@ class Floor:
     """A bare LMDB event store: the floor of both the write and the read path."""
 
     def __init__(self, path: str, *, sync: bool = True, map_size: int = 8 << 30, level: int = 3) -> None:
-        self.env = lmdb.open(path, map_size=map_size, sync=sync, metasync=sync, max_dbs=2, lock=True)
+        self.env = lmdb.open(path, map_size=map_size, sync=sync, metasync=sync, max_dbs=4, lock=True)
         self.db = self.env.open_db(b"events")
+        self._index: tuple[Any, Any, Any] | None = None  # feed, ids, runs: made by the first indexed append
         self._level = level
         self._local = threading.local()  # zstd contexts must not be shared between threads
 
@@ -78,6 +83,20 @@ class Floor:
         value = self._cctx.compress(self._enc.encode(event))
         with self.env.begin(write=True, db=self.db) as txn:
             txn.put(_KEY.pack(run, offset), value)
+
+    def append_one_indexed(self, run: int, offset: int, position: int, event: Any) -> None:
+        """`append_one`, plus a feed row (position -> key), an id row (run, 20-byte id -> offset)
+        and the run's record (32 bytes) in three more tables, all in the one transaction."""
+        if self._index is None:
+            self._index = (self.env.open_db(b"feed"), self.env.open_db(b"ids"), self.env.open_db(b"runs"))
+        feed, ids, runs = self._index
+        value = self._cctx.compress(self._enc.encode(event))
+        key = _KEY.pack(run, offset)
+        with self.env.begin(write=True, db=self.db) as txn:
+            txn.put(key, value)
+            txn.put(position.to_bytes(8, "big"), key, db=feed)
+            txn.put(key[:8] + position.to_bytes(20, "big"), key[8:], db=ids)
+            txn.put(key[:8], key + key, db=runs)
 
     # (b) read floor ----------------------------------------------------------------------
 

@@ -8,7 +8,9 @@ from offset 0 with `state_at(run, head)` (no checkpoint exists, so every event i
 checked, decompressed, decoded and folded) and, as a user would, with
 `for entry in log.read(run)` and `AgentReducer().apply`. Beside floor (b): an LMDB cursor +
 zstd decompress + msgspec decode + a trivial fold. The AgentReducer fold alone, over events
-already in memory, shows what the reducer itself costs. The targets are judged on
+already in memory, shows what the reducer itself costs; the bound row adds the two
+(floor (b) and the reducer's apply, one after the other per event): what `state_at`
+would reach if everything else it does cost nothing. The targets are judged on
 `state_at`, one for each mix.
 """
 
@@ -71,6 +73,15 @@ def _one(ctx: Context, res: SuiteResult, mix: str, events: list) -> dict:
     res.row("eventlog", f"{mix} mix: state_at(run, head)", sa_rate, "events/s", ratio=sa_rate / floor_rate)
     res.row("eventlog", f"{mix} mix: read() + AgentReducer.apply", read_rate, "events/s", ratio=read_rate / floor_rate)
     res.row("AgentReducer", f"{mix} mix: apply only, events in memory", fold_rate, "events/s")
+    bound = 1 / (1 / floor_rate + 1 / fold_rate)
+    res.row(
+        "bound",
+        f"{mix} mix: floor (b) + AgentReducer.apply",
+        bound,
+        "events/s",
+        ratio=bound / floor_rate,
+        note="1 / (1/floor + 1/apply): state_at with nothing else",
+    )
     return {
         "events": n,
         "floor_events_per_s": floor_rate,
@@ -78,6 +89,8 @@ def _one(ctx: Context, res: SuiteResult, mix: str, events: list) -> dict:
         "read_fold_events_per_s": read_rate,
         "fold_only_events_per_s": fold_rate,
         "ratio_to_floor": sa_rate / floor_rate,
+        "bound_events_per_s": bound,
+        "bound_ratio_to_floor": bound / floor_rate,
     }
 
 

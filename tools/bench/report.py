@@ -24,7 +24,9 @@ def markdown(results: dict) -> str:
     out: list[str] = []
     probe = results.get("fsync_probe_commits_per_s", {})
     pk = ", ".join(f"{k} {v}" for k, v in m["packages"].items() if v)
-    out.append(f"Command: `{results['command'].strip()}` — {results['seconds']:.0f} s in all.\n")
+    env = " ".join(f"{k}={v}" for k, v in results.get("environment", {}).items())
+    command = f"{env} {results['command'].strip()}".strip()
+    out.append(f"Command: `{command}` — {results['seconds']:.0f} s in all.\n")
     out.append(
         f"Machine: {m['nproc']} cores (`nproc`), {m.get('cpu') or 'unknown CPU'}, "
         f"{(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, {m['platform']}; "
@@ -56,14 +58,29 @@ def markdown(results: dict) -> str:
                 f"| {r['unit']} | {ratio} | {_cell(r['note'])} |"
             )
     out.append("")
-    out.append("| target | figure | needs | result |")
-    out.append("|---|---:|---|---|")
+    out.append("| suite | target | figure | needs | result |")
+    out.append("|---|---|---:|---|---|")
     for t in results["targets"]:
         unit = f" {t['unit']}" if t["unit"] else ""
         out.append(
-            f"| {_cell(t['name'])} | {fmt_num(t['value'])}{unit} | {t['op']} {fmt_num(t['threshold'])}{unit} "
-            f"| {'met' if t['met'] else '**missed**'} |"
+            f"| {t.get('suite', '')} | {_cell(t['name'])} | {fmt_num(t['value'])}{unit} "
+            f"| {t['op']} {fmt_num(t['threshold'])}{unit} | {'met' if t['met'] else '**missed**'} |"
         )
+    for name, s in results["suites"].items():
+        profile = (s.get("metrics") or {}).get("profile")
+        if not profile:
+            continue
+        out.append("")
+        out.append(
+            f"Where the time of `{name}` goes on eventlog's side (cProfile over one round, the functions "
+            "with the most own time; a share is of all own time in the round):\n"
+        )
+        out.append("| function | share of own time | calls per append |")
+        out.append("|---|---:|---:|")
+        for row in profile:
+            name = row["function"]
+            name = name if name.startswith("the other") else f"`{_cell(name)}`"
+            out.append(f"| {name} | {100 * row['own_time_share']:.1f} % | {fmt_num(row['calls_per_unit'])} |")
     return "\n".join(out) + "\n"
 
 
