@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import eventlog
 from eventlog import cli
+from eventlog.cli._commands import _reducer_of
 from eventlog.demo import run_demo
 from eventlog.events import (
     StateUpdated,
@@ -176,8 +177,11 @@ def test_state_json_at_every_offset_and_at_checkpoints(run: Run, demo_log: Path)
         for r in log.runs():
             head = log.head(r)
             out[r] = (
-                {k: _state(log.state_at(r, k)) for k in range(head + 1)},
-                [(cp.checkpoint_id, cp.offset, _state(cp.state)) for cp in log.checkpoints.list(r)],
+                {k: _state(log.state_at(r, k, reducer=_reducer_of(log, r))) for k in range(head + 1)},
+                [
+                    (cp.checkpoint_id, cp.offset, _state(cp.state))
+                    for cp in log.checkpoints.list(r, reducer=_reducer_of(log, r))
+                ],
             )
         return out
 

@@ -167,7 +167,10 @@ def _cmd_state(args: argparse.Namespace) -> int:
         else:
             offset = log.run_info(args.run).head if args.at is None else args.at
         view = _view(log, args.run)
-        state = log.state_at(args.run, offset) if view is None else view.state(log, args.run, offset)
+        if view is None:
+            state = log.state_at(args.run, offset, reducer=_reducer_of(log, args.run))
+        else:
+            state = view.state(log, args.run, offset)
     doc = {"run_id": args.run, "offset": offset, "checkpoint_id": checkpoint_id, "state": _builtins(state)}
     if args.json:
         _emit_json(doc)
@@ -183,7 +186,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     with _open(args) as log:
         off_a, cp_a = _resolve(log, args.run, args.a)
         off_b, cp_b = _resolve(log, args.run, args.b)
-        changes = diff_states(log.state_at(args.run, off_a), log.state_at(args.run, off_b))
+        reducer = _reducer_of(log, args.run)
+        changes = diff_states(
+            log.state_at(args.run, off_a, reducer=reducer), log.state_at(args.run, off_b, reducer=reducer)
+        )
     doc = {
         "run_id": args.run,
         "a": {"offset": off_a, "checkpoint_id": cp_a},
@@ -311,6 +317,16 @@ def _reducers(log: Any) -> list[Any]:
     from ..views import view_reducers
 
     return [log.reducer, ConversationReducer(), *view_reducers()]
+
+
+def _reducer_of(log: Any, run_id: str) -> Any:
+    """The reducer the run's latest checkpoint was made by, when this process knows it (a
+    conversation restored in place folds with its own); else the log's default."""
+    latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
+    for reducer in _reducers(log):
+        if latest and (reducer.name, reducer.version) == (latest[0].reducer, latest[0].reducer_version):
+            return reducer
+    return log.reducer
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
