@@ -11,8 +11,9 @@ measures:
   events (the time in `append_many` alone; with the checkpoints too, beside; the build's
   timings are kept per min(100,000, events ÷ 20) events, in the metrics);
 - `state_at` at seeded random (run, offset) of each log, the two logs' queries
-  interleaved: median and p99 (ms); then the same queries again, when the pages of the
-  memory map they touch are mapped into the process already;
+  interleaved: median and p99 (ms), and page faults per query (minor: a page of the page
+  cache mapped into the process; major: a page read from the disk); then the same queries
+  again, when the pages of the memory map they touch are mapped already;
 - in a fresh process, peak private memory (`RssAnon`, sampled every 2 ms) and time of
   `iter_runs()` and of `runs()` over a log of `EVENTLOG_BENCH_SCALE_RUNS` runs (100,000
   unless set) of one event each;
@@ -125,10 +126,13 @@ def window(steps: list[dict[str, float]], first: bool, events: int) -> dict[str,
 
 def state_at_latencies(
     big: str, small: str, big_heads: dict[str, int], small_heads: dict[str, int], queries: int
-) -> dict[str, list[float]]:
+) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
     """Milliseconds of `state_at` at seeded random (run, offset) of each log, the two logs' queries
     interleaved; then the same queries again on each log ("big again", "small again"), when the
-    pages they touch are mapped into the process already."""
+    pages they touch are mapped into the process already. Also the page faults per query
+    (minor: a page of the page cache mapped; major: a page read from the disk)."""
+    import resource
+
     import eventlog
 
     rng = random.Random(42)
@@ -140,19 +144,25 @@ def state_at_latencies(
             run_id, head = rng.choice(heads[name])
             asked[name].append((run_id, rng.randint(0, head)))
     out: dict[str, list[float]] = {"big": [], "small": [], "big again": [], "small again": []}
+    faults = {key: {"minor": 0.0, "major": 0.0} for key in out}
     try:
         for again in ("", " again"):
             for q in range(queries + 20):
                 for name in ("big", "small") if q % 2 == 0 else ("small", "big"):
                     run_id, k = asked[name][q]
+                    r0 = resource.getrusage(resource.RUSAGE_SELF)
                     t0 = time.perf_counter()
                     logs[name].state_at(run_id, k)
+                    t1 = time.perf_counter()
+                    r1 = resource.getrusage(resource.RUSAGE_SELF)
                     if q >= 20:
-                        out[name + again].append((time.perf_counter() - t0) * 1000.0)
+                        out[name + again].append((t1 - t0) * 1000.0)
+                        faults[name + again]["minor"] += (r1.ru_minflt - r0.ru_minflt) / queries
+                        faults[name + again]["major"] += (r1.ru_majflt - r0.ru_majflt) / queries
     finally:
         for log in logs.values():
             log.close()
-    return out
+    return out, faults
 
 
 def run(ctx: Context) -> SuiteResult:
@@ -182,14 +192,16 @@ def run(ctx: Context) -> SuiteResult:
     res.row("eventlog", "  with the checkpoints, last", last["with_checkpoints_events_per_s"], "events/s",
             note=f"{ratio_cp:.2f}x the first")  # fmt: skip
 
-    lat = state_at_latencies(big_path, small_path, big["heads"], small["heads"], queries)
-    sa = {name: {"median_ms": median(v), "p99_ms": percentile(v, 99)} for name, v in lat.items()}
+    lat, faults = state_at_latencies(big_path, small_path, big["heads"], small["heads"], queries)
+    sa = {name: {"median_ms": median(v), "p99_ms": percentile(v, 99), **faults[name]} for name, v in lat.items()}
     for name, label in (("small", f"{n_small:,}-event log"), ("big", f"{n:,}-event log")):
-        res.row("eventlog", f"state_at median, {label}", sa[name]["median_ms"], "ms", note=f"{queries:,} queries")
-        res.row("eventlog", f"state_at p99, {label}", sa[name]["p99_ms"], "ms")
-        again = sa[f"{name} again"]
+        first, again = sa[name], sa[f"{name} again"]
+        res.row("eventlog", f"state_at median, {label}", first["median_ms"], "ms", note=f"{queries:,} queries")
+        res.row("eventlog", f"state_at p99, {label}", first["p99_ms"], "ms",
+                note=f"page faults per query: {first['minor']:.1f} minor, {first['major']:.2f} major")  # fmt: skip
         res.row("eventlog", f"  the same queries again, {label}: median", again["median_ms"], "ms",
-                note=f"p99 {again['p99_ms']:.3f} ms; the pages they touch are mapped already")  # fmt: skip
+                note=f"p99 {again['p99_ms']:.3f} ms; page faults per query: {again['minor']:.1f} minor, "
+                f"{again['major']:.2f} major")  # fmt: skip
     res.metrics.update(
         events=n,
         runs=big["runs"],
