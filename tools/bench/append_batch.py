@@ -4,10 +4,10 @@ Events are the agent mix (LLM calls with tool calls, tool results, user messages
 steps; about 600 bytes each encoded). eventlog (msgspec, zstd with the log's trained
 dictionary, framing, checksum, feed, run record, fsync at every commit) beside floor (a):
 msgspec encode + zstd compress + LMDB put of each event, one transaction per batch, fsync
-at commit. A first pass of 5,000 events warms both stores (eventlog trains its zstd
-dictionary after 2,048 records); then the two alternate in rounds of 5 batches, and the
-medians of the per-round rates and of the per-round ratios are reported, so that a burst
-of disk traffic from elsewhere hits both sides alike.
+at commit. A first pass of 5,000 events warms both stores (eventlog trains its first zstd
+dictionaries on the way: docs/format.md, "Frames"); then the two alternate in rounds of 5
+batches, and the medians of the per-round rates and of the per-round ratios are reported,
+so that a burst of disk traffic from elsewhere hits both sides alike.
 """
 
 from __future__ import annotations

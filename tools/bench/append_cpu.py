@@ -27,7 +27,7 @@ from typing import Any
 from ._common import Context, SuiteResult, agent_events, median
 from .floors import Floor
 
-WARM = 3_000  # past the first dictionary (trained at 256 events) and its retraining at 2,048
+WARM = 3_000  # past the log's first dictionaries (docs/format.md, "Frames")
 TOP = 12  # functions listed from the profile
 
 

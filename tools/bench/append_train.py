@@ -3,8 +3,9 @@
 A new log is loaded with `append_many` of 1,000 agent-mix events per transaction
 (durability sync), `EVENTLOG_BENCH_TRAIN_EVENTS` events in all (100,000 unless set): the
 load crosses the event counts at which the log trains a zstd dictionary from its own data
-(256, then eightfold: 2,048, 16,384, …; docs/format.md), so what training costs the
-appends shows here, where the steady-state `append_batch` suite does not see it. Beside
+(the first, then each time the count grows eightfold; docs/format.md, "Frames"), so what
+training costs the appends shows here, where the steady-state `append_batch` suite does
+not see it. Beside
 floor (a) doing the same load into a fresh LMDB directory: msgspec encode + zstd compress
 (no dictionary) + LMDB put, one transaction and one fsync per batch. Each round loads a
 fresh floor and a fresh log (who goes first alternates); the load's rate is events ÷ the
