@@ -8,6 +8,7 @@ python -m tools.bench.report RESULTS.json docs/benchmarks.md   # replace what li
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ._common import fmt_num
@@ -19,7 +20,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown(results: dict) -> str:
+def markdown(results: dict, source: str | None = None) -> str:
+    """The Markdown of a results JSON; `source` is a link to the JSON, written above the tables."""
     m = results["machine"]
     out: list[str] = []
     probe = results.get("fsync_probe_commits_per_s", {})
@@ -27,6 +29,8 @@ def markdown(results: dict) -> str:
     env = " ".join(f"{k}={v}" for k, v in results.get("environment", {}).items())
     command = f"{env} {results['command'].strip()}".strip()
     out.append(f"Command: `{command}` — {results['seconds']:.0f} s in all.\n")
+    if source:
+        out.append(f"Every figure below comes from this one run; its JSON is [{source}]({source}).\n")
     out.append(
         f"Machine: {m['nproc']} cores (`nproc`), {m.get('cpu') or 'unknown CPU'}, "
         f"{(m.get('memory_bytes') or 0) / 2**30:.0f} GiB, {m['platform']}; "
@@ -90,10 +94,12 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[0]) as f:
         results = json.load(f)
-    text = markdown(results)
     if len(argv) == 1:
-        print(text)
+        print(markdown(results))
         return 0
+    page = os.path.dirname(os.path.abspath(argv[1]))
+    source = os.path.relpath(os.path.abspath(argv[0]), page)
+    text = markdown(results, None if source.startswith("..") else source.replace(os.sep, "/"))
     with open(argv[1]) as f:
         doc = f.read()
     if BEGIN not in doc or END not in doc:
