@@ -8,7 +8,6 @@ transactions finish and holds new ones back while the map grows).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import itertools
@@ -146,6 +145,34 @@ class _LMDBTxn:
             if not cur.key():
                 cur.last()  # the iterator ran off the end: the last key is the last one read
             return out, cast("bytes", cur.key())
+
+
+class _Writing:
+    """The locks around one write transaction (a plain context manager: it runs at every commit)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: LMDBStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._write_lock.acquire()
+        try:
+            if store._data_fd >= 0:
+                fcntl.flock(store._data_fd, fcntl.LOCK_EX)
+            store._check_lock_file()
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        store = self._store
+        try:
+            if store._data_fd >= 0:
+                fcntl.flock(store._data_fd, fcntl.LOCK_UN)
+        finally:
+            store._write_lock.release()
 
 
 class LMDBStore:
@@ -324,18 +351,9 @@ class LMDBStore:
 
     # -- transactions ------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
+    def _writing(self) -> _Writing:
         """This process's write lock, then the flock every writer process takes, then the lock file check."""
-        with self._write_lock:
-            if self._data_fd >= 0:
-                fcntl.flock(self._data_fd, fcntl.LOCK_EX)
-            try:
-                self._check_lock_file()
-                yield
-            finally:
-                if self._data_fd >= 0:
-                    fcntl.flock(self._data_fd, fcntl.LOCK_UN)
+        return _Writing(self)
 
     def read(self, fn: Callable[[_LMDBTxn], T]) -> T:
         while True:
