@@ -5,13 +5,13 @@ same process so that every eventlog figure is also a ratio to its floor.
     record, like eventlog), and put it in LMDB under a fixed-width key of run number and
     big-endian offset, all puts of a batch in one write transaction (fsync at commit when
     `sync`).
+(b) read floor: an LMDB cursor over one run's keys, zstd-decompress each value,
+    msgspec-decode it as the union of the registered event kinds, and a trivial fold
+    (count events and keep the last one).
 (c) single-append floor: (a) with one event per transaction and no fsync (LMDB opened
     with sync=False): what one `append` with durability none cannot avoid. For reference,
     `append_one_indexed` does the same and also puts what eventlog's key space adds per
     event in three more tables (a feed position, an event id, the run's record).
-(b) read floor: an LMDB cursor over one run's keys, zstd-decompress each value,
-    msgspec-decode it as the union of the registered event kinds, and a trivial fold
-    (count events and keep the last one).
 
 No framing, no checksum, no feed, no run records, no validation: what eventlog adds on top
 is what the ratio to the floor measures.

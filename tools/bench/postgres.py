@@ -174,31 +174,18 @@ def _processes(kind: str, target: str, n_procs: int, n: int, first_run: int) -> 
     return n_procs * n / (end - start)
 
 
-def run(ctx: Context) -> SuiteResult:
-    res = SuiteResult("postgres", __doc__.strip().splitlines()[0])
-    dsn = os.environ.get(DSN_ENV)
-    if not dsn:
-        res.skipped = f"set {DSN_ENV} (for example postgresql://postgres@127.0.0.1:5432/test) to run it"
-        return res
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        res.skipped = "psycopg 3 is not installed: pip install 'eventlog[postgres]'"
-        return res
+def _one_process(
+    dsn: str, log_schema: str, floor_schema: str, m: int, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]], str | None]:
+    """Per-round rates of single appends and of batches, eventlog and the floors; the server's synchronous_commit."""
     import eventlog
 
-    m = ctx.size("EVENTLOG_BENCH_PG_APPENDS", 200, 30)
-    rounds = ctx.n(9, 2)
-    proc_rounds = ctx.n(3, 1)
-    tag = f"{os.getpid()}"
-    schemas = [f"bench_pg_log_{tag}", f"bench_pg_floor_{tag}", f"bench_pg_procs_{tag}", f"bench_pg_pfloor_{tag}"]
-    drop_schemas(dsn, schemas)
     events = agent_events(max(m, BATCH * ROUND_BATCHES))
     singles, batches = events[:m], list(chunks(events[: BATCH * ROUND_BATCHES], BATCH))
-    log = eventlog.open(with_schema(dsn, schemas[0]))
-    floor = PgFloor(dsn, schemas[1])
+    log = eventlog.open(with_schema(dsn, log_schema))
+    floor = PgFloor(dsn, floor_schema)
     try:
-        setting = floor.conn.execute("SHOW synchronous_commit").fetchone()
+        row = floor.conn.execute("SHOW synchronous_commit").fetchone()
         floor.conn.commit()
         for i, b in enumerate(batches):  # warm-up: the first dictionaries, both tables' first pages
             log.append_many("warm", b)
@@ -213,8 +200,6 @@ def run(ctx: Context) -> SuiteResult:
             for i, e in enumerate(singles, 1):
                 floor.append_one(r + 1, i, e)
 
-        single = _alternate(rounds, {"floor": floor_single, "eventlog": log_single}, m)
-
         def log_batch(r: int) -> None:
             for b in batches:
                 log.append_many(f"batch-{r}", b)
@@ -227,38 +212,65 @@ def run(ctx: Context) -> SuiteResult:
             for i, b in enumerate(batches):
                 floor.copy_batch(2_000 + r, 1 + i * BATCH, b)
 
-        batch = _alternate(
-            rounds, {"floor": floor_batch, "copy": floor_copy, "eventlog": log_batch}, BATCH * ROUND_BATCHES
-        )
+        single = _alternate(rounds, {"floor": floor_single, "eventlog": log_single}, m)
+        sides = {"floor": floor_batch, "copy": floor_copy, "eventlog": log_batch}
+        batch = _alternate(rounds, sides, BATCH * ROUND_BATCHES)
     finally:
         log.close()
         floor.close()
+    return single, batch, None if row is None else str(row[0])
 
-    # writer processes: eventlog on one schema, the floor on another
-    eventlog.open(with_schema(dsn, schemas[2])).close()  # the schema exists before the writers race to it
-    PgFloor(dsn, schemas[3]).close()
+
+def _writer_processes(
+    dsn: str, log_schema: str, floor_schema: str, m: int, rounds: int
+) -> tuple[dict[str, dict[int, list[float]]], list[int]]:
+    """Per-round rates of 1 and 4 writer processes, eventlog and the floor; the advisory-lock waiters sampled."""
+    import eventlog
+
+    eventlog.open(with_schema(dsn, log_schema)).close()  # the schema exists before the writers race to it
+    PgFloor(dsn, floor_schema).close()
     procs: dict[str, dict[int, list[float]]] = {"eventlog": {1: [], 4: []}, "floor": {1: [], 4: []}}
     waiting: list[int] = []
     run_no = 0
+    for r in range(rounds):
+        for n_procs in PROCESSES if r % 2 == 0 else PROCESSES[::-1]:
+            for kind, target in (("eventlog", with_schema(dsn, log_schema)), ("floor", f"{dsn}\x00{floor_schema}")):
+                stop = threading.Event()
+                sampler = None
+                if kind == "eventlog" and n_procs > 1:
+                    sampler = threading.Thread(target=_lock_waiters, args=(dsn, stop, waiting), daemon=True)
+                    sampler.start()
+                try:
+                    procs[kind][n_procs].append(_processes(kind, target, n_procs, m, run_no))
+                finally:
+                    stop.set()
+                    if sampler is not None:
+                        sampler.join()
+                run_no += n_procs
+    return procs, waiting
+
+
+def run(ctx: Context) -> SuiteResult:
+    res = SuiteResult("postgres", __doc__.strip().splitlines()[0])
+    dsn = os.environ.get(DSN_ENV)
+    if not dsn:
+        res.skipped = f"set {DSN_ENV} (for example postgresql://postgres@127.0.0.1:5432/test) to run it"
+        return res
     try:
-        for r in range(proc_rounds):
-            for n_procs in PROCESSES if r % 2 == 0 else PROCESSES[::-1]:
-                for kind, target in (
-                    ("eventlog", with_schema(dsn, schemas[2])),
-                    ("floor", f"{dsn}\x00{schemas[3]}"),
-                ):
-                    stop = threading.Event()
-                    sampler = None
-                    if kind == "eventlog" and n_procs > 1:
-                        sampler = threading.Thread(target=_lock_waiters, args=(dsn, stop, waiting), daemon=True)
-                        sampler.start()
-                    try:
-                        procs[kind][n_procs].append(_processes(kind, target, n_procs, m, run_no))
-                    finally:
-                        stop.set()
-                        if sampler is not None:
-                            sampler.join()
-                    run_no += n_procs
+        import psycopg  # noqa: F401
+    except ImportError:
+        res.skipped = "psycopg 3 is not installed: pip install 'eventlog[postgres]'"
+        return res
+
+    m = ctx.size("EVENTLOG_BENCH_PG_APPENDS", 200, 30)
+    rounds = ctx.n(9, 2)
+    proc_rounds = ctx.n(3, 1)
+    tag = f"{os.getpid()}"
+    schemas = [f"bench_pg_log_{tag}", f"bench_pg_floor_{tag}", f"bench_pg_procs_{tag}", f"bench_pg_pfloor_{tag}"]
+    drop_schemas(dsn, schemas)
+    try:
+        single, batch, setting = _one_process(dsn, schemas[0], schemas[1], m, rounds)
+        procs, waiting = _writer_processes(dsn, schemas[2], schemas[3], m, proc_rounds)
     finally:
         drop_schemas(dsn, schemas)
 
@@ -296,7 +308,7 @@ def run(ctx: Context) -> SuiteResult:
         note="mean of samples every 5 ms",
     )
     res.metrics.update(
-        synchronous_commit=setting[0] if setting else None,
+        synchronous_commit=setting,
         appends_per_round=m,
         rounds=rounds,
         single={"floor_appends_per_s": s_floor, "eventlog_appends_per_s": s_log, "ratio_to_floor": s_ratio},
