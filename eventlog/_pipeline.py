@@ -189,7 +189,12 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
     if len(samples) < 64 or size < _limits.dictionary_size_bytes_min:
         return None
     try:
-        trained = zstandard.train_dictionary(size, list[bytes | bytearray | memoryview](samples))
+        trained = zstandard.train_dictionary(
+            size,
+            list[bytes | bytearray | memoryview](samples),
+            k=_limits.dictionary_cover_k,
+            d=_limits.dictionary_cover_d,
+        )
     except zstandard.ZstdError:
         return None
     return trained.as_bytes()

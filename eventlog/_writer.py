@@ -247,12 +247,9 @@ class Writer:
         number = 0 if rec is None else rec.number
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
         ids = list(r.ids)
-        if rec is not None:
-            for i, given in enumerate(ids):
-                if given is not None:
-                    found = self.find_id(txn, r.run_id, rec, given)
-                    if found is not None:
-                        offsets[i] = found
+        if rec is not None and any(i is not None for i in ids):
+            known = self.find_ids(txn, r.run_id, rec, [i for i in ids if i is not None])
+            offsets = {n: known[i] for n, i in enumerate(ids) if i is not None and i in known}
         if len(offsets) == len(ids):
             r.offsets, r.written, r.number = [offsets[i] for i in range(len(ids))], 0, number
             return position, False
@@ -267,10 +264,8 @@ class Writer:
                 if given in first_of:
                     continue  # the same caller id twice in one batch: written once
                 first_of[given] = i
-            else:
-                ids[i] = self._new_id(txn, r.run_id, rec, first_of)
-                first_of[ids[i]] = i  # type: ignore[index]
             fresh.append(i)
+        self._draw_ids(txn, r.run_id, rec, ids, first_of)
         values = []
         for n, i in enumerate(fresh):
             event_id = cast(str, ids[i])  # every id was given or drawn above
@@ -302,24 +297,41 @@ class Writer:
 
     def find_id(self, txn: Txn, run_id: str, rec: RunRecord, event_id: str) -> int | None:
         """The offset of the run's event with this id (a fork's shared events included), or None."""
-        if rec.parent is None:
-            found = txn.get("event_ids", id_key(rec.number, event_id))
-            return None if found is None else int.from_bytes(found, "big")
-        for link in self._runs.lineage(txn, run_id, rec):
-            found = txn.get("event_ids", id_key(link.rec.number, event_id))
-            if found is not None and int.from_bytes(found, "big") <= link.hi:
-                return int.from_bytes(found, "big")
-        return None
+        return self.find_ids(txn, run_id, rec, [event_id]).get(event_id)
 
-    def _new_id(self, txn: Txn, run_id: str, rec: RunRecord | None, taken: dict[str, int]) -> str:
-        """An id from the log's id source that the run does not hold yet."""
+    def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
+        """{id: offset} of those of `event_ids` the run holds (a fork's shared events included),
+        looked up together: one round trip per run of the lineage."""
+        found: dict[str, int] = {}
+        wanted = list(dict.fromkeys(event_ids))
+        for link in self._runs.lineage(txn, run_id, rec):
+            values = txn.get_many("event_ids", [id_key(link.rec.number, i) for i in wanted])
+            for event_id, value in zip(wanted, values, strict=True):
+                if value is not None and int.from_bytes(value, "big") <= link.hi:
+                    found[event_id] = int.from_bytes(value, "big")
+            wanted = [i for i in wanted if i not in found]
+            if not wanted or rec.parent is None:
+                break
+        return found
+
+    def _draw_ids(
+        self, txn: Txn, run_id: str, rec: RunRecord | None, ids: list[str | None], taken: dict[str, int]
+    ) -> None:
+        """Fill the empty slots of `ids` with ids from the log's id source that the run does not hold."""
         for _ in range(_limits.id_draws_max):
-            candidate = self._ids.draw()
-            if candidate not in taken and (rec is None or self.find_id(txn, run_id, rec, candidate) is None):
-                return candidate
-            if self._ids.injected:
-                raise DuplicateIdError(
-                    f"the log's id source returned {candidate!r}, an event id the run holds already; "
-                    "an id source given to eventlog.open(ids=...) must return ids unique in the log"
-                )
+            slots = [n for n, i in enumerate(ids) if i is None]
+            if not slots:
+                return
+            drawn = [self._ids.draw() for _ in slots]
+            held = set(self.find_ids(txn, run_id, rec, drawn)) if rec is not None else set()
+            for n, candidate in zip(slots, drawn, strict=True):
+                if candidate in held or candidate in taken:
+                    if self._ids.injected:
+                        raise DuplicateIdError(
+                            f"the log's id source returned {candidate!r}, an event id the run holds already; "
+                            "an id source given to eventlog.open(ids=...) must return ids unique in the log"
+                        )
+                    continue  # drawn again
+                ids[n] = candidate
+                taken[candidate] = n
         raise DuplicateIdError(f"the log's id source returned {_limits.id_draws_max} ids the run holds already")

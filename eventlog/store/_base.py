@@ -32,6 +32,10 @@ class Txn(Protocol):
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value under `key`, or None."""
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        """The values under `keys`, in their order (None where absent): one round trip where that matters."""
+        ...
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         """Set `key` to `value` (write transactions only)."""
 

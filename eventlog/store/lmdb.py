@@ -90,6 +90,10 @@ class _LMDBTxn:
     def get(self, table: str, key: bytes) -> bytes | None:
         return cast("bytes | None", self._txn.get(key, db=self._dbs[table]))
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        get, db = self._txn.get, self._dbs[table]
+        return [cast("bytes | None", get(k, db=db)) for k in keys]
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")

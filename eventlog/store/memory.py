@@ -30,6 +30,10 @@ class _MemoryTxn:
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._tables[table].values.get(key)
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        values = self._tables[table].values
+        return [values.get(k) for k in keys]
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")

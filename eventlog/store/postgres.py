@@ -98,6 +98,14 @@ class _PgTxn:
         row = self._cur.execute(self._q["get"], (_TABLE_IDS[table], key)).fetchone()
         return None if row is None else bytes(row[0])
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        if len(keys) < 2:
+            return [self.get(table, k) for k in keys]
+        self.flush()
+        rows = self._cur.execute(self._q["get_many"], (_TABLE_IDS[table], keys)).fetchall()
+        found = {bytes(k): bytes(v) for k, v in rows}
+        return [found.get(bytes(k)) for k in keys]
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")
@@ -156,6 +164,7 @@ class PostgresStore:
         kv = f'"{schema}".kv'
         self._q = {
             "get": f"SELECT v FROM {kv} WHERE tbl = %s AND k = %s",
+            "get_many": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k = ANY(%s)",
             "put": f"INSERT INTO {kv} (tbl, k, v) VALUES (%s, %s, %s) ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
             "delete": f"DELETE FROM {kv} WHERE tbl = %s AND k = %s",
             "scan": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k LIMIT %s",
