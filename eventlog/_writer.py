@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from . import _limits
@@ -100,7 +100,7 @@ class Writer:
     def request(
         self,
         run_id: str,
-        events: Sequence[Any],
+        events: Iterable[Any],
         *,
         event_ids: Sequence[str | None] | None = None,
         meta: dict[str, Any] | None = None,
@@ -111,8 +111,9 @@ class Writer:
     ) -> Request:
         """A checked request: raises (a subclass of EventLogError) before anything is written."""
         check_run_id(run_id)
-        if isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
+        if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
             raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
+        events = list(events)
         if not events:
             raise InvalidArgumentError("append_many needs at least one event")
         if len(events) > _limits.batch_events_max:

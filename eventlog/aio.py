@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 from ._reader import Entry
 from ._writer import Request, Writer
 from .checkpoints import Checkpoint, Checkpoints
-from .errors import ClosedError, EventLogError, InvalidArgumentError
+from .errors import ClosedError, EventLogError
 from .events import Event
 from .fold import Reducer
 from .log import EventLog, RunInfo
@@ -208,10 +208,8 @@ class AsyncEventLog(Generic[S]):
         time_ns: int | None = None,
     ) -> list[int]:
         """See `EventLog.append_many`: checked here, committed with the other appends of this turn."""
-        if not isinstance(events, Iterable) or isinstance(events, (str, bytes)):
-            raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
         request = self.sync._writer.request(
-            run_id, list(events), event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
+            run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
         return await self._committer.submit(request)
 

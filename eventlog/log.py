@@ -225,10 +225,8 @@ class EventLog(Generic[S]):
         the head differs. Events whose `event_ids` entry is already in the run are not
         written again; their first offsets are returned.
         """
-        if not isinstance(events, Iterable) or isinstance(events, (str, bytes)):
-            raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
         request = self._writer.request(
-            run_id, list(events), event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
+            run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
         return self._writer.commit(request).offsets
 

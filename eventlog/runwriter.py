@@ -104,6 +104,8 @@ class RunWriter(Generic[S]):
         """Append events atomically, fold them, and checkpoint once after them if the policy asks.
 
         `checkpoint_metadata` goes on that checkpoint, if one is taken."""
+        if not isinstance(events, (str, bytes)):
+            events = list(events)  # folded below as well as encoded: an iterator is read once
         request = self._writer.request(
             self.run_id, events, event_ids=event_ids, meta=meta, expected_offset=self.offset,
             expected_number=self._number,
