@@ -50,11 +50,6 @@ def run_key(run_id: str) -> bytes:
     return raw[:inline] + b"\xff" + hashlib.sha256(raw).digest()
 
 
-def run_prefix(number: int) -> bytes:
-    """The prefix of every key of the run numbered `number`."""
-    return u64(number)
-
-
 def run_range(number: int) -> tuple[bytes, bytes]:
     """(start, stop) of a prefix scan over one run's keys."""
     return u64(number), u64(number + 1)

@@ -38,9 +38,7 @@ class Request:
         "event_bytes",
         "expected_number",
         "expected_offset",
-        "given",
         "ids",
-        "kinds",
         "lead",
         "meta",
         "number",
@@ -51,11 +49,11 @@ class Request:
         "written",
     )  # fmt: skip
 
-    def __init__(self, run_id: str, kinds: list[str], event_bytes: list[bytes], meta: bytes, ids: list[str | None],
+    def __init__(self, run_id: str, event_bytes: list[bytes], meta: bytes, ids: list[str | None],
                  time_ns: int, expected_offset: int | None, expected_number: int | None,
                  checkpoint: CheckpointHook | None) -> None:  # fmt: skip
-        self.run_id, self.kinds, self.event_bytes, self.meta = run_id, kinds, event_bytes, meta
-        self.ids, self.given = ids, [i is not None for i in ids]
+        self.run_id, self.event_bytes, self.meta = run_id, event_bytes, meta
+        self.ids = ids
         self.time_ns, self.expected_offset, self.expected_number = time_ns, expected_offset, expected_number
         self.checkpoint = checkpoint
         self.offsets: list[int] = []
@@ -135,11 +133,10 @@ class Writer:
                     check_id("event_id", given)
         meta_bytes = self._codec.encode_meta(meta)
         event_bytes = [self._codec.encode_event(e) for e in events]
-        kinds = [type(e).__name__ for e in events]
-        for kind, data in zip(kinds, event_bytes, strict=True):
-            self._codec.check_entry_size(kind, meta_bytes, data)
+        for event, data in zip(events, event_bytes, strict=True):
+            self._codec.check_entry_size(type(event).__name__, meta_bytes, data)
         stamp = self.now() if time_ns is None else check_time_ns("time_ns", time_ns)
-        return Request(run_id, kinds, event_bytes, meta_bytes, ids, stamp, expected_offset, expected_number,
+        return Request(run_id, event_bytes, meta_bytes, ids, stamp, expected_offset, expected_number,
                        checkpoint)  # fmt: skip
 
     # -- group commit ----------------------------------------------------------------------
