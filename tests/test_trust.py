@@ -5,6 +5,7 @@ docs/reliability.md, "Fault classes", on every store where it applies."""
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import os
 import signal
@@ -943,18 +944,22 @@ events = st.one_of(
 )
 
 
+_EXAMPLES = itertools.count()
+
+
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(event=events, meta=st.one_of(st.none(), values), event_id=st.one_of(st.none(), values))
 def test_any_value_is_refused_by_name_or_read_back_equal(
     log: eventlog.EventLog[Any], event: Any, meta: Any, event_id: Any
 ) -> None:
     before = visible(log)
+    run_id = f"p{next(_EXAMPLES)}"  # the log lives across examples: a new run each, so no id is known already
     try:
-        offset = log.append("p", event, meta=meta, event_id=event_id)
+        offset = log.append(run_id, event, meta=meta, event_id=event_id)
     except eventlog.EventLogError:
         assert visible(log) == before
         return
-    entry = log.entry("p", offset)
+    entry = log.entry(run_id, offset)
     from eventlog.codec import same
 
     assert same(entry.event, event) and same(entry.meta, meta)
