@@ -8,12 +8,12 @@ than the entries account for, so a re-pointed or extra reference is found too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
 
-from ._keys import event_key, from_u64, id_key, run_range, u64
+from ._keys import event_key, from_u64, id_key, run_range, snapshot_key, u64
 from ._reader import Reader
 from ._records import CheckpointRecord, RunRecord
 from ._replay import Replay
@@ -27,6 +27,16 @@ from .store._base import Store, Txn
 __all__ = ["Problem", "VerifyReport"]
 
 _CHUNK = 4096
+
+
+def _chunked(txn: Txn, table: str, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Pairs of a key range, read a chunk at a time (a long range is never one Python list)."""
+    while True:
+        pairs = txn.scan(table, start, stop, limit=_CHUNK)
+        yield from pairs
+        if len(pairs) < _CHUNK:
+            return
+        start = pairs[-1][0] + b"\x00"
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -114,7 +124,7 @@ class Verifier:
         except (CorruptRecordError, PrunedError, ReducerError) as exc:
             problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
             return own
-        self._compare(run_id, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
+        self._compare(run_id, rec, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
         pending = 0
         try:
             for owner, first, values in self._reader.chunks(run_id, start, rec.head, _CHUNK):
@@ -136,7 +146,7 @@ class Verifier:
                     report.events += 1
                     pending += 1
                     if offset in snapshots or offset in checkpoints:
-                        self._compare(run_id, offset, state, snapshots, checkpoints, reducer, report)
+                        self._compare(run_id, rec, offset, state, snapshots, checkpoints, reducer, report)
                 if progress is not None and pending >= 1024:
                     progress(pending)
                     pending = 0
@@ -151,38 +161,46 @@ class Verifier:
 
     def _stored(
         self, txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any], report: VerifyReport
-    ) -> tuple[dict[int, list[CheckpointRecord]], dict[int, bytes]]:
-        """The run's checkpoints by offset and its snapshots (of `reducer`) as canonical state bytes."""
+    ) -> tuple[dict[int, list[CheckpointRecord]], set[int]]:
+        """The run's checkpoints by offset (their records hold no state) and the offsets of its
+        snapshots by `reducer`; a snapshot itself is read only when the fold reaches it."""
         start, stop = run_range(rec.number)
         tag = reducer_tag(reducer)
         checkpoints: dict[int, list[CheckpointRecord]] = {}
-        for key, value in txn.scan("checkpoints", start, stop):
-            report.checkpoints += 1
+        seen = 0
+        for key, value in _chunked(txn, "checkpoints", start, stop):
+            seen += 1
             try:
                 cp = self._checkpoints.record(run_id, value)
             except CorruptRecordError as exc:
                 report.problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
                 continue
+            cp.metadata = {}  # not compared: kept out of memory
             checkpoints.setdefault(cp.offset, []).append(cp)
             if txn.get("checkpoint_ids", id_key(rec.number, cp.checkpoint_id)) != key[8:]:
                 report.problems.append(
                     Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
                 )
-        indexed = len(txn.scan("checkpoint_ids", start, stop))
-        if indexed != report.checkpoints and indexed > sum(len(v) for v in checkpoints.values()):
+        report.checkpoints += seen
+        if sum(1 for _ in _chunked(txn, "checkpoint_ids", start, stop)) > seen:
             report.problems.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
-        snapshots: dict[int, bytes] = {}
-        for key, value in txn.scan("snapshots", start, stop):
-            offset = from_u64(key[8:16])
-            if key[16:] != tag:
-                continue
-            try:
-                _, raw, _ = self._replay.load_snapshot(run_id, value, reducer)
-            except CorruptRecordError as exc:
-                report.problems.append(Problem(run_id, offset, "corrupt", f"snapshot at offset {offset}: {exc.what}"))
-                continue
-            snapshots[offset] = raw
+        snapshots = {from_u64(key[8:16]) for key, _ in _chunked(txn, "snapshots", start, stop) if key[16:] == tag}
         return checkpoints, snapshots
+
+    def _snapshot(
+        self, run_id: str, rec: RunRecord, offset: int, reducer: Reducer[Any], report: VerifyReport
+    ) -> bytes | None:
+        """The canonical bytes of the run's snapshot at `offset` by `reducer`; a damaged one is reported."""
+        value = self._store.read(
+            lambda txn: txn.get("snapshots", snapshot_key(rec.number, offset, reducer_tag(reducer)))
+        )
+        if value is None:
+            return None
+        try:
+            return self._replay.load_snapshot(run_id, value, reducer)[1]
+        except CorruptRecordError as exc:
+            report.problems.append(Problem(run_id, offset, "corrupt", f"snapshot at offset {offset}: {exc.what}"))
+            return None
 
     def _indexes(self, run_id: str, rec: RunRecord, report: VerifyReport, ids_indexed: bool) -> int:
         """Cross-check the run's own entries with the feed and the event id index; returns their count."""
@@ -240,16 +258,19 @@ class Verifier:
     def _compare(
         self,
         run_id: str,
+        rec: RunRecord,
         offset: int,
         state: Any,
-        snapshots: dict[int, bytes],
+        snapshots: set[int],
         checkpoints: dict[int, list[CheckpointRecord]],
         reducer: Reducer[Any],
         report: VerifyReport,
         skip_snapshot: bool = False,
     ) -> None:
-        stored = snapshots.get(offset)
-        if stored is not None and not skip_snapshot and stored != self._codec.encode_state(state):
+        stored = (
+            None if skip_snapshot or offset not in snapshots else self._snapshot(run_id, rec, offset, reducer, report)
+        )
+        if stored is not None and stored != self._codec.encode_state(state):
             report.problems.append(
                 Problem(
                     run_id,
