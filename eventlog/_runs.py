@@ -89,13 +89,7 @@ class Runs:
 
     def meta_int(self, txn: Txn, key: bytes) -> int:
         """A counter of the `meta` table (0 when absent); counters are never sealed."""
-        raw = txn.get("meta", key)
-        if raw is None:
-            return 0
-        compression, _, payload = unframe(raw)
-        if compression != RAW or len(payload) != 8:
-            raise CorruptRecordError(f"meta record {key!r} is not a counter")
-        return _keys.from_u64(payload)
+        return self._counter(key, txn.get("meta", key))
 
     def put_meta_int(self, txn: Txn, key: bytes, value: int) -> None:
         txn.put("meta", key, frame(u64(value), RAW, 0))
@@ -103,8 +97,23 @@ class Runs:
     def last_position(self, txn: Txn) -> int:
         """The last feed position given: the feed's last key, or the meta record kept when the
         feed's tail was deleted (positions are never given twice)."""
+        return self.commit_start(txn)[0]
+
+    def commit_start(self, txn: Txn) -> tuple[int, int]:
+        """(last feed position given, id of the dictionary new records use), read together."""
         last = txn.scan("feed", b"", None, reverse=True, limit=1)
-        return max(_keys.from_u64(last[0][0]) if last else 0, self.meta_int(txn, _keys.META_POSITION))
+        kept, dict_id = txn.get_many("meta", [_keys.META_POSITION, _keys.META_DICT_CURRENT])
+        position = max(_keys.from_u64(last[0][0]) if last else 0, self._counter(_keys.META_POSITION, kept))
+        return position, self._counter(_keys.META_DICT_CURRENT, dict_id)
+
+    @staticmethod
+    def _counter(key: bytes, raw: bytes | None) -> int:
+        if raw is None:
+            return 0
+        compression, _, payload = unframe(raw)
+        if compression != RAW or len(payload) != 8:
+            raise CorruptRecordError(f"meta record {key!r} is not a counter")
+        return _keys.from_u64(payload)
 
     def keep_position(self, txn: Txn) -> None:
         """Record the last position before feed entries are deleted."""

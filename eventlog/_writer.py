@@ -203,8 +203,8 @@ class Writer:
     def _commit_batch(self, batch: list[Request]) -> None:
         def write(txn: Txn) -> tuple[int, bool]:
             checkpointed = False
-            dict_id = self._runs.meta_int(txn, b"dict.current")
-            start = position = self._runs.last_position(txn)
+            start, dict_id = self._runs.commit_start(txn)
+            position = start
             for request in batch:
                 request.error = None
                 request.writing = False

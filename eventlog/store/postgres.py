@@ -234,11 +234,13 @@ class PostgresStore:
                 self._local.conn = conn
                 try:
                     with conn.transaction(), conn.cursor() as cur:
-                        cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                        # One round trip: the lock, and the notification (delivered at commit, if any).
+                        cur.execute(
+                            "SELECT pg_advisory_xact_lock(%s), pg_notify(%s, '')", (self._lock_id, self._channel)
+                        )
                         txn = _PgTxn(cur, self._q, write=True)
                         result = fn(txn)
                         txn.flush()
-                        cur.execute("SELECT pg_notify(%s, '')", (self._channel,))  # delivered at commit
                         return result
                 finally:
                     self._local.conn = None
