@@ -25,9 +25,8 @@ from .errors import (
     UnknownKindError,
 )
 from .fold import Reducer, reducer_tag
-from .store._base import Store, Txn
+from .store._base import Store, Txn, scan_chunks
 
-_SCAN_CHUNK = 4096
 _PRUNE_ATTEMPTS = 8
 
 
@@ -95,12 +94,12 @@ class Maintenance:
                 if damaged:
                     self._drop_feed_refs(txn, number, base)
                 start, stop = run_range(number)
-                for key, value in _chunked(txn, "checkpoints", start, stop):
+                for key, value in scan_chunks(txn, "checkpoints", start, stop):
                     cp = self._checkpoints.record(run_id, value)
                     if cp.offset < base:
                         txn.delete("checkpoints", key)
                         txn.delete("checkpoint_ids", u64(number) + cp.checkpoint_id.encode())
-                for key, _ in _chunked(txn, "snapshots", start, u64(number) + u64(base)):
+                for key, _ in scan_chunks(txn, "snapshots", start, u64(number) + u64(base)):
                     txn.delete("snapshots", key)
                 rec.base = base
                 self._runs.put(txn, run_id, rec)
@@ -118,7 +117,7 @@ class Maintenance:
         rec = self._runs.require(txn, run_id)
         start, stop = run_range(rec.number)
         keep = None
-        for _, value in _chunked(txn, "checkpoints", start, stop):
+        for _, value in scan_chunks(txn, "checkpoints", start, stop):
             cp = self._checkpoints.record(run_id, value)
             if cp.offset <= before and cp.reducer == reducer.name and cp.reducer_version == reducer.version:
                 keep = cp.offset if keep is None else max(keep, cp.offset)
@@ -139,7 +138,7 @@ class Maintenance:
         undecodable (its feed position is then found by `_drop_feed_refs`)."""
         damaged = False
         stop = run_range(number)[1] if upto is None else event_key(number, upto + 1)
-        for key, value in _chunked(txn, "events", event_key(number, after + 1), stop):
+        for key, value in scan_chunks(txn, "events", event_key(number, after + 1), stop):
             txn.delete("events", key)
             try:
                 position = self._codec.decode_entry(value).position
@@ -155,7 +154,7 @@ class Maintenance:
     def _drop_feed_refs(self, txn: Txn, number: int, upto: int | None) -> None:
         """Delete every feed position that points at the run's entries up to `upto` (all: None)."""
         prefix = u64(number)
-        for key, ref in _chunked(txn, "feed", b"", None):
+        for key, ref in scan_chunks(txn, "feed", b"", None):
             if ref[:8] == prefix and (upto is None or from_u64(ref[8:16]) <= upto):
                 txn.delete("feed", key)
 
@@ -177,7 +176,7 @@ class Maintenance:
                 self._drop_feed_refs(txn, number, None)
             start, stop = run_range(number)
             for table in ("event_ids", "checkpoints", "checkpoint_ids", "snapshots"):
-                for key, _ in _chunked(txn, table, start, stop):
+                for key, _ in scan_chunks(txn, table, start, stop):
                     txn.delete(table, key)
             txn.delete("run_numbers", u64(number))
             txn.delete("runs", run_key(run_id))
@@ -201,7 +200,7 @@ class Maintenance:
         def write(txn: Txn) -> list[str]:
             done: list[str] = []
             live: dict[int, RunRecord] = {}
-            for key, value in _chunked(txn, "run_numbers", b"", None):
+            for key, value in scan_chunks(txn, "run_numbers", b"", None):
                 rec = self._runs.get(txn, bytes(value).decode("utf-8", "replace"))
                 if rec is None or rec.number != from_u64(key):
                     txn.delete("run_numbers", key)
@@ -209,30 +208,20 @@ class Maintenance:
                 else:
                     live[rec.number] = rec
             self._runs.keep_position(txn)
-            for key, ref in _chunked(txn, "feed", b"", None):
+            for key, ref in scan_chunks(txn, "feed", b"", None):
                 if len(ref) != 16 or from_u64(ref[:8]) not in live or txn.get("events", ref) is None:
                     txn.delete("feed", key)
                     done.append(f"feed position {from_u64(key)} pointed at a missing entry")
-            for key, value in _chunked(txn, "event_ids", b"", None):
+            for key, value in scan_chunks(txn, "event_ids", b"", None):
                 rec = live.get(from_u64(key[:8]))
                 offset = from_u64(value) if len(value) == 8 else -1
                 if rec is None or not (0 < offset <= rec.head):
                     txn.delete("event_ids", key)
                     done.append(f"event id {bytes(key[8:]).decode('utf-8', 'replace')!r} pointed at nothing")
-            for key, value in _chunked(txn, "checkpoint_ids", b"", None):
+            for key, value in scan_chunks(txn, "checkpoint_ids", b"", None):
                 if from_u64(key[:8]) not in live or txn.get("checkpoints", key[:8] + value) is None:
                     txn.delete("checkpoint_ids", key)
                     done.append(f"checkpoint id {bytes(key[8:]).decode('utf-8', 'replace')!r} pointed at nothing")
             return done
 
         return self._store.write(write)
-
-
-def _chunked(txn: Txn, table: str, start: bytes, stop: bytes | None) -> Any:
-    """Pairs of a key range, read in chunks (a long range is never one Python list)."""
-    while True:
-        pairs = txn.scan(table, start, stop, limit=_SCAN_CHUNK)
-        yield from pairs
-        if len(pairs) < _SCAN_CHUNK:
-            return
-        start = pairs[-1][0] + b"\x00"

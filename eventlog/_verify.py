@@ -8,7 +8,7 @@ than the entries account for, so a re-pointed or extra reference is found too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -22,21 +22,11 @@ from .checkpoints import Checkpoints
 from .codec import Codec
 from .errors import CorruptRecordError, EventLogError, PrunedError, ReducerError, UnknownKindError
 from .fold import Reducer, reducer_tag
-from .store._base import Store, Txn
+from .store._base import Store, Txn, scan_chunks
 
 __all__ = ["Problem", "VerifyReport"]
 
 _CHUNK = 4096
-
-
-def _chunked(txn: Txn, table: str, start: bytes, stop: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Pairs of a key range, read a chunk at a time (a long range is never one Python list)."""
-    while True:
-        pairs = txn.scan(table, start, stop, limit=_CHUNK)
-        yield from pairs
-        if len(pairs) < _CHUNK:
-            return
-        start = pairs[-1][0] + b"\x00"
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -168,7 +158,7 @@ class Verifier:
         tag = reducer_tag(reducer)
         checkpoints: dict[int, list[CheckpointRecord]] = {}
         seen = 0
-        for key, value in _chunked(txn, "checkpoints", start, stop):
+        for key, value in scan_chunks(txn, "checkpoints", start, stop):
             seen += 1
             try:
                 cp = self._checkpoints.record(run_id, value)
@@ -182,9 +172,9 @@ class Verifier:
                     Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
                 )
         report.checkpoints += seen
-        if sum(1 for _ in _chunked(txn, "checkpoint_ids", start, stop)) > seen:
+        if sum(1 for _ in scan_chunks(txn, "checkpoint_ids", start, stop)) > seen:
             report.problems.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
-        snapshots = {from_u64(key[8:16]) for key, _ in _chunked(txn, "snapshots", start, stop) if key[16:] == tag}
+        snapshots = {from_u64(key[8:16]) for key, _ in scan_chunks(txn, "snapshots", start, stop) if key[16:] == tag}
         return checkpoints, snapshots
 
     def _snapshot(
@@ -247,13 +237,7 @@ class Verifier:
     @staticmethod
     def _count_ids_above(txn: Txn, number: int, base: int) -> int:
         start, stop = run_range(number)
-        n = 0
-        while True:
-            pairs = txn.scan("event_ids", start, stop, limit=_CHUNK)
-            n += sum(1 for _, v in pairs if len(v) != 8 or from_u64(v) > base)
-            if len(pairs) < _CHUNK:
-                return n
-            start = pairs[-1][0] + b"\x00"
+        return sum(1 for _, v in scan_chunks(txn, "event_ids", start, stop) if len(v) != 8 or from_u64(v) > base)
 
     def _compare(
         self,

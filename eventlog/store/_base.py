@@ -7,7 +7,7 @@ tables below and a store keeps them. Every store passes the same conformance tes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 T = TypeVar("T")
@@ -77,3 +77,18 @@ class Store(Protocol):
 
     def stats(self) -> dict[str, int]:
         """Sizes: `bytes_on_disk`, `map_size_bytes` (0 where that means nothing), entries per table."""
+
+
+SCAN_CHUNK = 4096
+"""Pairs `scan_chunks` reads at a time."""
+
+
+def scan_chunks(txn: Txn, table: str, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    """The pairs of a key range in key order, read a chunk at a time (a long range is never one list).
+    Keys already yielded may be deleted meanwhile; the next chunk starts after the last one read."""
+    while True:
+        pairs = txn.scan(table, start, stop, limit=SCAN_CHUNK)
+        yield from pairs
+        if len(pairs) < SCAN_CHUNK:
+            return
+        start = pairs[-1][0] + b"\x00"
