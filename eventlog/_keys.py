@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 
 from . import _limits
-from .errors import EventLogError, InvalidArgumentError, InvalidRunIdError, OffsetOutOfRangeError
+from .errors import DuplicateIdError, EventLogError, InvalidArgumentError, InvalidRunIdError, OffsetOutOfRangeError
 
 # meta keys
 META_FORMAT = b"format"
@@ -149,3 +149,17 @@ class IdSource:
             raise InvalidArgumentError(f"the log's id source raised {exc!r}") from exc
         check_id(f"{what} from the log's id source", value)
         return value
+
+    def taken(self, candidate: str, what: str) -> None:
+        """A drawn id the run holds already: refused (DuplicateIdError) from an injected source,
+        which must return unique ids; the log's own source is simply asked again."""
+        if self.injected:
+            raise DuplicateIdError(
+                f"the log's id source returned {candidate!r}, {what} the run holds already; "
+                "an id source given to eventlog.open(ids=...) must return ids unique in the log"
+            )
+
+    @staticmethod
+    def exhausted() -> DuplicateIdError:
+        """The error when every draw was taken."""
+        return DuplicateIdError(f"the log's id source returned {_limits.id_draws_max} ids the run holds already")

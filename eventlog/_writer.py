@@ -19,7 +19,7 @@ from ._keys import IdSource, check_id, check_int, check_run_id, check_time_ns, e
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import ConflictError, DuplicateIdError, EventLogError, InvalidArgumentError
+from .errors import ConflictError, EventLogError, InvalidArgumentError
 from .store._base import Store, Txn
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
@@ -324,12 +324,8 @@ class Writer:
             held = set(self.find_ids(txn, run_id, rec, drawn)) if rec is not None else set()
             for n, candidate in zip(slots, drawn, strict=True):
                 if candidate in held or candidate in taken:
-                    if self._ids.injected:
-                        raise DuplicateIdError(
-                            f"the log's id source returned {candidate!r}, an event id the run holds already; "
-                            "an id source given to eventlog.open(ids=...) must return ids unique in the log"
-                        )
+                    self._ids.taken(candidate, "an event id")
                     continue  # drawn again
                 ids[n] = candidate
                 taken[candidate] = n
-        raise DuplicateIdError(f"the log's id source returned {_limits.id_draws_max} ids the run holds already")
+        raise self._ids.exhausted()

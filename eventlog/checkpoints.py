@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from . import _limits
-from ._keys import check_id, check_int, check_limit, check_offset, id_key, run_range, snapshot_key, u64
+from ._keys import IdSource, check_id, check_int, check_limit, check_offset, id_key, run_range, snapshot_key, u64
 from ._records import CheckpointRecord, RunRecord
 from ._replay import Replay
 from ._runs import Runs
@@ -28,7 +28,7 @@ from .errors import (
     PrunedError,
     ReducerError,
 )
-from .fold import Reducer, check_reducer, reducer_tag
+from .fold import Reducer, reducer_or, reducer_tag
 from .store._base import Store, Txn
 
 __all__ = ["Checkpoint", "Checkpoints"]
@@ -115,12 +115,11 @@ class Checkpoints(Generic[S]):
         replay: Replay,
         reducer: Reducer[S],
         now: Callable[[], int],
-        draw_id: Callable[[], str],
-        injected_ids: bool,
+        ids: IdSource,
     ) -> None:
         self._store, self._codec, self._runs, self._replay = store, codec, runs, replay
         self._reducer = reducer
-        self._now, self._draw_id, self._injected_ids = now, draw_id, injected_ids
+        self._now, self._ids = now, ids
 
     # -- building and writing ------------------------------------------------------------------
 
@@ -181,15 +180,11 @@ class Checkpoints(Generic[S]):
 
     def _free_id(self, txn: Txn, number: int) -> str:
         for _ in range(_limits.id_draws_max):
-            candidate = self._draw_id()
+            candidate = self._ids.draw("checkpoint_id")
             if txn.get("checkpoint_ids", id_key(number, candidate)) is None:
                 return candidate
-            if self._injected_ids:
-                raise DuplicateIdError(
-                    f"the log's id source returned {candidate!r}, a checkpoint id the run holds already; "
-                    "an id source given to eventlog.open(ids=...) must return ids unique in the log"
-                )
-        raise DuplicateIdError(f"the log's id source returned {_limits.id_draws_max} ids the run holds already")
+            self._ids.taken(candidate, "a checkpoint id")
+        raise self._ids.exhausted()
 
     def record(self, run_id: str, value: bytes) -> CheckpointRecord:
         """A stored checkpoint record, decoded; damage names the run."""
@@ -348,7 +343,4 @@ class Checkpoints(Generic[S]):
         return len(txn.scan("checkpoints", start, stop))
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
-        if reducer is None:
-            return self._reducer
-        check_reducer(reducer)
-        return reducer
+        return reducer_or(reducer, self._reducer)

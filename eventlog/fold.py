@@ -16,7 +16,7 @@ import msgspec
 from . import events as ev
 from .errors import InvalidArgumentError
 
-__all__ = ["AgentReducer", "AgentState", "Reducer", "check_reducer", "reducer_tag"]
+__all__ = ["AgentReducer", "AgentState", "Reducer", "check_reducer", "reducer_or", "reducer_tag"]
 
 S = TypeVar("S")
 
@@ -61,6 +61,14 @@ def check_reducer(reducer: object) -> None:
         raise InvalidArgumentError(f"reducer {name!r} needs `initial()` and `apply(state, event)` methods")
     if not hasattr(reducer, "state_type"):
         raise InvalidArgumentError(f"reducer {name!r} needs a `state_type` (the type its states decode to)")
+
+
+def reducer_or(reducer: object, default: Reducer[Any]) -> Reducer[Any]:
+    """`reducer` once checked, or `default` when it is None."""
+    if reducer is None:
+        return default
+    check_reducer(reducer)
+    return reducer  # type: ignore[return-value]
 
 
 def reducer_tag(reducer: Reducer[Any]) -> bytes:

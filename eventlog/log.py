@@ -32,7 +32,7 @@ from .checkpoints import Checkpoints
 from .codec import Cipher, Codec
 from .errors import InvalidArgumentError, OffsetOutOfRangeError
 from .events import Event
-from .fold import AgentReducer, Reducer, check_reducer
+from .fold import AgentReducer, Reducer, check_reducer, reducer_or
 from .policy import CheckpointPolicy
 from .runwriter import RunWriter
 from .store._base import Store, Txn
@@ -121,9 +121,8 @@ class EventLog(Generic[S]):
         self._reader = Reader(store, self.codec, self._runs)
         self._replay = Replay(store, self.codec, self._runs, self._reader)
         self.checkpoints: Checkpoints[S] = Checkpoints(
-            store, self.codec, self._runs, self._replay, self.reducer, self._writer.now,
-            lambda: id_source.draw("checkpoint_id"), id_source.injected,
-        )  # fmt: skip
+            store, self.codec, self._runs, self._replay, self.reducer, self._writer.now, id_source
+        )
         """Save, load, list and delete checkpoints."""
         self._maintenance = Maintenance(store, self.codec, self._runs, self._replay, self.checkpoints)
         self._verifier = Verifier(store, self.codec, self._runs, self._reader, self._replay, self.checkpoints)
@@ -311,10 +310,7 @@ class EventLog(Generic[S]):
     """The older name of `writer`."""
 
     def _reducer(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
-        if reducer is None:
-            return self.reducer
-        check_reducer(reducer)
-        return reducer
+        return reducer_or(reducer, self.reducer)
 
     # -- maintenance -------------------------------------------------------------------------
 
