@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from stores import HeldStore
 
 import eventlog
 import eventlog.aio
 from eventlog.events import StepCompleted, UserMessage
-from eventlog.store import LMDBStore
 
 T = TypeVar("T")
 OpenLog = Callable[..., eventlog.EventLog[Any]]
@@ -74,23 +74,6 @@ def test_a_conflict_fails_only_its_own_task(open_log: OpenLog) -> None:
         await log.close()
 
     asyncio.run(main())
-
-
-class HeldStore(LMDBStore):
-    """A real LMDB store whose next write waits until released."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.hold = False
-        self.holding = threading.Event()
-        self.release = threading.Event()
-
-    def write(self, fn: Callable[[Any], T]) -> T:
-        if self.hold:
-            self.hold = False
-            self.holding.set()
-            assert self.release.wait(30)
-        return super().write(fn)
 
 
 def test_a_commit_in_progress_does_not_block_the_loop(tmp_path: Path) -> None:

@@ -6,27 +6,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import UnknownRunError
-from ..log import EventLog
-from ._events import LangGraphThreadError, ThreadReducer
-from ._rewrite import Rewriter
+from ._events import LangGraphThreadError
+from ._rewrite import Part
 from ._threads import run_id_of, thread_of
-from ._values import Values
 
 __all__ = ["Admin"]
 
 
-class Admin:
+class Admin(Part):
     """Deletes, copies and prunes the threads of a log."""
-
-    def __init__(self, rewriter: Rewriter, values: Values) -> None:
-        self.rewriter = rewriter
-        self.threads = rewriter.threads
-        self.values = values
-        self.log: EventLog[Any] = rewriter.log
-        self.reducer: ThreadReducer = rewriter.reducer
 
     def delete_thread(self, thread_id: str) -> None:
         root = run_id_of(str(thread_id))

@@ -8,11 +8,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 
-from ..log import EventLog
-from ._events import Blob, ThreadReducer, ThreadState
-from ._rewrite import Rewriter
+from ._events import Blob, ThreadState
+from ._rewrite import Part
 from ._threads import Mark, Run, mark_of, thread_of
-from ._values import Values
 
 __all__ = ["FOLD_GAP_EVENTS", "Reader"]
 
@@ -21,15 +19,8 @@ FOLD_GAP_EVENTS = 4096
 apart, and restores the next one from its nearest snapshot otherwise."""
 
 
-class Reader:
+class Reader(Part):
     """`get_tuple` and `list` over the runs of a log's threads."""
-
-    def __init__(self, rewriter: Rewriter, values: Values) -> None:
-        self.rewriter = rewriter
-        self.threads = rewriter.threads
-        self.values = values
-        self.log: EventLog[Any] = rewriter.log
-        self.reducer: ThreadReducer = rewriter.reducer
 
     def current_metadata(self, run: Run, state: ThreadState) -> Blob:
         """The LangGraph metadata of the run's current checkpoint (read once, then kept)."""

@@ -133,3 +133,15 @@ class Rewriter:
             self.finish(run_id, self.rewrite(stage, None))
         else:
             self.log.delete_run(stage)
+
+
+class Part:
+    """What each part of the saver (reads, writes, admin) works with: the rewriter, the threads'
+    runs, the serializer's values, the log and the reducer."""
+
+    def __init__(self, rewriter: Rewriter, values: Values) -> None:
+        self.rewriter = rewriter
+        self.threads = rewriter.threads
+        self.values = values
+        self.log: EventLog[Any] = rewriter.log
+        self.reducer: ThreadReducer = rewriter.reducer

@@ -18,11 +18,9 @@ from langgraph.checkpoint.base import (
 )
 
 from ..errors import ConflictError
-from ..log import EventLog
-from ._events import Blob, CheckpointSaved, ThreadReducer, ThreadState, Version, Write, WritesSaved, WriteValue
-from ._rewrite import Rewriter
+from ._events import Blob, CheckpointSaved, ThreadState, Version, Write, WritesSaved, WriteValue
+from ._rewrite import Part
 from ._threads import Mark, Run, checkpoint_metadata
-from ._values import Values
 
 __all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer"]
 
@@ -32,15 +30,8 @@ CONFLICT_RETRIES = 8
 """How many times a write is made again when another writer appended to the run meanwhile."""
 
 
-class Writer:
+class Writer(Part):
     """`put` and `put_writes` onto the runs of a log's threads."""
-
-    def __init__(self, rewriter: Rewriter, values: Values) -> None:
-        self.rewriter = rewriter
-        self.threads = rewriter.threads
-        self.values = values
-        self.log: EventLog[Any] = rewriter.log
-        self.reducer: ThreadReducer = rewriter.reducer
 
     def put(
         self,
