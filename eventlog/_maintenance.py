@@ -22,7 +22,6 @@ from .errors import (
     ForkDependencyError,
     PrunedError,
     RunExistsError,
-    UnknownKindError,
 )
 from .fold import Reducer, reducer_tag
 from .store._base import Store, Txn, scan_chunks
@@ -141,8 +140,8 @@ class Maintenance:
         for key, value in scan_chunks(txn, "events", event_key(number, after + 1), stop):
             txn.delete("events", key)
             try:
-                position = self._codec.decode_entry(value).position
-            except (CorruptRecordError, UnknownKindError):
+                position, _ = self._codec.decode_entry_id(value)  # the event itself is not needed
+            except CorruptRecordError:
                 damaged = True
                 continue
             if txn.get("feed", u64(position)) == key:

@@ -293,10 +293,6 @@ class Writer:
         self._runs.put(txn, r.run_id, rec)
         return position, wrote
 
-    def find_id(self, txn: Txn, run_id: str, rec: RunRecord, event_id: str) -> int | None:
-        """The offset of the run's event with this id (a fork's shared events included), or None."""
-        return self.find_ids(txn, run_id, rec, [event_id]).get(event_id)
-
     def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
         """{id: offset} of those of `event_ids` the run holds (a fork's shared events included),
         looked up together: one round trip per run of the lineage."""

@@ -182,7 +182,8 @@ class RunWriter(Generic[S]):
             rec = self._runs.get(txn, self.run_id)
             if rec is None:
                 return set()
-            return {i for i, e in enumerate(ids) if e is not None and self._writer.find_id(txn, self.run_id, rec, e)}
+            held = self._writer.find_ids(txn, self.run_id, rec, [e for e in ids if e is not None])
+            return {i for i, e in enumerate(ids) if e is not None and e in held}
 
         return self._store.read(known)
 

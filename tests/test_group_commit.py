@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from stores import CountingStore, HeldStore
 
 import eventlog
 from eventlog.events import UserMessage
-
-T = TypeVar("T")
 
 
 def test_appends_queued_behind_a_commit_share_the_next_transaction(tmp_path: Path) -> None:
