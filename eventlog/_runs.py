@@ -99,11 +99,14 @@ class Runs:
         feed's tail was deleted (positions are never given twice)."""
         return self.commit_start(txn)[0]
 
-    def commit_start(self, txn: Txn) -> tuple[int, int]:
-        """(last feed position given, id of the dictionary new records use), read together."""
-        last = txn.scan("feed", b"", None, reverse=True, limit=1)
-        kept, dict_id = txn.get_many("meta", [_keys.META_POSITION, _keys.META_DICT_CURRENT])
-        position = max(_keys.from_u64(last[0][0]) if last else 0, self._counter(_keys.META_POSITION, kept))
+    def commit_start(self, txn: Txn, run_ids: list[str] | None = None) -> tuple[int, int]:
+        """(last feed position given, id of the dictionary new records use), read in one round trip
+        with what a commit to `run_ids` reads next: their records and the run counter."""
+        gets = [("meta", _keys.META_POSITION), ("meta", _keys.META_DICT_CURRENT)]
+        if run_ids:
+            gets += [("meta", _keys.META_RUN_NUMBER), *(("runs", run_key(r)) for r in run_ids)]
+        (kept, dict_id, *_), (last,) = txn.fetch(gets, ["feed"])
+        position = max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, kept))
         return position, self._counter(_keys.META_DICT_CURRENT, dict_id)
 
     @staticmethod

@@ -20,7 +20,7 @@ from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
 from .errors import ConflictError, EventLogError, InvalidArgumentError
-from .store._base import Store, Txn
+from .store._base import KeyExistsError, Store, Txn
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
 """`hook(txn, run record, bytes written)`, called in the transaction after a request's events
@@ -34,6 +34,7 @@ class Request:
         "checkpoint",
         "committed",
         "done",
+        "drawn",
         "error",
         "event_bytes",
         "expected_number",
@@ -57,6 +58,7 @@ class Request:
         self.time_ns, self.expected_offset, self.expected_number = time_ns, expected_offset, expected_number
         self.checkpoint = checkpoint
         self.offsets: list[int] = []
+        self.drawn: list[str] = []  # ids drawn for it, drawn again in order when its commit is made again
         self.number: int | None = None  # the run's number, once committed
         self.written = 0
         self.error: BaseException | None = None
@@ -200,16 +202,19 @@ class Writer:
         `error` or `committed` says how it went. The async face's commit thread calls this."""
         self._commit_batch(batch)
 
-    def _commit_batch(self, batch: list[Request]) -> None:
+    def _commit_batch(self, batch: list[Request], checked: bool = False) -> None:
+        """`checked`: look drawn ids up before writing them, instead of letting the index refuse
+        one the run holds (KeyExistsError), which has this commit made again, checked."""
+
         def write(txn: Txn) -> tuple[int, bool]:
             checkpointed = False
-            start, dict_id = self._runs.commit_start(txn)
+            start, dict_id = self._runs.commit_start(txn, [r.run_id for r in batch])
             position = start
             for request in batch:
                 request.error = None
                 request.writing = False
                 try:
-                    position, wrote = self._write(txn, request, dict_id, position)
+                    position, wrote = self._write(txn, request, dict_id, position, checked)
                     checkpointed |= wrote
                 except EventLogError as exc:
                     if request.writing:
@@ -220,11 +225,14 @@ class Writer:
         try:
             position, checkpointed = self._store.write(write)
         except BaseException as exc:  # noqa: BLE001 - handed to the request that failed (KeyboardInterrupt too)
+            if isinstance(exc, KeyExistsError) and not checked:
+                self._commit_batch(batch, checked=True)
+                return
             if len(batch) == 1:
                 batch[0].error = exc
                 return
             for request in batch:  # one failed the whole transaction: commit each alone
-                self._commit_batch([request])
+                self._commit_batch([request], checked)
             return
         for request in batch:
             request.committed = request.error is None
@@ -234,8 +242,9 @@ class Writer:
             self.commits += 1
             self._on_commit(position)
 
-    def _write(self, txn: Txn, r: Request, dict_id: int, position: int) -> tuple[int, bool]:
-        """Apply one request inside a write transaction; every check runs before the first put.
+    def _write(self, txn: Txn, r: Request, dict_id: int, position: int, checked: bool) -> tuple[int, bool]:
+        """Apply one request inside a write transaction; every check runs before the first put
+        (but for drawn ids, unless `checked`: see `_draw_ids`).
 
         Returns the last position given and whether a checkpoint was written."""
         rec = self._runs.get(txn, r.run_id)
@@ -263,7 +272,7 @@ class Writer:
                     continue  # the same caller id twice in one batch: written once
                 first_of[given] = i
             fresh.append(i)
-        self._draw_ids(txn, r.run_id, rec, ids, first_of)
+        self._draw_ids(txn, r, rec, ids, first_of, checked)
         values = []
         for n, i in enumerate(fresh):
             event_id = cast(str, ids[i])  # every id was given or drawn above
@@ -282,7 +291,7 @@ class Writer:
             key = event_key(number, rec.head)
             put("events", key, value)
             put("feed", u64(position), key)
-            put("event_ids", id_key(number, ids[i]), key[8:])  # type: ignore[arg-type]
+            txn.insert("event_ids", id_key(number, ids[i]), key[8:])  # type: ignore[arg-type]
             offsets[i] = rec.head
         for i, given in enumerate(ids):
             if i not in offsets:
@@ -309,19 +318,26 @@ class Writer:
         return found
 
     def _draw_ids(
-        self, txn: Txn, run_id: str, rec: RunRecord | None, ids: list[str | None], taken: dict[str, int]
+        self, txn: Txn, r: Request, rec: RunRecord | None, ids: list[str | None], taken: dict[str, int], checked: bool
     ) -> None:
-        """Fill the empty slots of `ids` with ids from the log's id source that the run does not hold."""
+        """Fill the empty slots of `ids` with ids from the log's id source that the run does not hold.
+
+        A run forked from another, or a `checked` commit, looks them up first. Otherwise the run's
+        own index refuses one it holds when the id is inserted (KeyExistsError): a drawn id is
+        new but for a repeating injected source, so one lookup is saved on almost every append."""
+        look_up = rec is not None and (checked or rec.parent is not None)
+        again, r.drawn = r.drawn, []
         for _ in range(_limits.id_draws_max):
             slots = [n for n, i in enumerate(ids) if i is None]
             if not slots:
                 return
-            drawn = [self._ids.draw() for _ in slots]
-            held = set(self.find_ids(txn, run_id, rec, drawn)) if rec is not None else set()
+            drawn = [again.pop(0) if again else self._ids.draw() for _ in slots]
+            held = set(self.find_ids(txn, r.run_id, rec, drawn)) if look_up and rec is not None else set()
             for n, candidate in zip(slots, drawn, strict=True):
                 if candidate in held or candidate in taken:
                     self._ids.taken(candidate, "an event id")
                     continue  # drawn again
                 ids[n] = candidate
                 taken[candidate] = n
+                r.drawn.append(candidate)
         raise self._ids.exhausted()

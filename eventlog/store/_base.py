@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
+from ..errors import EventLogError
+
 T = TypeVar("T")
 
 TABLES = (
@@ -36,8 +38,17 @@ class Txn(Protocol):
         """The values under `keys`, in their order (None where absent): one round trip where that matters."""
         ...
 
+    def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
+        """The values under (table, key) pairs, and the last key of each table of `lasts` (None when
+        it is empty), in their orders: one round trip where that matters."""
+        ...
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         """Set `key` to `value` (write transactions only)."""
+
+    def insert(self, table: str, key: bytes, value: bytes) -> None:
+        """Set `key`, which must be new, to `value` (write transactions only). When it is taken,
+        KeyExistsError is raised, here or when the transaction commits, and nothing is written."""
 
     def delete(self, table: str, key: bytes) -> bool:
         """Remove `key`; True if it was there (write transactions only)."""
@@ -49,6 +60,10 @@ class Txn(Protocol):
 
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         """The values of the first `count` keys >= start, in key order, and the last of those keys."""
+
+
+class KeyExistsError(EventLogError):
+    """`Txn.insert` found its key taken; the transaction was rolled back."""
 
 
 class Store(Protocol):

@@ -31,7 +31,7 @@ from ..errors import (
     NotALogError,
     ReadOnlyError,
 )
-from ._base import TABLES
+from ._base import TABLES, KeyExistsError
 
 T = TypeVar("T")
 
@@ -94,10 +94,25 @@ class _LMDBTxn:
         get, db = self._txn.get, self._dbs[table]
         return [cast("bytes | None", get(k, db=db)) for k in keys]
 
+    def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
+        get, dbs = self._txn.get, self._dbs
+        found = [cast("bytes | None", get(k, db=dbs[t])) for t, k in gets]
+        ends: list[bytes | None] = []
+        for table in lasts:
+            with self._txn.cursor(db=dbs[table]) as cur:
+                ends.append(cast("bytes", cur.key()) if cur.last() else None)
+        return found, ends
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")
         self._txn.put(key, value, db=self._dbs[table])
+
+    def insert(self, table: str, key: bytes, value: bytes) -> None:
+        if not self._write:
+            raise ReadOnlyError("insert in a read transaction")
+        if not self._txn.put(key, value, db=self._dbs[table], overwrite=False):
+            raise KeyExistsError(f"{table}: key {key!r} is taken")
 
     def delete(self, table: str, key: bytes) -> bool:
         if not self._write:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import ClosedError, ReadOnlyError
-from ._base import TABLES
+from ._base import TABLES, KeyExistsError
 
 T = TypeVar("T")
 
@@ -33,6 +33,17 @@ class _MemoryTxn:
     def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
         values = self._tables[table].values
         return [values.get(k) for k in keys]
+
+    def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
+        tables = self._tables
+        return [tables[t].values.get(k) for t, k in gets], [
+            tables[t].keys[-1] if tables[t].keys else None for t in lasts
+        ]
+
+    def insert(self, table: str, key: bytes, value: bytes) -> None:
+        if self._write and key in self._tables[table].values:
+            raise KeyExistsError(f"{table}: key {key!r} is taken")
+        self.put(table, key, value)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:

@@ -12,6 +12,7 @@ durable when PostgreSQL's `synchronous_commit` is on (its default).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from ..errors import (
     NotALogError,
     ReadOnlyError,
 )
-from ._base import TABLES
+from ._base import TABLES, KeyExistsError
 
 T = TypeVar("T")
 
@@ -79,43 +80,78 @@ def check_schema(schema: object) -> str:
 
 
 class _PgTxn:
-    """A transaction on one connection. Puts are buffered and sent in one batch before the
-    next read, delete or commit, so a batch of appends costs a few round trips, not one a row."""
+    """A transaction on one connection.
 
-    __slots__ = ("_cur", "_pending", "_q", "_write")
+    Puts and inserts are buffered and sent as one statement each before the next scan, delete
+    or commit; values read or written are remembered, so a key is read at most once. Writers
+    hold the schema's lock, so nothing else changes what a write transaction remembers."""
+
+    __slots__ = ("_cur", "_inserts", "_known", "_puts", "_q", "_write")
 
     def __init__(self, cur: Any, queries: dict[str, str], write: bool) -> None:
         self._cur, self._q, self._write = cur, queries, write
-        self._pending: list[tuple[int, bytes, bytes]] = []
+        self._puts: dict[tuple[int, bytes], bytes] = {}
+        self._inserts: dict[tuple[int, bytes], bytes] = {}
+        self._known: dict[tuple[int, bytes], bytes | None] = {}
 
     def flush(self) -> None:
-        if self._pending:
-            pending, self._pending = self._pending, []
-            self._cur.executemany(self._q["put"], pending)
+        """Send the buffered inserts and puts: one statement, or two when a key was inserted
+        and then put (the insert goes first, so the put overwrites it)."""
+        inserts, puts = self._inserts, self._puts
+        if inserts and puts and not inserts.keys() & puts.keys():
+            self._cur.execute(self._q["insert_put"], (*_columns(inserts), *_columns(puts)))
+        else:
+            for name, rows in (("insert", inserts), ("put", puts)):
+                if rows:
+                    self._cur.execute(self._q[name], _columns(rows))
+        inserts.clear()
+        puts.clear()
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        self.flush()
-        row = self._cur.execute(self._q["get"], (_TABLE_IDS[table], key)).fetchone()
-        return None if row is None else bytes(row[0])
+        return self.get_many(table, [key])[0]
 
     def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
-        if len(keys) < 2:
-            return [self.get(table, k) for k in keys]
-        self.flush()
-        rows = self._cur.execute(self._q["get_many"], (_TABLE_IDS[table], keys)).fetchall()
-        found = {bytes(k): bytes(v) for k, v in rows}
-        return [found.get(bytes(k)) for k in keys]
+        return self.fetch([(table, k) for k in keys], [])[0]
+
+    def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
+        known = self._known
+        wanted = [(_TABLE_IDS[t], bytes(k)) for t, k in gets]
+        missing = list(dict.fromkeys(w for w in wanted if w not in known))
+        ends: dict[int, bytes | None] = {}
+        if missing or lasts:
+            if lasts:
+                self.flush()
+            for found in missing:
+                known[found] = None
+            params = ([t for t, _ in missing], [k for _, k in missing], [_TABLE_IDS[t] for t in lasts])
+            for is_last, tbl, key, value in self._cur.execute(self._q["fetch"], params):
+                if is_last:
+                    ends[tbl] = None if key is None else bytes(key)
+                elif value is not None:
+                    known[(tbl, bytes(key))] = bytes(value)
+        return [known[w] for w in wanted], [ends[_TABLE_IDS[t]] for t in lasts]
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")
-        self._pending.append((_TABLE_IDS[table], bytes(key), bytes(value)))
+        at = (_TABLE_IDS[table], bytes(key))
+        self._puts[at] = self._known[at] = bytes(value)
+
+    def insert(self, table: str, key: bytes, value: bytes) -> None:
+        if not self._write:
+            raise ReadOnlyError("insert in a read transaction")
+        at = (_TABLE_IDS[table], bytes(key))
+        if self._known.get(at) is not None or at in self._inserts:
+            raise KeyExistsError(f"{table}: key {bytes(key)!r} is taken")
+        self._inserts[at] = self._known[at] = bytes(value)
 
     def delete(self, table: str, key: bytes) -> bool:
         if not self._write:
             raise ReadOnlyError("delete in a read transaction")
         self.flush()
-        return bool(self._cur.execute(self._q["delete"], (_TABLE_IDS[table], key)).rowcount > 0)
+        at = (_TABLE_IDS[table], bytes(key))
+        self._known[at] = None
+        return bool(self._cur.execute(self._q["delete"], at).rowcount > 0)
 
     def scan(
         self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
@@ -128,6 +164,11 @@ class _PgTxn:
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=count)
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
+
+
+def _columns(rows: dict[tuple[int, bytes], bytes]) -> tuple[list[int], list[bytes], list[bytes]]:
+    """Buffered rows as the three arrays a statement unnests."""
+    return [t for t, _ in rows], [k for _, k in rows], list(rows.values())
 
 
 class PostgresStore:
@@ -163,9 +204,18 @@ class PostgresStore:
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
         kv = f'"{schema}".kv'
         self._q = {
-            "get": f"SELECT v FROM {kv} WHERE tbl = %s AND k = %s",
-            "get_many": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k = ANY(%s)",
-            "put": f"INSERT INTO {kv} (tbl, k, v) VALUES (%s, %s, %s) ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
+            # Keys with their tables, and tables whose last key is wanted: one statement.
+            "fetch": f"SELECT false, q.t, q.k, (SELECT v FROM {kv} WHERE tbl = q.t AND k = q.k) "
+            "FROM unnest(%b::int2[], %b::bytea[]) AS q(t, k) UNION ALL "
+            f"SELECT true, l.t, (SELECT k FROM {kv} WHERE tbl = l.t ORDER BY k DESC LIMIT 1), NULL::bytea "
+            "FROM unnest(%b::int2[]) AS l(t)",
+            "put": f"INSERT INTO {kv} (tbl, k, v) SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[]) "
+            "ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
+            "insert": f"INSERT INTO {kv} (tbl, k, v) SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[])",
+            "insert_put": f"WITH i AS (INSERT INTO {kv} (tbl, k, v) "
+            "SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[])) "
+            f"INSERT INTO {kv} (tbl, k, v) SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[]) "
+            "ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
             "delete": f"DELETE FROM {kv} WHERE tbl = %s AND k = %s",
             "scan": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k LIMIT %s",
             "scan_open": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s ORDER BY k LIMIT %s",
@@ -177,8 +227,17 @@ class PostgresStore:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise EventLogError("the PostgreSQL store needs psycopg_pool: pip install 'eventlog[postgres]'") from exc
         self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
+        # A writer's lock, and the notification that wakes followers when it commits (the lock
+        # id is an integer, the channel an identifier: both are safe inline).
+        self._lock = f"SELECT pg_advisory_xact_lock({self._lock_id}), pg_notify('{self._channel}', '')"
         self._pool = psycopg_pool.ConnectionPool(
-            dsn, min_size=1, max_size=size, kwargs={"autocommit": False}, open=False, timeout=_POOL_TIMEOUT_SECONDS
+            dsn,
+            min_size=1,
+            max_size=size,
+            kwargs={"autocommit": True},  # transactions are begun and ended explicitly
+            configure=_configure,
+            open=False,
+            timeout=_POOL_TIMEOUT_SECONDS,
         )
         try:
             self._pool.open(wait=True, timeout=_POOL_TIMEOUT_SECONDS)
@@ -229,19 +288,25 @@ class PostgresStore:
         self._check_open()
         try:
             with self._pool.connection() as conn:
-                conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED
-                conn.read_only = False
                 self._local.conn = conn
                 try:
-                    with conn.transaction(), conn.cursor() as cur:
-                        # One round trip: the lock, and the notification (delivered at commit, if any).
-                        cur.execute(
-                            "SELECT pg_advisory_xact_lock(%s), pg_notify(%s, '')", (self._lock_id, self._channel)
-                        )
-                        txn = _PgTxn(cur, self._q, write=True)
-                        result = fn(txn)
-                        txn.flush()
-                        return result
+                    with conn.cursor() as cur:
+                        try:
+                            # Pipelined: the BEGIN and the lock go with the first read, the
+                            # buffered writes with the COMMIT: two round trips for an append.
+                            with conn.pipeline():
+                                cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                                cur.execute(self._lock)
+                                txn = _PgTxn(cur, self._q, write=True)
+                                result = fn(txn)
+                                txn.flush()
+                                cur.execute("COMMIT")
+                        except BaseException:
+                            if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+                                with contextlib.suppress(self._psycopg.Error):  # a broken connection leaves the pool
+                                    conn.execute("ROLLBACK")
+                            raise
+                    return result
                 finally:
                     self._local.conn = None
         except self._psycopg.Error as exc:
@@ -303,6 +368,12 @@ class PostgresStore:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def _configure(conn: Any) -> None:
+    """Each pooled connection plans its prepared statements once: their plans do not depend on
+    the keys bound to them, and planning again on every call costs more than running them."""
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
 _POOL_TIMEOUT_SECONDS = 30.0
 """How long an operation waits for a free connection of the pool."""
 
@@ -311,6 +382,8 @@ def _translate(psycopg: Any, exc: Exception) -> EventLogError:
     """Every psycopg error as a named eventlog error."""
     if isinstance(exc, (psycopg.errors.DiskFull, psycopg.errors.ProgramLimitExceeded)):
         return LogFullError(f"PostgreSQL: {exc}".strip())
+    if isinstance(exc, psycopg.errors.UniqueViolation):  # only `insert` adds a row without ON CONFLICT
+        return KeyExistsError(f"PostgreSQL: {exc}".strip())
     if isinstance(exc, psycopg.OperationalError):
         return EventLogError(f"PostgreSQL connection failed: {exc}".strip())
     return EventLogError(f"PostgreSQL: {type(exc).__name__}: {exc}".strip())

@@ -1,0 +1,80 @@
+"""The store interface itself (store/_base.Txn), on every store: what the log layer relies on
+when it reads several keys in one round trip and inserts keys that must be new."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import eventlog
+from eventlog.store._base import KeyExistsError
+
+
+def test_fetch_reads_keys_of_several_tables_and_last_keys(log: eventlog.EventLog) -> None:
+    def fill(txn: Any) -> None:
+        txn.put("run_numbers", b"\x01", b"one")
+        txn.put("run_numbers", b"\x03", b"three")
+        txn.put("snapshots", b"\x02", b"s")
+
+    log.store.write(fill)
+
+    def fetch(txn: Any) -> Any:
+        return txn.fetch(
+            [("run_numbers", b"\x03"), ("snapshots", b"\x02"), ("run_numbers", b"\x02"), ("run_numbers", b"\x03")],
+            ["run_numbers", "checkpoint_ids", "snapshots"],
+        )
+
+    expected = ([b"three", b"s", None, b"three"], [b"\x03", None, b"\x02"])
+    assert log.store.read(fetch) == expected
+    assert log.store.write(fetch) == expected
+
+
+def test_fetch_sees_what_its_own_transaction_wrote(log: eventlog.EventLog) -> None:
+    log.store.write(lambda txn: txn.put("run_numbers", b"\x05", b"old"))
+
+    def write_then_fetch(txn: Any) -> Any:
+        before = txn.fetch([("run_numbers", b"\x05")], [])
+        txn.put("run_numbers", b"\x05", b"new")
+        txn.put("run_numbers", b"\x09", b"nine")
+        txn.delete("run_numbers", b"\x05")
+        return before, txn.fetch([("run_numbers", b"\x05"), ("run_numbers", b"\x09")], ["run_numbers"])
+
+    before, after = log.store.write(write_then_fetch)
+    assert before == ([b"old"], [])
+    assert after == ([None, b"nine"], [b"\x09"])
+    assert log.store.read(lambda txn: txn.scan("run_numbers", b"", None)) == [(b"\x09", b"nine")]
+
+
+def test_insert_of_a_taken_key_rolls_the_whole_transaction_back(log: eventlog.EventLog) -> None:
+    log.store.write(lambda txn: txn.put("run_numbers", b"\x01", b"kept"))
+
+    def clash(txn: Any) -> None:
+        txn.put("run_numbers", b"\x02", b"lost")
+        txn.insert("run_numbers", b"\x03", b"lost too")
+        txn.insert("run_numbers", b"\x01", b"clash")  # raised here, or when the transaction commits
+
+    with pytest.raises(KeyExistsError):
+        log.store.write(clash)
+    assert log.store.read(lambda txn: txn.scan("run_numbers", b"", None)) == [(b"\x01", b"kept")]
+    assert issubclass(KeyExistsError, eventlog.EventLogError)
+
+
+def test_insert_of_new_keys_then_a_put_over_one(log: eventlog.EventLog) -> None:
+    def write(txn: Any) -> None:
+        txn.insert("run_numbers", b"\x01", b"a")
+        txn.insert("run_numbers", b"\x02", b"b")
+        txn.put("run_numbers", b"\x02", b"b2")
+
+    log.store.write(write)
+    assert log.store.read(lambda txn: txn.scan("run_numbers", b"", None)) == [(b"\x01", b"a"), (b"\x02", b"b2")]
+    with pytest.raises(KeyExistsError):  # two inserts of one key in one transaction
+        log.store.write(
+            lambda txn: (txn.insert("run_numbers", b"\x07", b"x"), txn.insert("run_numbers", b"\x07", b"y"))
+        )
+    assert log.store.read(lambda txn: txn.get("run_numbers", b"\x07")) is None
+
+
+def test_writes_are_refused_in_a_read_transaction(log: eventlog.EventLog) -> None:
+    with pytest.raises(eventlog.ReadOnlyError):
+        log.store.read(lambda txn: txn.insert("run_numbers", b"\x01", b"x"))
