@@ -23,6 +23,7 @@ META_DICT_NEXT_TRY = b"dict.next_try"
 META_DICT = b"dict:"
 META_RECORD_SIZE_MAX = b"limit.record_size_bytes_max"
 META_KEY_CHECK = b"key.check"
+META_REMOVING = b"removing:"  # + run number: offsets up to the value (u64) and a flag byte are being removed
 
 
 def u64(n: int) -> bytes:

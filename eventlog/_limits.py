@@ -110,6 +110,10 @@ transactions, so a killed reader never pins pages for long."""
 migrate_chunk_entries = 4096
 """Entries indexed per write transaction when a log of an older format is migrated."""
 
+remove_chunk_keys = 4096
+"""Keys `delete_run` and `prune` remove per write transaction (with their feed positions), so
+the memory a removal takes does not grow with the run."""
+
 pg_identifier_size_bytes_max = 63
 """Longest PostgreSQL identifier (a schema name): PostgreSQL cuts longer ones, so they are refused."""
 

@@ -10,7 +10,19 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ._keys import check_int, check_offset, check_run_id, event_key, from_u64, run_key, run_range, snapshot_key, u64
+from . import _limits
+from ._keys import (
+    META_REMOVING,
+    check_int,
+    check_offset,
+    check_run_id,
+    event_key,
+    from_u64,
+    run_key,
+    run_range,
+    snapshot_key,
+    u64,
+)
 from ._records import RunRecord
 from ._replay import Replay
 from ._runs import Runs
@@ -27,6 +39,7 @@ from .fold import Reducer, reducer_tag
 from .store._base import Store, Txn, scan_chunks
 
 _PRUNE_ATTEMPTS = 8
+_ALL = (1 << 64) - 1  # the offset up to which a deleted run's records are removed
 
 
 class Maintenance:
@@ -89,23 +102,20 @@ class Maintenance:
                     return None  # the run changed since the plan: plan again
                 self._runs.keep_position(txn)
                 txn.put("snapshots", snapshot_key(number, base, tag), snapshot)
-                damaged = self._drop_events(txn, number, max(old_base, rec.fork_offset), base)
-                if damaged:
-                    self._drop_feed_refs(txn, number, base)
                 start, stop = run_range(number)
                 for key, value in scan_chunks(txn, "checkpoints", start, stop):
                     cp = self._checkpoints.record(run_id, value)
                     if cp.offset < base:
                         txn.delete("checkpoints", key)
                         txn.delete("checkpoint_ids", u64(number) + cp.checkpoint_id.encode())
-                for key, _ in scan_chunks(txn, "snapshots", start, u64(number) + u64(base)):
-                    txn.delete("snapshots", key)
-                rec.base = base
+                rec.base = base  # from here on nothing below the base is read: the rest goes in chunks
                 self._runs.put(txn, run_id, rec)
+                self._mark_removal(txn, number, base)
                 return base
 
             done = self._store.write(write)
             if done is not None:
+                self._remove(number, done)
                 return done
         raise ForkDependencyError(f"run {run_id!r} kept changing while it was being pruned; try again")
 
@@ -132,12 +142,74 @@ class Maintenance:
             raise ForkDependencyError(f"run {run_id!r}: offsets up to {rec.fork_offset} belong to its parent")
         return rec.number, rec.base, keep
 
-    def _drop_events(self, txn: Txn, number: int, after: int, upto: int | None) -> bool:
-        """Delete the run's entries (after, upto] and their feed positions; True when one was
-        undecodable (its feed position is then found by `_drop_feed_refs`)."""
+    # -- delete ----------------------------------------------------------------------------------
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run: its events, ids, checkpoints and snapshots. Refused while forks of it exist.
+
+        One transaction removes the run's record, so the run is gone at once; its records then
+        go a chunk per transaction (`_remove`). A damaged entry does not stop it: the feed
+        positions of the run are then found by scanning the feed."""
+
+        def detach(txn: Txn) -> int:
+            rec = self._runs.require(txn, run_id)
+            if rec.forks:
+                raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
+            self._runs.keep_position(txn)
+            self._mark_removal(txn, rec.number, _ALL)
+            txn.delete("run_numbers", u64(rec.number))
+            txn.delete("runs", run_key(run_id))
+            if rec.parent is not None:
+                parent = self._runs.get(txn, rec.parent)
+                if parent is not None:
+                    parent.forks = max(0, parent.forks - 1)
+                    self._runs.put(txn, rec.parent, parent)
+            return rec.number
+
+        self._remove(self._store.write(detach), _ALL)
+
+    # -- removal in chunks -----------------------------------------------------------------------
+
+    @staticmethod
+    def _mark_removal(txn: Txn, number: int, upto: int) -> None:
+        """Note in meta that the records of run number `number` up to offset `upto` (a deleted
+        run: all) are to be removed, so that `finish_removals` ends a removal a crash cut short.
+        Readers skip them meanwhile: they are below the run's base, or the run is gone."""
+        old = txn.get("meta", META_REMOVING + u64(number))
+        txn.put("meta", META_REMOVING + u64(number), u64(upto) + (old[8:9] if old else b"\x00"))
+
+    def _remove(self, number: int, upto: int) -> None:
+        """Remove what `_mark_removal` marked, a bounded chunk per transaction: the entries with
+        their feed positions, the feed positions of damaged ones, then the snapshots below `upto`
+        (a deleted run: all its ids, checkpoints and snapshots too); the mark goes last."""
+        mark = META_REMOVING + u64(number)
+        stop = run_range(number)[1] if upto == _ALL else event_key(number, upto + 1)
+        while self._store.write(partial(self._drop_entries, number=number, stop=stop)):
+            pass
+        if self._store.read(lambda txn: (txn.get("meta", mark) or b"")[8:9] == b"\x01"):
+            start: bytes | None = b""
+            while start is not None:
+                start = self._store.write(partial(self._drop_feed_refs, number=number, upto=upto, start=start))
+        first, last = run_range(number)
+        tables = ("snapshots", "event_ids", "checkpoints", "checkpoint_ids") if upto == _ALL else ("snapshots",)
+        for table in tables:
+            end = last if upto == _ALL else u64(number) + u64(upto)
+            while self._store.write(partial(self._drop_range, table=table, start=first, stop=end)):
+                pass
+
+        def unmark(txn: Txn) -> None:
+            raw = txn.get("meta", mark)
+            if raw is not None and from_u64(raw[:8]) == upto:  # a later prune may have marked more
+                txn.delete("meta", mark)
+
+        self._store.write(unmark)
+
+    def _drop_entries(self, txn: Txn, number: int, stop: bytes) -> bool:
+        """Delete a chunk of the run number's entries below `stop` and their feed positions; an
+        undecodable one flags the mark (its position is then found by a feed scan). True: more left."""
+        pairs = txn.scan("events", u64(number), stop, limit=_limits.remove_chunk_keys)
         damaged = False
-        stop = run_range(number)[1] if upto is None else event_key(number, upto + 1)
-        for key, value in scan_chunks(txn, "events", event_key(number, after + 1), stop):
+        for key, value in pairs:
             txn.delete("events", key)
             try:
                 position, _ = self._codec.decode_entry_id(value)  # the event itself is not needed
@@ -148,44 +220,40 @@ class Maintenance:
                 txn.delete("feed", u64(position))
             else:
                 damaged = True
-        return damaged
+        mark = txn.get("meta", META_REMOVING + u64(number))
+        if damaged and mark is not None:
+            txn.put("meta", META_REMOVING + u64(number), mark[:8] + b"\x01")
+        return len(pairs) == _limits.remove_chunk_keys
 
-    def _drop_feed_refs(self, txn: Txn, number: int, upto: int | None) -> None:
-        """Delete every feed position that points at the run's entries up to `upto` (all: None)."""
+    @staticmethod
+    def _drop_feed_refs(txn: Txn, number: int, upto: int, start: bytes) -> bytes | None:
+        """Delete the feed positions, a chunk of them from `start` on, that point at the run
+        number's entries up to `upto`; returns where the next chunk starts (None: done)."""
         prefix = u64(number)
-        for key, ref in scan_chunks(txn, "feed", b"", None):
-            if ref[:8] == prefix and (upto is None or from_u64(ref[8:16]) <= upto):
+        pairs = txn.scan("feed", start, None, limit=_limits.remove_chunk_keys)
+        for key, ref in pairs:
+            if ref[:8] == prefix and from_u64(ref[8:16]) <= upto:
                 txn.delete("feed", key)
+        return pairs[-1][0] + b"\x00" if len(pairs) == _limits.remove_chunk_keys else None
 
-    # -- delete ----------------------------------------------------------------------------------
+    @staticmethod
+    def _drop_range(txn: Txn, table: str, start: bytes, stop: bytes) -> bool:
+        """Delete a chunk of the keys in [start, stop) of `table`. True: more left."""
+        pairs = txn.scan(table, start, stop, limit=_limits.remove_chunk_keys)
+        for key, _ in pairs:
+            txn.delete(table, key)
+        return len(pairs) == _limits.remove_chunk_keys
 
-    def delete_run(self, run_id: str) -> None:
-        """Remove a run: its events, ids, checkpoints and snapshots. Refused while forks of it exist.
-
-        A damaged entry does not stop it: the feed positions of the run are then found by
-        scanning the feed."""
-
-        def write(txn: Txn) -> None:
-            rec = self._runs.require(txn, run_id)
-            if rec.forks:
-                raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
-            number = rec.number
-            self._runs.keep_position(txn)
-            if self._drop_events(txn, number, 0, None):
-                self._drop_feed_refs(txn, number, None)
-            start, stop = run_range(number)
-            for table in ("event_ids", "checkpoints", "checkpoint_ids", "snapshots"):
-                for key, _ in scan_chunks(txn, table, start, stop):
-                    txn.delete(table, key)
-            txn.delete("run_numbers", u64(number))
-            txn.delete("runs", run_key(run_id))
-            if rec.parent is not None:
-                parent = self._runs.get(txn, rec.parent)
-                if parent is not None:
-                    parent.forks = max(0, parent.forks - 1)
-                    self._runs.put(txn, rec.parent, parent)
-
-        self._store.write(write)
+    def finish_removals(self) -> list[str]:
+        """End every removal that a crash (or a killed process) cut short; says what it ended."""
+        marks = self._store.read(lambda txn: txn.scan("meta", META_REMOVING, META_REMOVING + b"\xff" * 9))
+        done = []
+        for key, value in marks:
+            number, upto = from_u64(key[len(META_REMOVING) :]), from_u64(value[:8])
+            self._remove(number, upto)
+            what = "deleting" if upto == _ALL else f"pruning up to offset {upto} of"
+            done.append(f"{what} run number {number}, cut short, was finished")
+        return done
 
     # -- repair ----------------------------------------------------------------------------------
 
@@ -193,11 +261,12 @@ class Maintenance:
         """Remove index records that point at nothing: feed positions of missing entries, event and
         checkpoint ids of missing records, run numbers of missing runs. Returns what it removed.
 
-        Entries themselves are never rewritten or removed: damaged data is named by `verify`
-        and restored from a copy."""
+        It first ends every delete or prune that a crash cut short. Entries themselves are
+        never rewritten otherwise: damaged data is named by `verify` and restored from a copy."""
+        finished = self.finish_removals()
 
         def write(txn: Txn) -> list[str]:
-            done: list[str] = []
+            done: list[str] = list(finished)
             live: dict[int, RunRecord] = {}
             for key, value in scan_chunks(txn, "run_numbers", b"", None):
                 rec = self._runs.get(txn, bytes(value).decode("utf-8", "replace"))

@@ -135,12 +135,12 @@ class Reader:
         count = 0
         while limit is None or count < limit:
             want = _limits.read_chunk_entries if limit is None else min(_limits.read_chunk_entries, limit - count)
-            chunk = self._store.read(partial(self.feed_chunk, after=after, want=want))
-            if not chunk:
+            chunk, last = self._store.read(partial(self.feed_chunk, after=after, want=want))
+            if last is None:
                 return
             yield from chunk
             count += len(chunk)
-            after = chunk[-1].position
+            after = last
 
     def follow(self, after: int, timeout: float | None, poll: float, wait: Callable[[float], None]) -> Iterator[Entry]:
         """The feed after `after`, then entries as they are committed; `wait(seconds)` returns early
@@ -160,26 +160,32 @@ class Reader:
                 return
             wait(left)
 
-    def feed_chunk(self, txn: Txn, after: int, want: int) -> list[Entry]:
-        """At most `want` feed entries after `after`, read in `txn`."""
+    def feed_chunk(self, txn: Txn, after: int, want: int) -> tuple[list[Entry], int | None]:
+        """The entries of the first `want` feed positions after `after`, read in `txn`, and the
+        last of those positions (None: there are none)."""
         out: list[Entry] = []
-        names: dict[int, str] = {}
+        holders: dict[int, tuple[str, int] | None] = {}
         if after >= (1 << 64) - 1:
-            return out  # past every position a log can give
+            return out, None  # past every position a log can give
+        position = None
         for key, ref in txn.scan("feed", u64(after + 1), None, limit=want):
             position = from_u64(key)
             if len(ref) != 16:
                 raise CorruptRecordError("malformed feed reference", None, None, position)
             number, offset = from_u64(ref[:8]), from_u64(ref[8:16])
-            if number not in names:
-                names[number] = self._runs.name_of(txn, number)
+            if number not in holders:
+                holders[number] = self._runs.holder(txn, number)
+            holder = holders[number]
+            if holder is None or offset <= holder[1]:
+                continue  # the run was deleted, or pruned past it: removed a chunk at a time
+            run_id = holder[0]
             value = txn.get("events", ref)
             if value is None:
-                raise CorruptRecordError("the feed points at a missing entry", names[number], offset, position)
-            r = self.decode(names[number], offset, value, position)
+                raise CorruptRecordError("the feed points at a missing entry", run_id, offset, position)
+            r = self.decode(run_id, offset, value, position)
             if r.position != position:
                 raise CorruptRecordError(
-                    f"the feed points at an entry of position {r.position}", names[number], offset, position
+                    f"the feed points at an entry of position {r.position}", run_id, offset, position
                 )
-            out.append(Entry(names[number], offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
-        return out
+            out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
+        return out, position

@@ -80,6 +80,15 @@ class Runs:
             out.append(bytes(key).decode("utf-8", "replace"))
         return out
 
+    def holder(self, txn: Txn, number: int) -> tuple[str, int] | None:
+        """(id, pruned base) of the run numbered `number`; None when that run was deleted."""
+        raw = txn.get("run_numbers", u64(number))
+        if raw is None:
+            return None
+        run_id = bytes(raw).decode("utf-8", "replace")
+        rec = self.get(txn, run_id)
+        return None if rec is None or rec.number != number else (run_id, rec.base)
+
     def name_of(self, txn: Txn, number: int) -> str:
         """The id of the run numbered `number` (`#number` when it is gone)."""
         raw = txn.get("run_numbers", u64(number))
