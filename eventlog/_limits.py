@@ -114,6 +114,9 @@ remove_chunk_keys = 4096
 """Keys `delete_run` and `prune` remove per write transaction (with their feed positions), so
 the memory a removal takes does not grow with the run."""
 
+remove_chunk_bytes = 4 * 1024 * 1024
+"""Bytes of entries `delete_run` and `prune` remove per write transaction, at most about."""
+
 pg_identifier_size_bytes_max = 63
 """Longest PostgreSQL identifier (a schema name): PostgreSQL cuts longer ones, so they are refused."""
 

@@ -40,6 +40,7 @@ from .store._base import Store, Txn, scan_chunks
 
 _PRUNE_ATTEMPTS = 8
 _ALL = (1 << 64) - 1  # the offset up to which a deleted run's records are removed
+_SCAN = 64  # entries read at a time while removing (their values are read: each may be large)
 
 
 class Maintenance:
@@ -205,25 +206,31 @@ class Maintenance:
         self._store.write(unmark)
 
     def _drop_entries(self, txn: Txn, number: int, stop: bytes) -> bool:
-        """Delete a chunk of the run number's entries below `stop` and their feed positions; an
-        undecodable one flags the mark (its position is then found by a feed scan). True: more left."""
-        pairs = txn.scan("events", u64(number), stop, limit=_limits.remove_chunk_keys)
-        damaged = False
-        for key, value in pairs:
-            txn.delete("events", key)
-            try:
-                position, _ = self._codec.decode_entry_id(value)  # the event itself is not needed
-            except CorruptRecordError:
-                damaged = True
-                continue
-            if txn.get("feed", u64(position)) == key:
-                txn.delete("feed", u64(position))
-            else:
-                damaged = True
+        """Delete a chunk of the run number's entries below `stop` (at most `remove_chunk_keys`
+        of them, or about `remove_chunk_bytes`) and their feed positions; an undecodable one flags
+        the mark (its position is then found by a feed scan). True: more are left."""
+        damaged, more = False, True
+        count = size = 0
+        while more and count < _limits.remove_chunk_keys and size < _limits.remove_chunk_bytes:
+            pairs = txn.scan("events", u64(number), stop, limit=_SCAN)  # deleted keys are gone: from the start
+            for key, value in pairs:
+                txn.delete("events", key)
+                size += len(value)
+                try:
+                    position, _ = self._codec.decode_entry_id(value)  # the event itself is not needed
+                except CorruptRecordError:
+                    damaged = True
+                    continue
+                if txn.get("feed", u64(position)) == key:
+                    txn.delete("feed", u64(position))
+                else:
+                    damaged = True
+            count += len(pairs)
+            more = len(pairs) == _SCAN
         mark = txn.get("meta", META_REMOVING + u64(number))
         if damaged and mark is not None:
             txn.put("meta", META_REMOVING + u64(number), mark[:8] + b"\x01")
-        return len(pairs) == _limits.remove_chunk_keys
+        return more
 
     @staticmethod
     def _drop_feed_refs(txn: Txn, number: int, upto: int, start: bytes) -> bytes | None:
@@ -238,11 +245,11 @@ class Maintenance:
 
     @staticmethod
     def _drop_range(txn: Txn, table: str, start: bytes, stop: bytes) -> bool:
-        """Delete a chunk of the keys in [start, stop) of `table`. True: more left."""
-        pairs = txn.scan(table, start, stop, limit=_limits.remove_chunk_keys)
-        for key, _ in pairs:
+        """Delete a chunk of the keys in [start, stop) of `table` (their values are not read). True: more left."""
+        keys = txn.keys(table, start, stop, _limits.remove_chunk_keys)
+        for key in keys:
             txn.delete(table, key)
-        return len(pairs) == _limits.remove_chunk_keys
+        return len(keys) == _limits.remove_chunk_keys
 
     def finish_removals(self) -> list[str]:
         """End every removal that a crash (or a killed process) cut short; says what it ended."""

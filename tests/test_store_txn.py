@@ -78,3 +78,15 @@ def test_insert_of_new_keys_then_a_put_over_one(log: eventlog.EventLog) -> None:
 def test_writes_are_refused_in_a_read_transaction(log: eventlog.EventLog) -> None:
     with pytest.raises(eventlog.ReadOnlyError):
         log.store.read(lambda txn: txn.insert("run_numbers", b"\x01", b"x"))
+
+
+def test_keys_lists_a_range_without_values(log: eventlog.EventLog) -> None:
+    def fill(txn: Any) -> None:
+        for i in range(10):
+            txn.put("snapshots", bytes([i]), b"v" * 100)
+
+    log.store.write(fill)
+    assert log.store.read(lambda txn: txn.keys("snapshots", b"\x02", b"\x07", 3)) == [b"\x02", b"\x03", b"\x04"]
+    assert log.store.read(lambda txn: txn.keys("snapshots", b"\x05", b"\x07", 10)) == [b"\x05", b"\x06"]
+    assert log.store.read(lambda txn: txn.keys("snapshots", b"\x0a", b"\xff", 10)) == []
+    assert log.store.read(lambda txn: txn.keys("snapshots", b"", b"\xff", 0)) == []

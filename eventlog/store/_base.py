@@ -61,6 +61,10 @@ class Txn(Protocol):
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         """The values of the first `count` keys >= start, in key order, and the last of those keys."""
 
+    def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
+        """The first `limit` keys with start <= key < stop, in key order, without their values."""
+        ...
+
 
 class KeyExistsError(EventLogError):
     """`Txn.insert` found its key taken; the transaction was rolled back."""

@@ -154,6 +154,17 @@ class _LMDBTxn:
     def count(self, table: str) -> int:
         return int(self._txn.stat(self._dbs[table])["entries"])
 
+    def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
+        out: list[bytes] = []
+        with self._txn.cursor(db=self._dbs[table]) as cur:
+            if limit <= 0 or not cur.set_range(start):
+                return out
+            for key in cast("Iterator[bytes]", cur.iternext(keys=True, values=False)):
+                if key >= stop or len(out) >= limit:
+                    break
+                out.append(key)
+        return out
+
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         if count <= 0:
             return [], None

@@ -79,6 +79,11 @@ class _MemoryTxn:
             keys = keys[:limit]
         return [(k, t.values[k]) for k in keys]
 
+    def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
+        t = self._tables[table]
+        lo = bisect.bisect_left(t.keys, start)
+        return t.keys[lo : min(bisect.bisect_left(t.keys, stop), lo + max(limit, 0))]
+
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=count)
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)

@@ -161,6 +161,10 @@ class _PgTxn:
         params: tuple[Any, ...] = (_TABLE_IDS[table], start) + ((stop,) if stop is not None else ()) + (limit,)
         return [(bytes(k), bytes(v)) for k, v in self._cur.execute(self._q[name], params)]
 
+    def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
+        self.flush()
+        return [bytes(k) for (k,) in self._cur.execute(self._q["keys"], (_TABLE_IDS[table], start, stop, limit))]
+
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=count)
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
@@ -218,6 +222,7 @@ class PostgresStore:
             "ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
             "delete": f"DELETE FROM {kv} WHERE tbl = %s AND k = %s",
             "scan": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k LIMIT %s",
+            "keys": f"SELECT k FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k LIMIT %s",
             "scan_open": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s ORDER BY k LIMIT %s",
             "scan_desc": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k DESC LIMIT %s",
             "scan_desc_open": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s ORDER BY k DESC LIMIT %s",
