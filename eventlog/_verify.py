@@ -15,7 +15,7 @@ import msgspec
 
 from ._keys import META_REMOVING, event_key, from_u64, id_key, run_range, snapshot_key, u64
 from ._reader import Reader
-from ._records import CheckpointRecord, RunRecord
+from ._records import RunRecord
 from ._replay import Replay
 from ._runs import Runs
 from .checkpoints import Checkpoints
@@ -156,12 +156,12 @@ class Verifier:
 
     def _stored(
         self, txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any], report: VerifyReport
-    ) -> tuple[dict[int, list[CheckpointRecord]], set[int]]:
-        """The run's checkpoints by offset (their records hold no state) and the offsets of its
-        snapshots by `reducer`; a snapshot itself is read only when the fold reaches it."""
+    ) -> tuple[dict[int, list[bytes]], set[int]]:
+        """The keys of the run's checkpoints by offset, and the offsets of its snapshots by
+        `reducer`: a record is read again, and a snapshot read, only when the fold reaches it."""
         start, stop = run_range(rec.number)
         tag = reducer_tag(reducer)
-        checkpoints: dict[int, list[CheckpointRecord]] = {}
+        checkpoints: dict[int, list[bytes]] = {}
         seen = 0
         for key, value in scan_chunks(txn, "checkpoints", start, stop):
             seen += 1
@@ -170,8 +170,7 @@ class Verifier:
             except CorruptRecordError as exc:
                 report.problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
                 continue
-            cp.metadata = {}  # not compared: kept out of memory
-            checkpoints.setdefault(cp.offset, []).append(cp)
+            checkpoints.setdefault(cp.offset, []).append(key)
             if txn.get("checkpoint_ids", id_key(rec.number, cp.checkpoint_id)) != key[8:]:
                 report.problems.append(
                     Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
@@ -179,7 +178,10 @@ class Verifier:
         report.checkpoints += seen
         if sum(1 for _ in scan_chunks(txn, "checkpoint_ids", start, stop)) > seen:
             report.problems.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
-        snapshots = {from_u64(key[8:16]) for key, _ in scan_chunks(txn, "snapshots", start, stop) if key[16:] == tag}
+        snapshots: set[int] = set()
+        while keys := txn.keys("snapshots", start, stop, _CHUNK):
+            snapshots.update(from_u64(key[8:16]) for key in keys if key[16:] == tag)
+            start = keys[-1] + b"\x00"
         return checkpoints, snapshots
 
     def _snapshot(
@@ -249,7 +251,7 @@ class Verifier:
         offset: int,
         state: Any,
         snapshots: set[int],
-        checkpoints: dict[int, list[CheckpointRecord]],
+        checkpoints: dict[int, list[bytes]],
         reducer: Reducer[Any],
         report: VerifyReport,
         skip_snapshot: bool = False,
@@ -268,7 +270,9 @@ class Verifier:
                 )
             )
         summarize = getattr(reducer, "summarize", None)
-        for cp in checkpoints.get(offset, []):
+        keys = checkpoints.get(offset, [])
+        records = self._store.read(lambda txn: [txn.get("checkpoints", key) for key in keys]) if keys else []
+        for cp in (self._checkpoints.record(run_id, value) for value in records if value is not None):
             if cp.reducer != reducer.name or cp.reducer_version != reducer.version or summarize is None:
                 continue
             try:
