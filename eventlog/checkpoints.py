@@ -9,7 +9,7 @@ linear when a checkpoint is taken at every step (docs/architecture.md, "Checkpoi
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -321,6 +321,29 @@ class Checkpoints(Generic[S]):
         if not newest_first:
             out.reverse()
         return out
+
+    def iter(self, run_id: str, *, reducer: Reducer[Any] | None = None) -> Iterator[Checkpoint[S]]:
+        """Every checkpoint of the run, oldest first, read a chunk at a time: a run with many
+        checkpoints is never one list. ConflictError when the run is deleted and made again meanwhile."""
+        reducer = self._reducer_or_default(reducer)
+        after: bytes | None = None
+        number = None
+
+        def chunk(txn: Txn) -> tuple[int, list[tuple[bytes, bytes]]]:
+            rec = self._runs.require(txn, run_id)
+            start, stop = run_range(rec.number)
+            return rec.number, txn.scan("checkpoints", after or start, stop, limit=_limits.read_chunk_entries)
+
+        while True:
+            now, pairs = self._store.read(chunk)
+            if number is not None and now != number:
+                raise ConflictError(run_id, 0, 0, recreated=True)
+            number = now
+            for _, value in pairs:
+                yield self._wrap(run_id, self.record(run_id, value), reducer)
+            if len(pairs) < _limits.read_chunk_entries:
+                return
+            after = pairs[-1][0] + b"\x00"
 
     def delete(self, run_id: str, checkpoint_id: str) -> None:
         """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it)."""

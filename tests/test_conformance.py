@@ -356,6 +356,29 @@ def test_checkpoints_save_load_list_delete(log: eventlog.EventLog) -> None:
     assert [log.state_at("r", k).values.get("i") for k in range(7)] == [None, 1, 2, 3, 4, 5, 6]
 
 
+def test_checkpoints_iter_reads_every_checkpoint_a_chunk_at_a_time(
+    log: eventlog.EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(eventlog._limits, "read_chunk_entries", 2)
+    log.append_many("r", [step(i) for i in range(1, 8)])
+    for offset in (1, 3, 5, 7, 2):
+        log.checkpoints.save("r", offset, checkpoint_id=f"c{offset}")
+    log.append("other", step(1))
+    log.checkpoints.save("other")
+    listed = [(c.checkpoint_id, c.offset, c.state) for c in log.checkpoints.list("r")]
+    assert [(c.checkpoint_id, c.offset, c.state) for c in log.checkpoints.iter("r")] == listed
+    assert [c for c, _, _ in listed] == ["c1", "c3", "c5", "c7", "c2"]
+    it = log.checkpoints.iter("r")
+    next(it), next(it)
+    log.delete_run("r")  # and made again: what the iterator read no longer holds
+    log.append("r", step(1))
+    log.checkpoints.save("r")
+    with pytest.raises(eventlog.ConflictError):
+        list(it)
+    with pytest.raises(eventlog.UnknownRunError):
+        list(log.checkpoints.iter("missing"))
+
+
 def test_checkpoint_without_id_gets_a_new_one(log: eventlog.EventLog) -> None:
     log.append("r", step(1))
     a = log.checkpoints.save("r")

@@ -147,7 +147,7 @@ def _export(
                 pending = 0
         if progress is not None and pending:
             progress(pending, total)
-        for cp in log.checkpoints.list(info.run_id):
+        for cp in log.checkpoints.iter(info.run_id):
             if cp.offset <= info.head:
                 f.write(_checkpoint_line(cp) + b"\n")
                 summary.checkpoints += 1
