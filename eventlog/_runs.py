@@ -37,7 +37,9 @@ class Runs:
     def get(self, txn: Txn, run_id: str) -> RunRecord | None:
         """The run's record, or None when there is no such run."""
         check_run_id(run_id)
-        raw = txn.get("runs", run_key(run_id))
+        return self._decode(run_id, txn.get("runs", run_key(run_id)))
+
+    def _decode(self, run_id: str, raw: bytes | None) -> RunRecord | None:
         if raw is None:
             return None
         try:
@@ -108,15 +110,17 @@ class Runs:
         feed's tail was deleted (positions are never given twice)."""
         return self.commit_start(txn)[0]
 
-    def commit_start(self, txn: Txn, run_ids: list[str] | None = None) -> tuple[int, int]:
-        """(last feed position given, id of the dictionary new records use), read in one round trip
-        with what a commit to `run_ids` reads next: their records and the run counter."""
+    def commit_start(self, txn: Txn, run_ids: list[str] | None = None) -> tuple[int, int, dict[str, RunRecord | None]]:
+        """(last feed position given, id of the dictionary new records use, the records of
+        `run_ids`), read in one round trip with the run counter, which a new run reads next."""
+        ids = list(dict.fromkeys(run_ids or []))
         gets = [("meta", _keys.META_POSITION), ("meta", _keys.META_DICT_CURRENT)]
-        if run_ids:
-            gets += [("meta", _keys.META_RUN_NUMBER), *(("runs", run_key(r)) for r in run_ids)]
-        (kept, dict_id, *_), (last,) = txn.fetch(gets, ["feed"])
-        position = max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, kept))
-        return position, self._counter(_keys.META_DICT_CURRENT, dict_id)
+        if ids:
+            gets += [("meta", _keys.META_RUN_NUMBER), *(("runs", run_key(r)) for r in ids)]
+        values, (last,) = txn.fetch(gets, ["feed"])
+        position = max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, values[0]))
+        records = {run_id: self._decode(run_id, raw) for run_id, raw in zip(ids, values[3:], strict=True)}
+        return position, self._counter(_keys.META_DICT_CURRENT, values[1]), records
 
     @staticmethod
     def _counter(key: bytes, raw: bytes | None) -> int:

@@ -208,13 +208,13 @@ class Writer:
 
         def write(txn: Txn) -> tuple[int, bool]:
             checkpointed = False
-            start, dict_id = self._runs.commit_start(txn, [r.run_id for r in batch])
+            start, dict_id, records = self._runs.commit_start(txn, [r.run_id for r in batch])
             position = start
             for request in batch:
                 request.error = None
                 request.writing = False
                 try:
-                    position, wrote = self._write(txn, request, dict_id, position, checked)
+                    position, wrote = self._write(txn, request, dict_id, position, checked, records)
                     checkpointed |= wrote
                 except EventLogError as exc:
                     if request.writing:
@@ -242,12 +242,15 @@ class Writer:
             self.commits += 1
             self._on_commit(position)
 
-    def _write(self, txn: Txn, r: Request, dict_id: int, position: int, checked: bool) -> tuple[int, bool]:
+    def _write(
+        self, txn: Txn, r: Request, dict_id: int, position: int, checked: bool, records: dict[str, RunRecord | None]
+    ) -> tuple[int, bool]:
         """Apply one request inside a write transaction; every check runs before the first put
-        (but for drawn ids, unless `checked`: see `_draw_ids`).
+        (but for drawn ids, unless `checked`: see `_draw_ids`). `records`: the records of the
+        batch's runs, as this transaction leaves them.
 
         Returns the last position given and whether a checkpoint was written."""
-        rec = self._runs.get(txn, r.run_id)
+        rec = records[r.run_id]
         if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
             raise ConflictError(r.run_id, r.expected_offset or 0, 0 if rec is None else rec.head, recreated=True)
         head = 0 if rec is None else rec.head
@@ -300,6 +303,7 @@ class Writer:
         r.written, r.number = written, number
         wrote = r.checkpoint(txn, rec, written) if r.checkpoint is not None else False
         self._runs.put(txn, r.run_id, rec)
+        records[r.run_id] = rec
         return position, wrote
 
     def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:

@@ -32,51 +32,12 @@ from ..errors import (
     ReadOnlyError,
 )
 from ._base import TABLES, KeyExistsError
+from ._gate import Gate
 
 T = TypeVar("T")
 
 DURABILITY = ("sync", "batch", "none")
 _FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-
-
-class _Gate:
-    """Counts open transactions; `exclusive` waits until none is open and lets none begin.
-
-    A thread that has a transaction open may open another (a dictionary read inside a
-    write, say) even while an `exclusive` waits: it would otherwise wait for itself."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._active = 0
-        self._exclusive = False
-        self._local = threading.local()
-
-    def enter(self) -> None:
-        depth = getattr(self._local, "depth", 0)
-        with self._cond:
-            while self._exclusive and depth == 0:
-                self._cond.wait()
-            self._active += 1
-        self._local.depth = depth + 1
-
-    def leave(self) -> None:
-        self._local.depth -= 1
-        with self._cond:
-            self._active -= 1
-            self._cond.notify_all()
-
-    def exclusive(self, fn: Callable[[], None]) -> None:
-        with self._cond:
-            while self._exclusive:
-                self._cond.wait()
-            self._exclusive = True
-            try:
-                while self._active:
-                    self._cond.wait()
-                fn()
-            finally:
-                self._exclusive = False
-                self._cond.notify_all()
 
 
 class _LMDBTxn:
@@ -234,7 +195,7 @@ class LMDBStore:
         self.durability = durability
         self.readonly = readonly
         self._map_size_bytes_max = max(map_size_bytes_max, map_size_bytes)
-        self._gate = _Gate()
+        self._gate = Gate()
         self._closed = False
         self._broken: str | None = None
         self._write_lock = threading.Lock()
