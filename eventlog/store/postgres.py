@@ -82,9 +82,10 @@ def check_schema(schema: object) -> str:
 class _PgTxn:
     """A transaction on one connection.
 
-    Puts and inserts are buffered and sent as one statement each before the next scan, delete
-    or commit; values read or written are remembered, so a key is read at most once. Writers
-    hold the schema's lock, so nothing else changes what a write transaction remembers."""
+    Puts and inserts are buffered and sent in one statement before the next scan, delete,
+    last-key fetch or commit; values read or written are remembered, so a key is read at most
+    once. Writers hold the schema's lock, so nothing else changes what a write transaction
+    remembers."""
 
     __slots__ = ("_cur", "_inserts", "_known", "_puts", "_q", "_write")
 
