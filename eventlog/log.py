@@ -324,19 +324,25 @@ class EventLog(Generic[S]):
         That checkpoint is materialized (if it was not) and becomes the run's base: the state
         at any offset from it on stays readable; `state_at` below raises PrunedError. Event
         ids stay indexed. Refused while forks of the run exist. Returns the new base offset.
+        The base moves in one transaction; what lies below it is then removed a chunk per
+        transaction, in memory that does not grow with the run (`repair` ends a removal a
+        crash cut short).
         """
         check_run_id(run_id)
         return self._maintenance.prune(run_id, before, self._reducer(reducer))
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run: its events, checkpoints and snapshots. Refused while forks of it exist.
-        A run with damaged entries can be deleted too."""
+        A run with damaged entries can be deleted too. The run is gone (and its id free) after
+        one transaction; its records are then removed a chunk per transaction (`repair` ends
+        a removal a crash cut short)."""
         check_run_id(run_id)
         self._maintenance.delete_run(run_id)
 
     def repair(self) -> list[str]:
-        """Remove index records that point at nothing (a feed position of a missing entry, say);
-        returns what was removed. Never rewrites or removes an entry."""
+        """Finish every delete or prune a crash cut short, then remove index records that point
+        at nothing (a feed position of a missing entry, say); returns what it did. Never
+        rewrites an entry, and removes none but those of such a delete or prune."""
         return self._maintenance.repair()
 
     def verify(
