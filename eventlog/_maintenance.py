@@ -253,10 +253,8 @@ class Maintenance:
 
     def finish_removals(self) -> list[str]:
         """End every removal that a crash (or a killed process) cut short; says what it ended."""
-        marks = self._store.read(lambda txn: txn.scan("meta", META_REMOVING, META_REMOVING + b"\xff" * 9))
         done = []
-        for key, value in marks:
-            number, upto = from_u64(key[len(META_REMOVING) :]), from_u64(value[:8])
+        for number, upto in self._store.read(self._runs.removals):
             self._remove(number, upto)
             what = "deleting" if upto == _ALL else f"pruning up to offset {upto} of"
             done.append(f"{what} run number {number}, cut short, was finished")

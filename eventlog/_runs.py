@@ -131,6 +131,12 @@ class Runs:
             raise CorruptRecordError(f"meta record {key!r} is not a counter")
         return _keys.from_u64(payload)
 
+    @staticmethod
+    def removals(txn: Txn) -> list[tuple[int, int]]:
+        """(run number, offset up to which its records go) of every delete or prune not finished."""
+        marks = txn.scan("meta", _keys.META_REMOVING, _keys.META_REMOVING + b"\xff" * 9)
+        return [(_keys.from_u64(key[len(_keys.META_REMOVING) :]), _keys.from_u64(value[:8])) for key, value in marks]
+
     def keep_position(self, txn: Txn) -> None:
         """Record the last position before feed entries are deleted."""
         self.put_meta_int(txn, _keys.META_POSITION, self.last_position(txn))

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from ._keys import META_REMOVING, event_key, from_u64, id_key, run_range, snapshot_key, u64
+from ._keys import event_key, from_u64, id_key, run_range, snapshot_key, u64
 from ._reader import Reader
 from ._records import RunRecord
 from ._replay import Replay
@@ -80,9 +80,8 @@ class Verifier:
             report.runs += 1
             entries += self._run(rid, reducer, report, progress, ids_indexed)
         if run_id is None:
-            removing = self._store.read(lambda txn: txn.scan("meta", META_REMOVING, META_REMOVING + b"\xff" * 9))
-            for key, _ in removing:
-                number = from_u64(key[len(META_REMOVING) :])
+            removing = self._store.read(self._runs.removals)
+            for number, _ in removing:
                 message = f"a delete or prune of run number {number} has not finished; log.repair() finishes it"
                 report.problems.append(Problem(None, None, "meta", message))
             self._feed(report, entries, count_check=not removing)
