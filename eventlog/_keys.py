@@ -36,6 +36,11 @@ def from_u64(b: bytes) -> int:
     return int.from_bytes(b, "big")
 
 
+def removal_key(number: int) -> bytes:
+    """The meta key that marks a delete or prune of run number `number` as not finished."""
+    return META_REMOVING + u64(number)
+
+
 def dict_key(dict_id: int) -> bytes:
     """The meta key of a zstd dictionary."""
     return META_DICT + dict_id.to_bytes(4, "big")

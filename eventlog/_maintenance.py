@@ -12,12 +12,12 @@ from typing import Any
 
 from . import _limits
 from ._keys import (
-    META_REMOVING,
     check_int,
     check_offset,
     check_run_id,
     event_key,
     from_u64,
+    removal_key,
     run_key,
     run_range,
     snapshot_key,
@@ -176,25 +176,25 @@ class Maintenance:
         """Note in meta that the records of run number `number` up to offset `upto` (a deleted
         run: all) are to be removed, so that `finish_removals` ends a removal a crash cut short.
         Readers skip them meanwhile: they are below the run's base, or the run is gone."""
-        old = txn.get("meta", META_REMOVING + u64(number))
-        txn.put("meta", META_REMOVING + u64(number), u64(upto) + (old[8:9] if old else b"\x00"))
+        old = txn.get("meta", removal_key(number))
+        txn.put("meta", removal_key(number), u64(upto) + (old[8:9] if old else b"\x00"))
 
     def _remove(self, number: int, upto: int) -> None:
         """Remove what `_mark_removal` marked, a bounded chunk per transaction: the entries with
         their feed positions, the feed positions of damaged ones, then the snapshots below `upto`
         (a deleted run: all its ids, checkpoints and snapshots too); the mark goes last."""
-        mark = META_REMOVING + u64(number)
-        stop = run_range(number)[1] if upto == _ALL else event_key(number, upto + 1)
+        mark = removal_key(number)
+        first, last = run_range(number)
+        stop = last if upto == _ALL else event_key(number, upto + 1)
         while self._store.write(partial(self._drop_entries, number=number, stop=stop)):
             pass
         if self._store.read(lambda txn: (txn.get("meta", mark) or b"")[8:9] == b"\x01"):
             start: bytes | None = b""
             while start is not None:
                 start = self._store.write(partial(self._drop_feed_refs, number=number, upto=upto, start=start))
-        first, last = run_range(number)
         tables = ("snapshots", "event_ids", "checkpoints", "checkpoint_ids") if upto == _ALL else ("snapshots",)
+        end = last if upto == _ALL else u64(number) + u64(upto)  # snapshots: those below the base
         for table in tables:
-            end = last if upto == _ALL else u64(number) + u64(upto)
             while self._store.write(partial(self._drop_range, table=table, start=first, stop=end)):
                 pass
 
@@ -227,9 +227,9 @@ class Maintenance:
                     damaged = True
             count += len(pairs)
             more = len(pairs) == _SCAN
-        mark = txn.get("meta", META_REMOVING + u64(number))
+        mark = txn.get("meta", removal_key(number))
         if damaged and mark is not None:
-            txn.put("meta", META_REMOVING + u64(number), mark[:8] + b"\x01")
+            txn.put("meta", removal_key(number), mark[:8] + b"\x01")
         return more
 
     @staticmethod
