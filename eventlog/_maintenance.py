@@ -30,6 +30,7 @@ from .checkpoints import Checkpoints
 from .codec import Codec
 from .errors import (
     CheckpointNotFoundError,
+    ConflictError,
     CorruptRecordError,
     ForkDependencyError,
     PrunedError,
@@ -145,7 +146,7 @@ class Maintenance:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete_run(self, run_id: str) -> None:
+    def delete_run(self, run_id: str, expected_offset: int | None = None, expected_number: int | None = None) -> None:
         """Remove a run: its events, ids, checkpoints and snapshots. Refused while forks of it exist.
 
         One transaction removes the run's record, so the run is gone at once; its records then
@@ -153,7 +154,12 @@ class Maintenance:
         positions of the run are then found by scanning the feed."""
 
         def detach(txn: Txn) -> int:
+            found = self._runs.get(txn, run_id)
+            if expected_number is not None and (found is None or found.number != expected_number):
+                raise ConflictError(run_id, expected_offset or 0, 0 if found is None else found.head, recreated=True)
             rec = self._runs.require(txn, run_id)
+            if expected_offset is not None and rec.head != expected_offset:
+                raise ConflictError(run_id, expected_offset, rec.head)
             if rec.forks:
                 raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
             self._runs.keep_position(txn)

@@ -216,6 +216,9 @@ class AsyncEventLog(Generic[S]):
     async def head(self, run_id: str) -> int:
         return await asyncio.to_thread(self.sync.head, run_id)
 
+    async def life(self, run_id: str) -> tuple[int, int]:
+        return await asyncio.to_thread(self.sync.life, run_id)
+
     async def runs(self) -> list[str]:
         return await asyncio.to_thread(self.sync.runs)
 
@@ -277,8 +280,12 @@ class AsyncEventLog(Generic[S]):
     async def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer))
 
-    async def delete_run(self, run_id: str) -> None:
-        await asyncio.to_thread(self.sync.delete_run, run_id)
+    async def delete_run(
+        self, run_id: str, *, expected_offset: int | None = None, expected_number: int | None = None
+    ) -> None:
+        await asyncio.to_thread(
+            partial(self.sync.delete_run, run_id, expected_offset=expected_offset, expected_number=expected_number)
+        )
 
     async def verify(self, run_id: str | None = None, **options: Any) -> Any:
         return await asyncio.to_thread(partial(self.sync.verify, run_id, **options))

@@ -60,6 +60,8 @@ class RunInfo(msgspec.Struct, frozen=True):
     """Number of checkpoints kept."""
     forks: int
     """Number of runs forked from this one."""
+    number: int = 0
+    """The run's number: each life of a run id (made, deleted, made again) has its own, never reused."""
 
 
 def _default_clock() -> int:
@@ -156,6 +158,12 @@ class EventLog(Generic[S]):
         rec = self.store.read(lambda txn: self._runs.get(txn, run_id))
         return 0 if rec is None else rec.head
 
+    def life(self, run_id: str) -> tuple[int, int]:
+        """(run number, head offset) of a run, read at once; (0, 0) for no run. A run deleted and
+        made again has a new number: a cache keyed by both never serves the old life."""
+        rec = self.store.read(lambda txn: self._runs.get(txn, run_id))
+        return (0, 0) if rec is None else (rec.number, rec.head)
+
     def runs(self) -> list[str]:
         """Every run id in the log, in byte order."""
         return sorted(self.iter_runs(), key=lambda r: r.encode())
@@ -179,7 +187,9 @@ class EventLog(Generic[S]):
         def info(txn: Txn) -> RunInfo:
             rec = self._runs.require(txn, run_id)
             n = self.checkpoints.count(txn, rec)
-            return RunInfo(run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks)
+            return RunInfo(
+                run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks, rec.number
+            )
 
         return self.store.read(info)
 
@@ -331,13 +341,17 @@ class EventLog(Generic[S]):
         check_run_id(run_id)
         return self._maintenance.prune(run_id, before, self._reducer(reducer))
 
-    def delete_run(self, run_id: str) -> None:
+    def delete_run(
+        self, run_id: str, *, expected_offset: int | None = None, expected_number: int | None = None
+    ) -> None:
         """Remove a run: its events, checkpoints and snapshots. Refused while forks of it exist.
         A run with damaged entries can be deleted too. The run is gone (and its id free) after
         one transaction; its records are then removed a chunk per transaction (`repair` ends
-        a removal a crash cut short)."""
+        a removal a crash cut short). With `expected_offset` (a head) or `expected_number` (see
+        `life`), raise ConflictError unless the run is still so when it is removed: a run another
+        writer appended to, or deleted and made again, meanwhile is kept."""
         check_run_id(run_id)
-        self._maintenance.delete_run(run_id)
+        self._maintenance.delete_run(run_id, expected_offset, expected_number)
 
     def repair(self) -> list[str]:
         """Finish every delete or prune a crash cut short, then remove index records that point

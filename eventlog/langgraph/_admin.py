@@ -1,30 +1,36 @@
 """The saver's operations on whole threads: `delete_thread`, `copy_thread`, `prune` and
 `delete_for_runs` (which writes a run anew without some of its checkpoints).
+
+Each acts only on the runs that hold LangGraph threads (`Threads.thread_runs`, `all_runs`: the
+check `put` makes), never on a run of other events whose id looks like a thread's.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
-from ..errors import UnknownRunError
+from ..errors import ConflictError, UnknownRunError
 from ._events import LangGraphThreadError
-from ._rewrite import Part
-from ._threads import run_id_of, thread_of
+from ._rewrite import Batches, Part
+from ._threads import Run, run_id_of, thread_of
+from ._write import CONFLICT_RETRIES
 
 __all__ = ["Admin"]
+
+T = TypeVar("T")
 
 
 class Admin(Part):
     """Deletes, copies and prunes the threads of a log."""
 
     def delete_thread(self, thread_id: str) -> None:
-        root = run_id_of(str(thread_id))
-        for run_id in self.log.runs():
-            if run_id == root or run_id.startswith(root + "|"):
-                self.threads.drop(run_id)
-                with contextlib.suppress(UnknownRunError):
-                    self.log.delete_run(run_id)
+        for run_id in self.threads.thread_runs(str(thread_id)):
+            self.threads.drop(run_id)
+            with contextlib.suppress(UnknownRunError):
+                self.log.delete_run(run_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = str(source_thread_id), str(target_thread_id)
@@ -34,10 +40,14 @@ class Admin(Part):
                 raise LangGraphThreadError(f"thread {target!r} exists already; delete it first or copy to a new thread")
         for src, dst in plan:
             run = self.rewriter.open(*thread_of(src))
-            with run.lock:
-                items = self.rewriter.rewrite(src, None)
+            batches = self.fenced(run, partial(self.copy_of, run))
             self.threads.drop(dst)
-            self.rewriter.write(dst, items)
+            try:
+                self.rewriter.replace(dst, batches, (0, 0))
+            except ConflictError:
+                raise LangGraphThreadError(
+                    f"thread {target!r} was written while it was copied to; delete it first or copy to a new thread"
+                ) from None
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if strategy not in ("keep_latest", "delete"):
@@ -61,14 +71,37 @@ class Admin(Part):
             return
         for run_id in self.threads.all_runs():
             run = self.rewriter.open(*thread_of(run_id))
-            with run.lock:
-                self.threads.writer(run, check=True)
+
+            def once(run: Run = run, run_id: str = run_id) -> None:
+                life = self.life(run)
                 marks = self.threads.marks(run)
                 doomed = {m.checkpoint_id for m in marks if self.values.load(m.metadata).get("run_id") in doomed_runs}
                 if not doomed:
-                    continue
+                    return
                 if all(m.checkpoint_id in doomed for m in marks):
-                    self.log.delete_run(run_id)
+                    self.log.delete_run(run_id, expected_offset=life[1], expected_number=life[0])
                 else:
-                    self.rewriter.replace(run_id, self.rewriter.rewrite(run_id, doomed))
+                    self.rewriter.replace(run_id, self.rewriter.rewrite(run_id, doomed, life), life)
                 run.forget()
+
+            self.fenced(run, once)
+
+    def copy_of(self, run: Run) -> Batches:
+        """The run's events, to write as another thread's."""
+        return self.rewriter.rewrite(run.run_id, None, self.life(run))
+
+    def life(self, run: Run) -> tuple[int, int]:
+        """(run number, head) of the run as its writer, checked now, knows them."""
+        rec = self.threads.writer(run, check=True)
+        return run.number, rec.offset
+
+    def fenced(self, run: Run, work: Callable[[], T]) -> T:
+        """`work` under the run's lock, made again (against the run as it is then) when another
+        saver wrote the run, or deleted it, meanwhile (ConflictError)."""
+        with run.lock:
+            for _ in range(CONFLICT_RETRIES):
+                try:
+                    return work()
+                except ConflictError:
+                    run.forget()
+            raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))

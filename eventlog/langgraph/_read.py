@@ -44,7 +44,7 @@ class Reader(Part):
             if state.checkpoint_id is None:
                 return None
             if checkpoint_id is None or checkpoint_id == state.checkpoint_id:
-                return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None, head=True)
+                return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None)
             found = self.threads.find(run, checkpoint_id)
             if found is None:
                 return None

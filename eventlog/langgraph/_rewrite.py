@@ -1,12 +1,19 @@
 """Writing a thread's run anew: its events as batches to append again (without some checkpoints,
 for `delete_for_runs`; all of them, for `copy_thread`), staged in a run of their own so that a
 crash leaves the old run or the new one whole, and finished when the run is next used.
+
+Across processes, a rewrite is fenced with the log's own run numbers and heads
+(docs/architecture.md, "fencing"): the run is read as one life at one head, and replaced only
+if it is still so when it is deleted (another saver's `put` meanwhile makes the rewrite start
+again); while the stage exists, every other saver waits before it makes a writer of the run.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from ..errors import ConflictError, UnknownRunError
 from ..events import Event
 from ..log import EventLog
 from ._events import POLICY, CheckpointSaved, ThreadReducer, ThreadState, Write, WritesSaved, WriteValue
@@ -18,6 +25,12 @@ __all__ = ["Batches", "Rewriter"]
 Batches = list[tuple[list[Event], dict[str, Any] | None]]
 """A run's events to append again, in batches: each ends with a checkpoint (with its eventlog
 checkpoint metadata) or holds the writes after the last checkpoint (metadata None)."""
+Life = tuple[int, int]
+"""(run number, head) of a run, as `EventLog.life` gives it; (0, 0): no run."""
+REWRITE_IDLE_SECONDS = 2.0
+"""A staged rewrite whose stage and run have not changed for this long was cut short (its saver
+died): a saver waiting for it then finishes it (a complete stage) or drops it."""
+REWRITE_POLL_SECONDS = 0.005
 
 
 class Rewriter:
@@ -28,23 +41,58 @@ class Rewriter:
         self.values = values
         self.log: EventLog[Any] = threads.log
         self.reducer: ThreadReducer = threads.reducer
+        threads.settle = self.settle
 
     def open(self, thread_id: str, ns: str) -> Run:
-        """The cached run of a thread's namespace; a run not cached yet first finishes (or drops) a
-        rewrite of it that a crash interrupted."""
+        """The cached run of a thread's namespace; a run not cached yet first waits for a rewrite
+        of it to end (and finishes, or drops, one that a crash interrupted)."""
         run, new = self.threads.get(thread_id, ns)
         if new:
-            self.recover(run.run_id)
+            self.settle(run.run_id)
         return run
 
-    def rewrite(self, run_id: str, doomed: set[str] | None) -> Batches:
+    def settle(self, run_id: str) -> None:
+        """Return once no rewrite of the run is staged: wait while another saver rewrites it, and
+        finish (or drop) a rewrite that has stopped for `REWRITE_IDLE_SECONDS`."""
+        stage = run_id + REWRITE
+        if len(stage.encode("utf-8", "surrogatepass")) > 1024:
+            return
+        seen: tuple[Life, Life] | None = None
+        since = time.monotonic()
+        while (now := (self.log.life(stage), self.log.life(run_id)))[0] != (0, 0):
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= REWRITE_IDLE_SECONDS:
+                try:
+                    self.recover(run_id, *now)
+                except (ConflictError, UnknownRunError):
+                    pass  # another saver finished it first, or it moved again: look again
+                seen = None
+                continue
+            time.sleep(REWRITE_POLL_SECONDS)
+
+    def rewrite(self, run_id: str, doomed: set[str] | None, life: Life | None = None) -> Batches:
         """A run's events as batches to append again, without the checkpoints in `doomed` and their
-        writes; each batch ends with a checkpoint (and its metadata) or holds trailing writes."""
+        writes; each batch ends with a checkpoint (and its metadata) or holds trailing writes.
+
+        All of one life of the run up to one head: `life` (the run's now, by default).
+        ConflictError when the run was deleted or made again meanwhile."""
+        log = self.log
+        number, head = life or log.life(run_id)
+        try:
+            batches = self._rewrite(run_id, doomed, head)
+        except UnknownRunError:
+            batches = []
+        if log.life(run_id)[0] != number:
+            raise ConflictError(run_id, head, log.head(run_id), recreated=True)
+        return batches
+
+    def _rewrite(self, run_id: str, doomed: set[str] | None, head: int) -> Batches:
         log, reducer = self.log, self.reducer
         base = log.run_info(run_id).base
         records: dict[int, dict[str, Any]] = {}
         for cp in log.checkpoints.list(run_id, reducer=reducer):
-            if mark_of(cp.offset, cp.metadata) is not None:
+            if cp.offset <= head and mark_of(cp.offset, cp.metadata) is not None:
                 records[cp.offset] = cp.metadata
         batches: Batches = []
         batch: list[Event] = []
@@ -83,7 +131,7 @@ class Rewriter:
         for checkpoint_id, pending in state.late.items():
             if keep(checkpoint_id):
                 writes(checkpoint_id, pending)
-        for entry in log.read(run_id, after=base):
+        for entry in log.read(run_id, after=base, upto=head):
             event = entry.event
             current = state.checkpoint_id
             state = reducer.apply(state, event)
@@ -102,37 +150,55 @@ class Rewriter:
         return batches
 
     def write(self, run_id: str, batches: Batches) -> None:
+        """Append the batches to a run that does not exist yet (ConflictError if it does)."""
         rec = self.log.writer(run_id, reducer=self.reducer, policy=POLICY)
-        for events, metadata in batches:
+        if rec.offset:
+            raise ConflictError(run_id, 0, rec.offset)
+        for events, metadata in batches:  # the first append is fenced at offset 0, each next at the last
             if metadata is None and type(events[-1]) is CheckpointSaved:
                 metadata = checkpoint_metadata(events[-1].checkpoint_id, self.values.blob({}))
             rec.append_many(events, checkpoint_metadata=metadata)
 
-    def replace(self, run_id: str, batches: Batches) -> None:
-        """Write a run anew: stage the batches, mark the stage complete, then replace the run."""
+    def replace(self, run_id: str, batches: Batches, life: Life) -> None:
+        """Write a run anew if it is still at `life` ((0, 0): it must not exist): stage the
+        batches, mark the stage complete, then replace the run. ConflictError, and nothing
+        replaced, when the run changed meanwhile."""
         stage = run_id + REWRITE
-        if self.log.head(stage):
-            self.log.delete_run(stage)
+        self.settle(run_id)
         self.write(stage, batches)
-        self.log.checkpoints.save(stage, metadata={"rewrite": "complete"}, reducer=self.reducer)
-        self.finish(run_id, batches)
+        self.log.checkpoints.save(stage, metadata={"rewrite": "complete", "life": list(life)}, reducer=self.reducer)
+        self.finish(run_id, batches, life)
 
-    def finish(self, run_id: str, batches: Batches) -> None:
-        if self.log.head(run_id):
-            self.log.delete_run(run_id)
+    def finish(self, run_id: str, batches: Batches, life: Life) -> None:
+        """Replace the run at `life` by the staged batches, then drop the stage; the stage alone
+        is dropped when the run is no longer at `life`."""
+        number, head = life
+        try:
+            if number:
+                self.log.delete_run(run_id, expected_offset=head, expected_number=number)
+            elif self.log.head(run_id):
+                raise ConflictError(run_id, 0, self.log.head(run_id))
+        except (ConflictError, UnknownRunError):
+            self.log.delete_run(run_id + REWRITE)
+            raise
         self.write(run_id, batches)
         self.log.delete_run(run_id + REWRITE)
 
-    def recover(self, run_id: str) -> None:
-        """Finish a rewrite a crash interrupted (a complete stage), or drop an incomplete stage."""
+    def recover(self, run_id: str, stage_life: Life, life: Life) -> None:
+        """Finish a rewrite a crash interrupted (a complete stage), or drop an incomplete stage or
+        one the run moved past; `stage_life` and `life` are those of the stage and of the run now."""
         stage = run_id + REWRITE
-        if len(stage.encode("utf-8", "surrogatepass")) > 1024 or not self.log.head(stage):
-            return
         latest = self.log.checkpoints.list(stage, limit=1, newest_first=True)
-        if latest and latest[0].metadata.get("rewrite") == "complete":
-            self.finish(run_id, self.rewrite(stage, None))
-        else:
-            self.log.delete_run(stage)
+        meta = latest[0].metadata if latest else {}
+        if meta.get("rewrite") == "complete":
+            was = meta.get("life") or [0, 0]  # the run as the rewrite read it
+            number, head = life
+            if number != was[0] or head == was[1]:  # not written since (or the new run, partly written)
+                batches = self.rewrite(stage, None, stage_life)
+                if number:
+                    self.log.delete_run(run_id, expected_offset=head, expected_number=number)
+                self.write(run_id, batches)
+        self.log.delete_run(stage, expected_offset=stage_life[1], expected_number=stage_life[0])
 
 
 class Part:

@@ -28,7 +28,7 @@ from ._rewrite import Rewriter
 from ._threads import Threads
 from ._values import Values
 from ._workers import Workers, async_iter_twin, async_twin
-from ._write import Writer
+from ._write import Writer, next_version
 
 __all__ = ["EventLogSaver"]
 
@@ -191,6 +191,12 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     aprune = async_twin(prune)
     """Async `prune`."""
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The channel version after `current`: an int after an int; after a string version (a
+        thread written by `InMemorySaver`, `SqliteSaver` or `PostgresSaver`), a string of their
+        form that compares greater, so such a thread runs on."""
+        return next_version(current)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

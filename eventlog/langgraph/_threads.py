@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -85,15 +85,18 @@ class Run:
         self.lock = threading.RLock()
         self.rec: RunWriter[ThreadState] | None = None
         """The run's writer, made when first used."""
+        self.number = 0
+        """The run number `rec` writes (each life of the run id has its own): what is cached is of it."""
         self.lists: dict[str, list[Any]] = {}
-        """Decoded list values of the current checkpoint (private copies), for the item comparison."""
+        """List values of the current checkpoint, decoded from the stored bytes for the saver alone
+        (never handed out, never the caller's objects): `put` compares a new list with them by value."""
         self.marks: list[Mark] | None = None
         self.position: dict[str, int] = {}
         self.current: Blob | None = None
         """Metadata of the current checkpoint, when known."""
 
     def forget(self) -> None:
-        self.rec, self.lists, self.marks, self.position, self.current = None, {}, None, {}, None
+        self.rec, self.number, self.lists, self.marks, self.position, self.current = None, 0, {}, None, {}, None
 
 
 class Threads:
@@ -105,6 +108,8 @@ class Threads:
         self.cache_size = cache_size
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._lock = threading.Lock()
+        self.settle: Callable[[str], None] = lambda run_id: None
+        """Called before a run's writer is made: the rewriter's wait for a rewrite of the run to end."""
 
     def get(self, thread_id: str, ns: str) -> tuple[Run, bool]:
         """The cached run of a thread's namespace, and True when it was not cached."""
@@ -128,22 +133,38 @@ class Threads:
                 run.forget()
 
     def writer(self, run: Run, *, check: bool = False) -> RunWriter[ThreadState]:
-        """The run's writer; with `check`, first made again if another writer moved the head."""
-        if run.rec is not None and check and self.log.head(run.run_id) != run.rec.offset:
+        """The run's writer; with `check`, first made again if another writer moved the head or
+        deleted the run and made it again (a new run number): nothing of an old life is served."""
+        if run.rec is not None and check and self.log.life(run.run_id) != (run.number, run.rec.offset):
             run.forget()
-        if run.rec is None:
+        while run.rec is None:
+            self.settle(run.run_id)
+            number, head = self.log.life(run.run_id)
             rec = self.log.writer(run.run_id, reducer=self.reducer, policy=POLICY)
+            if rec.offset != head:
+                continue  # written meanwhile: read the run number again
             if rec.offset:
-                info = self.log.run_info(run.run_id)
-                for entry in self.log.read(run.run_id, info.base, min(info.head, info.base + 1)):
-                    kind = type(entry.event).__struct_config__.tag
-                    if not str(kind).startswith("langgraph."):
-                        raise LangGraphThreadError(
-                            f"run {run.run_id!r} holds {kind!r} events, not a LangGraph thread; "
-                            "use another thread id or another log"
-                        )
-            run.rec = rec
+                self.check_owned(run.run_id)
+            run.rec, run.number = rec, number
         return run.rec
+
+    def owned(self, run_id: str) -> str | None:
+        """None when the run holds a LangGraph thread (its first event, or the snapshot it was
+        pruned to, is the saver's), else the kind of event it holds. Writes and admin use this one check."""
+        info = self.log.run_info(run_id)
+        for entry in self.log.read(run_id, info.base, min(info.head, info.base + 1)):
+            kind = str(type(entry.event).__struct_config__.tag)
+            return None if kind.startswith("langgraph.") else kind
+        latest = self.log.checkpoints.list(run_id, limit=1, newest_first=True)
+        return None if latest and latest[0].reducer == self.reducer.name else "no LangGraph"
+
+    def check_owned(self, run_id: str) -> None:
+        """Raise LangGraphThreadError unless the run holds a LangGraph thread."""
+        kind = self.owned(run_id)
+        if kind is not None:
+            raise LangGraphThreadError(
+                f"run {run_id!r} holds {kind!r} events, not a LangGraph thread; use another thread id or another log"
+            )
 
     def marks(self, run: Run) -> list[Mark]:
         """The run's checkpoints, oldest first (read once, then kept up to date)."""
@@ -168,17 +189,22 @@ class Threads:
         return marks[i], end
 
     def thread_runs(self, thread_id: str) -> list[str]:
-        """The runs of a thread: its root and one per namespace (not a rewrite in progress)."""
+        """The runs of a thread: its root and one per namespace, each holding a LangGraph thread
+        (not a run of other events whose id looks like one, not a rewrite in progress)."""
         root = run_id_of(thread_id)
-        return [r for r in self.log.runs() if (r == root or r.startswith(root + "|")) and not r.endswith(REWRITE)]
+        return [
+            r
+            for r in self.log.runs()
+            if (r == root or r.startswith(root + "|")) and not r.endswith(REWRITE) and self.is_owned(r)
+        ]
 
     def all_runs(self) -> list[str]:
-        """Every run of the log whose latest checkpoint is a LangGraph checkpoint."""
-        out = []
-        for run_id in self.log.runs():
-            if run_id.endswith(REWRITE):
-                continue
-            latest = self.log.checkpoints.list(run_id, limit=1, newest_first=True)
-            if latest and latest[0].reducer == self.reducer.name:
-                out.append(run_id)
-        return out
+        """Every run of the log that holds a LangGraph thread."""
+        return [r for r in self.log.runs() if not r.endswith(REWRITE) and self.is_owned(r)]
+
+    def is_owned(self, run_id: str) -> bool:
+        """`owned`, as a yes or no; a run deleted meanwhile is not."""
+        try:
+            return self.owned(run_id) is None
+        except UnknownRunError:
+            return False

@@ -56,25 +56,12 @@ class Values:
         metadata: Blob,
         late: list[Write] | None,
         *,
-        head: bool = False,
         cache: dict[int, tuple[Blob, Any]] | None = None,
     ) -> CheckpointTuple:
         """The tuple LangGraph reads of a checkpoint: `state` folded up to it, its metadata and the
-        writes pending on it. With `head` (the run's current checkpoint), list values come from
-        the run's decoded copies; `cache` shares decoded blobs between tuples of one listing."""
-        values: dict[str, Any] = {}
-        for ch, chunks in state.values.items():
-            if not head:
-                values[ch] = self.value(chunks, cache)
-                continue
-            cached = run.lists.get(ch)  # the current checkpoint's lists are kept decoded
-            if cached is None:
-                value = self.value(chunks)
-                if not isinstance(value, list):
-                    values[ch] = value
-                    continue
-                cached = run.lists[ch] = value
-            values[ch] = list(cached)
+        writes pending on it, every value decoded anew (the caller may change it: nothing it gets
+        is the saver's); `cache` shares decoded blobs between tuples of one listing."""
+        values = {ch: self.value(chunks, cache) for ch, chunks in state.values.items()}
         checkpoint: dict[str, Any] = {
             "v": state.v,
             "id": state.checkpoint_id,

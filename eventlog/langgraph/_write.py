@@ -4,8 +4,7 @@ writes of a task; both retry against what another writer appended meanwhile.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -18,16 +17,51 @@ from langgraph.checkpoint.base import (
 )
 
 from ..errors import ConflictError
-from ._events import Blob, CheckpointSaved, ThreadState, Version, Write, WritesSaved, WriteValue
+from ._events import (
+    Blob,
+    CheckpointSaved,
+    LangGraphThreadError,
+    ThreadState,
+    Version,
+    Write,
+    WritesSaved,
+    WriteValue,
+)
 from ._rewrite import Part
 from ._threads import Mark, Run, checkpoint_metadata
 
-__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer"]
+__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items"]
 
 KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"})
 """The keys of a LangGraph checkpoint that `CheckpointSaved` has fields for; others go in its `extra`."""
 CONFLICT_RETRIES = 8
 """How many times a write is made again when another writer appended to the run meanwhile."""
+_NONE = object()
+
+
+def same_items(saved: list[Any], value: list[Any]) -> bool:
+    """Whether `value` starts with the items of `saved`, equal in type and value."""
+    try:
+        return all(type(a) is type(b) and bool(a == b) for a, b in zip(saved, value, strict=False))
+    except Exception:  # noqa: BLE001 - an item that cannot be compared (an array, say) counts as changed
+        return False
+
+
+def next_version(current: Version | None) -> Version:
+    """The channel version after `current`: an int after an int (or none); after a string
+    version (`InMemorySaver`, `SqliteSaver`, `PostgresSaver`), a string of the same form
+    (`<32-digit counter>.<16-digit fraction>`), so that it compares greater."""
+    if current is None:
+        return 1
+    if isinstance(current, str):
+        try:
+            counter = int(current.split(".", 1)[0])
+        except ValueError:
+            raise LangGraphThreadError(
+                f"channel version {current!r} is neither a number nor LangGraph's '<counter>.<fraction>'"
+            ) from None
+        return f"{counter + 1:032}.{0.0:016}"
+    return current + 1
 
 
 class Writer(Part):
@@ -73,7 +107,13 @@ class Writer(Part):
         parent: str | None,
     ) -> tuple[CheckpointSaved, dict[str, list[Any]]]:
         """The event that saves `checkpoint` as a change of `parent` when that is the run's current
-        checkpoint (`state`), or whole otherwise (a fork), and the checkpoint's lists decoded."""
+        checkpoint (`state`), or whole otherwise (a fork), and the saver's own copies of its lists.
+
+        A channel keeps its parent's value only when the parent has it at the version the
+        checkpoint names; any other channel (in `new_versions`, or at a version the parent did
+        not have, as in a copy made by `update_state(config, None, as_node="__copy__")`) is
+        saved from the checkpoint's own values. A list that only grew is saved as the items
+        appended, the rest compared with the saver's copy by value, never by identity."""
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         seen = checkpoint["versions_seen"]
@@ -82,33 +122,39 @@ class Writer(Part):
         tails: dict[str, Blob] = {}
         empty: list[str] = []
         lists: dict[str, list[Any]] = {}
+        base = state
         if fork:
-            base_versions: Mapping[str, Version] = {}
-            base_seen: Mapping[str, Mapping[str, Version]] = {}
-            previous: dict[str, list[Any]] = {}
-            if parent is not None and (found := self.threads.find(run, parent)) is not None:
-                at = self.log.state_at(run.run_id, found[0].offset, reducer=self.reducer)
-                chunks = {ch: at.values[ch] for ch in versions if ch not in new_versions and ch in at.values}
-        else:
-            base_versions, base_seen, previous = state.versions, state.seen, run.lists
-            lists = {ch: v for ch, v in previous.items() if ch not in new_versions and ch in versions}
-        for ch in new_versions:
+            found = None if parent is None else self.threads.find(run, parent)
+            base = (
+                ThreadState() if found is None else self.log.state_at(run.run_id, found[0].offset, reducer=self.reducer)
+            )
+        changed = [ch for ch in versions if ch in new_versions or base.versions.get(ch, _NONE) != versions[ch]]
+        changed += [ch for ch in new_versions if ch not in versions]
+        for ch in versions:
+            if ch in changed:
+                continue
+            if fork and ch in base.values:
+                chunks[ch] = base.values[ch]
+            elif not fork and ch in run.lists:
+                lists[ch] = run.lists[ch]
+        for ch in changed:
             if ch not in values:
                 empty.append(ch)
                 continue
             value = values[ch]
-            if isinstance(value, list):
-                before = previous.get(ch)
-                n = -1 if before is None else len(before)
-                if 0 <= n <= len(value) and all(map(operator.is_, value[:n], before)):  # type: ignore[arg-type]
-                    tails[ch] = self.values.blob(value[n:])
-                else:
-                    chunks[ch] = [self.values.blob(value)]
-                lists[ch] = list(value)
+            if not isinstance(value, list):
+                chunks[ch] = [self.values.blob(value)]
+                continue
+            before = None if fork else self.saved_list(run, state, ch)
+            if before is not None and len(before) <= len(value) and same_items(before, value):
+                tails[ch] = tail = self.values.blob(value[len(before) :])
+                lists[ch] = [*before, *self.values.load(tail)]  # the saver's own copies, decoded
             else:
                 chunks[ch] = [self.values.blob(value)]
         extra = {k: v for k, v in checkpoint.items() if k not in KNOWN_KEYS}
         updated = checkpoint.get("updated_channels")
+        base_versions = {} if fork else state.versions
+        base_seen = {} if fork else state.seen
         event = CheckpointSaved(
             checkpoint_id=checkpoint["id"],
             parent_id=parent,
@@ -126,6 +172,16 @@ class Writer(Part):
             extra=self.values.blob(extra) if extra else None,
         )
         return event, lists
+
+    def saved_list(self, run: Run, state: ThreadState, channel: str) -> list[Any] | None:
+        """The saver's own copy of a list channel of the run's current checkpoint (decoded from
+        the stored bytes when not kept yet); None when the channel holds no list."""
+        kept = run.lists.get(channel)
+        if kept is None and channel in state.values:
+            value = self.values.value(state.values[channel])
+            if isinstance(value, list):
+                kept = run.lists[channel] = value
+        return kept
 
     def put_writes(
         self,
