@@ -155,12 +155,10 @@ class EventLog(Generic[S]):
 
     def head(self, run_id: str) -> int:
         """Offset of the run's last event; 0 for a run with no events or no run at all."""
-        rec = self.store.read(lambda txn: self._runs.get(txn, run_id))
-        return 0 if rec is None else rec.head
+        return self.life(run_id)[1]
 
     def life(self, run_id: str) -> tuple[int, int]:
-        """(run number, head offset) of a run, read at once; (0, 0) for no run. A run deleted and
-        made again has a new number: a cache keyed by both never serves the old life."""
+        """(run number, head) of a run in one read; (0, 0): none. A run made again has a new number."""
         rec = self.store.read(lambda txn: self._runs.get(txn, run_id))
         return (0, 0) if rec is None else (rec.number, rec.head)
 
@@ -185,11 +183,9 @@ class EventLog(Generic[S]):
         """Head, base, parent, fork offset, checkpoint and fork counts of a run."""
 
         def info(txn: Txn) -> RunInfo:
-            rec = self._runs.require(txn, run_id)
-            n = self.checkpoints.count(txn, rec)
-            return RunInfo(
-                run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks, rec.number
-            )
+            r = self._runs.require(txn, run_id)
+            n = self.checkpoints.count(txn, r)
+            return RunInfo(run_id, r.head, r.base, r.parent, r.fork_offset, r.created_ns, n, r.forks, r.number)
 
         return self.store.read(info)
 
@@ -344,12 +340,10 @@ class EventLog(Generic[S]):
     def delete_run(
         self, run_id: str, *, expected_offset: int | None = None, expected_number: int | None = None
     ) -> None:
-        """Remove a run: its events, checkpoints and snapshots. Refused while forks of it exist.
-        A run with damaged entries can be deleted too. The run is gone (and its id free) after
-        one transaction; its records are then removed a chunk per transaction (`repair` ends
-        a removal a crash cut short). With `expected_offset` (a head) or `expected_number` (see
-        `life`), raise ConflictError unless the run is still so when it is removed: a run another
-        writer appended to, or deleted and made again, meanwhile is kept."""
+        """Remove a run: its events, checkpoints and snapshots (refused while forks of it exist; one
+        with damaged entries too). It is gone in one transaction, its records then a chunk per
+        transaction (`repair` ends a removal a crash cut short). With `expected_offset` or
+        `expected_number` (see `life`): ConflictError unless the run is still so, and kept."""
         check_run_id(run_id)
         self._maintenance.delete_run(run_id, expected_offset, expected_number)
 
