@@ -426,17 +426,23 @@ def test_delete_for_runs_removes_the_events(open_log: Callable[..., eventlog.Eve
     graph = chat_graph(saver)
     cfg = {"configurable": {"thread_id": "runs"}}
     graph.invoke(
-        {"messages": [HumanMessage(content="first")]}, {**cfg, "run_id": "00000000-0000-0000-0000-00000000000a"}
+        {"messages": [HumanMessage(content="first")]},
+        {"configurable": {**cfg["configurable"], "run_id": "00000000-0000-0000-0000-00000000000a"}},
     )
-    graph.invoke(Command(resume=True), {**cfg, "run_id": "00000000-0000-0000-0000-00000000000b"})
     graph.invoke(
-        {"messages": [HumanMessage(content="second")]}, {**cfg, "run_id": "00000000-0000-0000-0000-00000000000c"}
+        Command(resume=True),
+        {"configurable": {**cfg["configurable"], "run_id": "00000000-0000-0000-0000-00000000000b"}},
+    )
+    graph.invoke(
+        {"messages": [HumanMessage(content="second")]},
+        {"configurable": {**cfg["configurable"], "run_id": "00000000-0000-0000-0000-00000000000c"}},
     )
     keep = {
         h.config["configurable"]["checkpoint_id"]: snapshot(h)
         for h in graph.get_state_history(cfg)
         if h.metadata.get("run_id") != "00000000-0000-0000-0000-00000000000b"
     }
+    assert len(keep) < len(list(graph.get_state_history(cfg)))
     saver.delete_for_runs(["00000000-0000-0000-0000-00000000000b"])
     after = {h.config["configurable"]["checkpoint_id"]: snapshot(h) for h in graph.get_state_history(cfg)}
     assert after == keep

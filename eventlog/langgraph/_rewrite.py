@@ -44,12 +44,8 @@ class Rewriter:
         threads.settle = self.settle
 
     def open(self, thread_id: str, ns: str) -> Run:
-        """The cached run of a thread's namespace; a run not cached yet first waits for a rewrite
-        of it to end (and finishes, or drops, one that a crash interrupted)."""
-        run, new = self.threads.get(thread_id, ns)
-        if new:
-            self.settle(run.run_id)
-        return run
+        """The cached run of a thread's namespace (its writer, when made, first `settle`s)."""
+        return self.threads.get(thread_id, ns)[0]
 
     def settle(self, run_id: str) -> None:
         """Return once no rewrite of the run is staged: wait while another saver rewrites it, and
