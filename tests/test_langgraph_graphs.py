@@ -11,7 +11,13 @@ It runs once on InMemorySaver and once on EventLogSaver over every store, and th
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -460,39 +466,56 @@ def test_admin_leaves_runs_that_are_not_langgraph_threads(saver: EventLogSaver) 
 RUN_A, RUN_B, RUN_C = (f"00000000-0000-0000-0000-00000000000{c}" for c in "abc")
 
 
-def test_a_put_between_a_rewrites_read_and_its_replace_is_kept(open_log: Callable[..., eventlog.EventLog]) -> None:
-    """delete_for_runs reads a run, then replaces it: a put by another saver in between makes the
-    replace refuse (nothing lost), and delete_for_runs run again keeps that put."""
+def test_a_saver_waits_while_another_rewrites_the_thread(open_log: Callable[..., eventlog.EventLog]) -> None:
+    """Once a rewrite (delete_for_runs) has marked the run, another saver's turn on the thread
+    waits until the run is replaced, then goes on from the rewritten run: nothing is lost."""
     log = open_log()
     one, two = EventLogSaver(log), EventLogSaver(log)
-    cfg = {"configurable": {"thread_id": "fenced"}}
-    agent_graph(one, ask=False).invoke(
-        {"messages": [HumanMessage(content="A")]}, {"configurable": {"thread_id": "fenced", "run_id": RUN_A}}
-    )
-    agent_graph(one, ask=False).invoke(
-        {"messages": [HumanMessage(content="B")]}, {"configurable": {"thread_id": "fenced", "run_id": RUN_B}}
-    )
+
+    def turn(saver: EventLogSaver, content: str, run_id: str) -> None:
+        config = {"configurable": {"thread_id": "fenced", "run_id": run_id}}
+        agent_graph(saver, ask=False).invoke({"messages": [HumanMessage(content=content)]}, config)
+
+    turn(one, "A", RUN_A)
+    turn(two, "B", RUN_B)  # two's writer of the run is made
     ops = one._ops()
     run = ops.rewriter.open("fenced", "")
-    life = ops.admin.life(run)
+    ops.rewriter.threads.writer(run, check=True)
     doomed = {
         m.checkpoint_id
         for m in ops.rewriter.threads.marks(run)
         if ops.read.values.load(m.metadata).get("run_id") == RUN_A
     }
-    assert doomed
+    stage = ops.rewriter.start("fenced")
+    life = ops.rewriter.mark("fenced")
+    waiting = threading.Thread(target=turn, args=(two, "C", RUN_C))
+    waiting.start()
+    time.sleep(0.5)
+    assert waiting.is_alive() and log.life("fenced") == life  # two waits; the run stays at the mark
     batches = ops.rewriter.rewrite("fenced", doomed, life)
-    agent_graph(two, ask=False).invoke(
-        {"messages": [HumanMessage(content="C")]}, {"configurable": {"thread_id": "fenced", "run_id": RUN_C}}
-    )
-    with pytest.raises(eventlog.ConflictError):
-        ops.rewriter.replace("fenced", batches, life)
+    ops.rewriter.complete(stage, batches, life)
+    ops.rewriter.finish("fenced", batches, life)
+    waiting.join(30)
+    assert not waiting.is_alive()
+    assert {t.metadata.get("run_id") for t in two.list({"configurable": {"thread_id": "fenced"}})} == {RUN_B, RUN_C}
+    contents = [
+        m[1] for m in plain(agent_graph(one).get_state({"configurable": {"thread_id": "fenced"}}).values)["messages"]
+    ]
+    assert contents == [
+        "A",
+        "",
+        "sunny in A",
+        "done: sunny in A",
+        "B",
+        "",
+        "sunny in B",
+        "done: sunny in B",
+        "C",
+        "",
+        "sunny in C",
+        "done: sunny in C",
+    ]
     assert "fenced|:rewrite" not in log.runs()
-    contents = [m[1] for m in plain(agent_graph(two).get_state(cfg).values)["messages"]]
-    assert contents[-2:] == ["sunny in C", "done: sunny in C"]
-    one.delete_for_runs([RUN_A])
-    assert {t.metadata.get("run_id") for t in two.list(cfg)} == {RUN_B, RUN_C}
-    assert history(agent_graph(two), cfg)[0][0]["messages"][-1][1] == "done: sunny in C"
 
 
 def test_delete_run_is_fenced_by_head_and_number(log: eventlog.EventLog) -> None:
@@ -509,3 +532,87 @@ def test_delete_run_is_fenced_by_head_and_number(log: eventlog.EventLog) -> None
     assert log.life("r")[1] == 1
     log.delete_run("r", expected_offset=1, expected_number=log.life("r")[0])
     assert log.life("r") == (0, 0)
+
+
+# -- another process writes the thread while delete_for_runs rewrites it -------------------------
+
+_WORKER = """
+import sys
+from typing import Annotated
+from typing_extensions import TypedDict
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from eventlog.langgraph import EventLogSaver
+
+target, turns, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+class S(TypedDict):
+    messages: Annotated[list, add_messages]
+
+g = StateGraph(S)
+g.add_node("a", lambda s: {"messages": [AIMessage(content="answer %d" % len(s["messages"]))]})
+g.add_edge(START, "a")
+g.add_edge("a", END)
+with EventLogSaver.from_path(target) as saver:
+    graph = g.compile(checkpointer=saver)
+    for i in range(turns):
+        run_id = "00000000-0000-0000-0000-%012d" % i
+        config = {"configurable": {"thread_id": "busy", "run_id": run_id}}
+        graph.invoke({"messages": [HumanMessage(content="q%d" % i)]}, config, durability="sync")
+        with open(out, "a") as f:
+            f.write(run_id + "\\n")
+"""
+
+
+@pytest.fixture(params=["lmdb", "postgres"])
+def shared_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A log two processes open: an LMDB directory, or a PostgreSQL schema of its own."""
+    if request.param == "lmdb":
+        yield str(tmp_path / "log")
+        return
+    dsn = os.environ.get("EVENTLOG_TEST_PG_DSN")
+    if not dsn:
+        pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
+    from eventlog.store.postgres import PostgresStore
+
+    schema = f"lg_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+    yield f"{dsn}?schema={schema}"
+    PostgresStore.drop_schema(dsn, schema)
+
+
+def test_delete_for_runs_while_another_process_writes_the_thread(shared_target: str, tmp_path: Path) -> None:
+    """A worker process runs turns on a thread while this one deletes every other turn's run as
+    soon as it ends: no checkpoint of a kept turn is lost, none of a deleted one is left, and the
+    thread's state holds every message."""
+    turns = int(os.environ.get("EVENTLOG_TEST_LG_TURNS", "12"))
+    script, out = tmp_path / "worker.py", tmp_path / "done"
+    script.write_text(_WORKER)
+    out.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    worker = subprocess.Popen([sys.executable, str(script), shared_target, str(turns), str(out)], env=env)
+    deleted: list[str] = []
+    with EventLogSaver.from_path(shared_target) as saver:
+        try:
+            while True:
+                finished = worker.poll() is not None
+                done = out.read_text().split()
+                for run_id in done[len(deleted) * 2 :: 2]:
+                    saver.delete_for_runs([run_id])
+                    deleted.append(run_id)
+                if finished:
+                    break
+                time.sleep(0.01)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        assert worker.wait() == 0
+        cfg = {"configurable": {"thread_id": "busy"}}
+        per_run: dict[str, int] = {}
+        for t in saver.list(cfg):
+            per_run[t.metadata["run_id"]] = per_run.get(t.metadata["run_id"], 0) + 1
+        kept = [r for r in out.read_text().split() if r not in deleted]
+        assert len(kept) + len(deleted) == turns
+        assert per_run == dict.fromkeys(kept, 3)  # each turn: input, before a, after a
+        messages = saver.get_tuple(cfg).checkpoint["channel_values"]["messages"]
+        assert [m.content for m in messages] == [c for i in range(turns) for c in (f"q{i}", f"answer {2 * i + 1}")]

@@ -43,7 +43,7 @@ class Admin(Part):
             batches = self.fenced(run, partial(self.copy_of, run))
             self.threads.drop(dst)
             try:
-                self.rewriter.replace(dst, batches, (0, 0))
+                self.rewriter.copy(dst, batches)
             except ConflictError:
                 raise LangGraphThreadError(
                     f"thread {target!r} was written while it was copied to; delete it first or copy to a new thread"
@@ -73,16 +73,12 @@ class Admin(Part):
             run = self.rewriter.open(*thread_of(run_id))
 
             def once(run: Run = run, run_id: str = run_id) -> None:
-                life = self.life(run)
+                self.threads.writer(run, check=True)
                 marks = self.threads.marks(run)
                 doomed = {m.checkpoint_id for m in marks if self.values.load(m.metadata).get("run_id") in doomed_runs}
-                if not doomed:
-                    return
-                if all(m.checkpoint_id in doomed for m in marks):
-                    self.log.delete_run(run_id, expected_offset=life[1], expected_number=life[0])
-                else:
-                    self.rewriter.replace(run_id, self.rewriter.rewrite(run_id, doomed, life), life)
-                run.forget()
+                if doomed:
+                    self.rewriter.replace(run_id, doomed)
+                    run.forget()
 
             self.fenced(run, once)
 

@@ -18,6 +18,7 @@ __all__ = [
     "Blob",
     "CheckpointSaved",
     "LangGraphThreadError",
+    "RewriteStarted",
     "ThreadReducer",
     "ThreadState",
     "Version",
@@ -114,8 +115,14 @@ class WritesSaved(Event, frozen=True, tag="langgraph.writes"):
     """The writes."""
 
 
+class RewriteStarted(Event, frozen=True, tag="langgraph.rewrite"):
+    """A rewrite of the thread's run (`delete_for_runs`) starts here: the mark that puts every
+    other writer of the run behind its head. The fold ignores it; the rewritten run leaves it out."""
+
+
 register(CheckpointSaved)
 register(WritesSaved)
+register(RewriteStarted)
 
 
 class ThreadState(msgspec.Struct, omit_defaults=True):

@@ -3,20 +3,34 @@ for `delete_for_runs`; all of them, for `copy_thread`), staged in a run of their
 crash leaves the old run or the new one whole, and finished when the run is next used.
 
 Across processes, a rewrite is fenced with the log's own run numbers and heads
-(docs/architecture.md, "fencing"): the run is read as one life at one head, and replaced only
-if it is still so when it is deleted (another saver's `put` meanwhile makes the rewrite start
-again); while the stage exists, every other saver waits before it makes a writer of the run.
+(docs/architecture.md, "fencing"). It first makes its stage (a run of one `RewriteStarted`,
+made only if absent: one rewrite of a run at a time), then appends a `RewriteStarted` to the
+run at its head: every other saver's writer of the run is then behind the head, so its next
+append fails, and before it makes a new writer it waits for the stage to go (`settle`). The
+run is read up to that mark and replaced only if it is still at it (`delete_run` with
+`expected_offset` and `expected_number`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 from ..errors import ConflictError, UnknownRunError
 from ..events import Event
 from ..log import EventLog
-from ._events import POLICY, CheckpointSaved, ThreadReducer, ThreadState, Write, WritesSaved, WriteValue
+from ..runwriter import RunWriter
+from ._events import (
+    POLICY,
+    CheckpointSaved,
+    RewriteStarted,
+    ThreadReducer,
+    ThreadState,
+    Write,
+    WritesSaved,
+    WriteValue,
+)
 from ._threads import REWRITE, Run, Threads, checkpoint_metadata, mark_of
 from ._values import Values
 
@@ -31,6 +45,8 @@ REWRITE_IDLE_SECONDS = 2.0
 """A staged rewrite whose stage and run have not changed for this long was cut short (its saver
 died): a saver waiting for it then finishes it (a complete stage) or drops it."""
 REWRITE_POLL_SECONDS = 0.005
+REWRITE_LOCK_SECONDS = 10.0
+"""How long a rewrite tries to append its mark to a run that other savers keep writing."""
 
 
 class Rewriter:
@@ -145,29 +161,74 @@ class Rewriter:
             batches.append((batch, None))
         return batches
 
-    def write(self, run_id: str, batches: Batches) -> None:
-        """Append the batches to a run that does not exist yet (ConflictError if it does)."""
-        rec = self.log.writer(run_id, reducer=self.reducer, policy=POLICY)
-        if rec.offset:
-            raise ConflictError(run_id, 0, rec.offset)
-        for events, metadata in batches:  # the first append is fenced at offset 0, each next at the last
+    def write(self, run_id: str, batches: Batches, rec: RunWriter[ThreadState] | None = None) -> None:
+        """Append the batches to a run that does not exist yet (ConflictError if it does), or
+        with `rec`, through that writer."""
+        if rec is None:
+            rec = self.fresh(run_id)
+        for events, metadata in batches:  # each append is fenced at the last one's offset
             if metadata is None and type(events[-1]) is CheckpointSaved:
                 metadata = checkpoint_metadata(events[-1].checkpoint_id, self.values.blob({}))
             rec.append_many(events, checkpoint_metadata=metadata)
 
-    def replace(self, run_id: str, batches: Batches, life: Life) -> None:
-        """Write a run anew if it is still at `life` ((0, 0): it must not exist): stage the
-        batches, mark the stage complete, then replace the run. ConflictError, and nothing
-        replaced, when the run changed meanwhile."""
-        stage = run_id + REWRITE
-        self.settle(run_id)
-        self.write(stage, batches)
-        self.log.checkpoints.save(stage, metadata={"rewrite": "complete", "life": list(life)}, reducer=self.reducer)
+    def fresh(self, run_id: str) -> RunWriter[ThreadState]:
+        """A writer of a run that does not exist yet; its first append is fenced at offset 0."""
+        rec = self.log.writer(run_id, reducer=self.reducer, policy=POLICY)
+        if rec.offset:
+            raise ConflictError(run_id, 0, rec.offset)
+        return rec
+
+    def replace(self, run_id: str, doomed: set[str]) -> None:
+        """Write a run anew without the checkpoints in `doomed`: make the stage, mark the run, read
+        it up to the mark, stage the batches, mark the stage complete, then replace the run.
+        ConflictError, with the run unchanged, when another saver got in the way."""
+        stage = self.start(run_id)
+        try:
+            life = self.mark(run_id)
+            batches = self.rewrite(run_id, doomed, life)
+            self.complete(stage, batches, life)
+        except BaseException:
+            self.drop(stage.run_id)
+            raise
         self.finish(run_id, batches, life)
 
+    def copy(self, run_id: str, batches: Batches) -> None:
+        """Write a run that must not exist yet from batches, staged first."""
+        self.complete(self.start(run_id), batches, (0, 0))
+        self.finish(run_id, batches, (0, 0))
+
+    def start(self, run_id: str) -> RunWriter[ThreadState]:
+        """Make the run's stage (ConflictError if another saver's rewrite of it is under way)."""
+        self.settle(run_id)
+        stage = self.fresh(run_id + REWRITE)
+        stage.append_many([RewriteStarted()])
+        return stage
+
+    def mark(self, run_id: str) -> Life:
+        """Append a `RewriteStarted` to the run at its head, so that every other writer of it falls
+        behind; the run's life with it. Tried again while other savers keep appending."""
+        deadline = time.monotonic() + REWRITE_LOCK_SECONDS
+        while True:
+            number, head = self.log.life(run_id)
+            if not number:
+                raise UnknownRunError(run_id)
+            try:
+                offset = self.log.append(run_id, RewriteStarted(), expected_offset=head)
+            except ConflictError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(REWRITE_POLL_SECONDS)
+                continue
+            return number, offset
+
+    def complete(self, stage: RunWriter[ThreadState], batches: Batches, life: Life) -> None:
+        """Write the batches to the stage and mark it complete, with the life of the run they replace."""
+        self.write(stage.run_id, batches, stage)
+        stage.checkpoint({"rewrite": "complete", "life": list(life)})
+
     def finish(self, run_id: str, batches: Batches, life: Life) -> None:
-        """Replace the run at `life` by the staged batches, then drop the stage; the stage alone
-        is dropped when the run is no longer at `life`."""
+        """Replace the run at `life` ((0, 0): no run) by the staged batches, then drop the stage;
+        the stage alone is dropped when the run is no longer at `life`."""
         number, head = life
         try:
             if number:
@@ -175,10 +236,15 @@ class Rewriter:
             elif self.log.head(run_id):
                 raise ConflictError(run_id, 0, self.log.head(run_id))
         except (ConflictError, UnknownRunError):
-            self.log.delete_run(run_id + REWRITE)
+            self.drop(run_id + REWRITE)
             raise
         self.write(run_id, batches)
-        self.log.delete_run(run_id + REWRITE)
+        self.drop(run_id + REWRITE)
+
+    def drop(self, stage: str) -> None:
+        """Delete a stage (gone already when a waiting saver took it for dead and dropped it)."""
+        with contextlib.suppress(UnknownRunError):
+            self.log.delete_run(stage)
 
     def recover(self, run_id: str, stage_life: Life, life: Life) -> None:
         """Finish a rewrite a crash interrupted (a complete stage), or drop an incomplete stage or
