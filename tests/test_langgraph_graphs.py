@@ -616,3 +616,36 @@ def test_delete_for_runs_while_another_process_writes_the_thread(shared_target: 
         assert per_run == dict.fromkeys(kept, 3)  # each turn: input, before a, after a
         messages = saver.get_tuple(cfg).checkpoint["channel_values"]["messages"]
         assert [m.content for m in messages] == [c for i in range(turns) for c in (f"q{i}", f"answer {2 * i + 1}")]
+
+
+_REMAKE = """
+import sys
+from langchain_core.messages import HumanMessage
+sys.path.insert(0, sys.argv[2])
+from test_langgraph_graphs import agent_graph
+from eventlog.langgraph import EventLogSaver
+
+with EventLogSaver.from_path(sys.argv[1]) as saver:
+    saver.delete_thread("again")
+    agent_graph(saver).invoke({"messages": [HumanMessage(content="New")]}, {"configurable": {"thread_id": "again"}})
+"""
+
+
+def test_a_thread_another_process_made_again_is_read_anew(shared_target: str, tmp_path: Path) -> None:
+    """This process has read a thread; another deletes it and starts it again with content of the
+    same length: this process's saver reads the new thread and continues it."""
+    cfg = {"configurable": {"thread_id": "again"}}
+    with EventLogSaver.from_path(shared_target) as saver:
+        graph = agent_graph(saver)
+        graph.invoke({"messages": [HumanMessage(content="Old")]}, cfg)
+        head = saver.log.head("again")
+        assert plain(graph.get_state(cfg).values)["messages"][0][1] == "Old"
+        script = tmp_path / "remake.py"
+        script.write_text(_REMAKE)
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        here = str(Path(__file__).resolve().parent)
+        subprocess.run([sys.executable, str(script), shared_target, here], env=env, check=True, timeout=120)
+        assert saver.log.head("again") == head
+        assert plain(graph.get_state(cfg).values)["messages"][0][1] == "New"
+        graph.invoke(Command(resume=True), cfg)
+        assert plain(graph.get_state(cfg).values)["messages"][-1][1] == "done: sunny in New"
