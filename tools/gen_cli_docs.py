@@ -48,7 +48,7 @@ takes `--json` and then prints one JSON document on stdout, for scripts:
 
 | command | `--json` prints |
 |---|---|
-| `runs` | a list of run infos: `run_id`, `head`, `base`, `parent`, `fork_offset`, `created_ns`, `checkpoints`, `forks` |
+| `runs` | a list of run infos: `run_id`, `head`, `base`, `parent`, `fork_offset`, `created_ns`, `checkpoints`, `forks`, `number` (a run deleted and made again has a new one) |
 | `events` | a list of entries: `run_id`, `offset`, `position`, `event_id`, `time_ns`, `meta`, `event` (with its `kind`) |
 | `history` | a list of checkpoints, oldest first: `checkpoint_id`, `offset`, `created_ns`, `reducer`, `reducer_version`, `superstep`, `completed_nodes`, `paused_nodes`, `metadata` |
 | `state` | `run_id`, `offset`, `checkpoint_id` and `state` (every field of the state) |
