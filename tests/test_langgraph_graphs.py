@@ -10,6 +10,7 @@ It runs once on InMemorySaver and once on EventLogSaver over every store, and th
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import os
 import subprocess
@@ -150,12 +151,18 @@ def test_an_edit_made_in_place_on_a_tool_call_is_saved(
         other.tool_calls[0]["args"] = {"city": "not saved"}  # a change never passed to update_state
         edited = plain(graph.get_state(cfg).values["messages"][-1])
         done = plain(graph.invoke(Command(resume=True), cfg))
-        return edited, done, history(graph, cfg)
+        past = next(h for h in graph.get_state_history(cfg) if h.next == ("review",))
+        older = past.values["messages"][-1]  # from a listing, edited in place, saved as a fork
+        older.tool_calls[0]["args"] = {"city": "Nice"}
+        forked = graph.update_state(past.config, {"messages": [older]})
+        again = plain(graph.invoke(Command(resume=True), forked))
+        return edited, done, again, history(graph, cfg)
 
     expected = same_on_both(story, saver)
     assert expected[0] == ("AIMessage", "", [("weather", {"city": "Lyon"})])
+    assert expected[2]["messages"][-2][1] == "sunny in Nice"
     fresh = agent_graph(EventLogSaver(saver.log))  # another process would read what is stored
-    assert history(fresh, {"configurable": {"thread_id": "hitl"}}) == expected[2]
+    assert history(fresh, {"configurable": {"thread_id": "hitl"}}) == expected[3]
 
 
 def test_a_node_that_changes_an_earlier_message_in_place_is_saved(saver: EventLogSaver) -> None:
@@ -320,6 +327,8 @@ def test_send_and_a_stateful_subgraph(saver: EventLogSaver) -> None:
         out = [plain(graph.invoke({"topics": ["x", "y", "z"], "results": []}, cfg))]
         state = graph.get_state(cfg, subgraphs=True)
         sub = [(t.name, plain(t.state.values) if t.state else None) for t in state.tasks]
+        copied = graph.update_state(state.config, None, as_node="__copy__")  # waits in the subgraph too
+        out.append(plain(graph.invoke(Command(resume="copy"), copied)))
         out.append(plain(graph.invoke(Command(resume="yes"), cfg)))
         out.append(plain(graph.invoke({"topics": ["w"], "results": []}, cfg)))
         out.append(plain(graph.invoke(Command(resume="again"), cfg)))
@@ -342,6 +351,30 @@ def test_every_durability_mode(saver: EventLogSaver, durability: str) -> None:
         return out, history(graph, cfg)
 
     same_on_both(story, saver)
+
+
+def test_async_graphs_give_the_same(saver: EventLogSaver) -> None:
+    """`ainvoke`, `aupdate_state` (a copy and an in-place edit) and `aget_state_history` too."""
+
+    async def story(s: Any) -> Any:
+        graph = agent_graph(s)
+        cfg = {"configurable": {"thread_id": "async"}}
+        out = [plain(await graph.ainvoke({"messages": [HumanMessage(content="Riga")]}, cfg))]
+        snap = await graph.aget_state(cfg)
+        last = snap.values["messages"][-1]
+        last.tool_calls[0]["args"] = {"city": "Tartu"}
+        await graph.aupdate_state(cfg, {"messages": [last]})
+        copied = await graph.aupdate_state(snap.config, None, as_node="__copy__")
+        out.append(plain((await graph.aget_state(copied)).values))
+        out.append(plain(await graph.ainvoke(Command(resume=True), cfg)))
+        snaps = [h async for h in graph.aget_state_history(cfg)]
+        return out, [(plain(h.values), h.next, h.metadata.get("source"), h.metadata.get("step")) for h in snaps]
+
+    expected = asyncio.run(story(InMemorySaver()))
+    assert asyncio.run(story(saver)) == expected
+    # the copy is of the checkpoint before the edit: the object edited in place never reached it
+    assert expected[0][1]["messages"][-1] == ("AIMessage", "", [("weather", {"city": "Riga"})])
+    assert expected[0][2]["messages"][-1][1] == "done: sunny in Riga"
 
 
 # -- a thread written with string channel versions ---------------------------------------------
