@@ -512,20 +512,13 @@ def test_a_saver_waits_while_another_rewrites_the_thread(open_log: Callable[...,
     turn(one, "A", RUN_A)
     turn(two, "B", RUN_B)  # two's writer of the run is made
     ops = one._ops()
-    run = ops.rewriter.open("fenced", "")
-    ops.rewriter.threads.writer(run, check=True)
-    doomed = {
-        m.checkpoint_id
-        for m in ops.rewriter.threads.marks(run)
-        if ops.read.values.load(m.metadata).get("run_id") == RUN_A
-    }
     stage = ops.rewriter.start("fenced")
     life = ops.rewriter.mark("fenced")
     waiting = threading.Thread(target=turn, args=(two, "C", RUN_C))
     waiting.start()
     time.sleep(0.5)
     assert waiting.is_alive() and log.life("fenced") == life  # two waits; the run stays at the mark
-    batches = ops.rewriter.rewrite("fenced", doomed, life)
+    batches = ops.rewriter.rewrite("fenced", ops.rewriter.doomed("fenced", {RUN_A}, life[1]), life)
     ops.rewriter.complete(stage, batches, life)
     ops.rewriter.finish("fenced", batches, life)
     waiting.join(30)

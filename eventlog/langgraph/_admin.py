@@ -74,10 +74,9 @@ class Admin(Part):
 
             def once(run: Run = run, run_id: str = run_id) -> None:
                 self.threads.writer(run, check=True)
-                marks = self.threads.marks(run)
-                doomed = {m.checkpoint_id for m in marks if self.values.load(m.metadata).get("run_id") in doomed_runs}
-                if doomed:
-                    self.rewriter.replace(run_id, doomed)
+                if any(self.values.load(m.metadata).get("run_id") in doomed_runs for m in self.threads.marks(run)):
+                    with contextlib.suppress(UnknownRunError):  # deleted meanwhile: nothing left to delete
+                        self.rewriter.replace(run_id, doomed_runs)
                     run.forget()
 
             self.fenced(run, once)

@@ -178,19 +178,33 @@ class Rewriter:
             raise ConflictError(run_id, 0, rec.offset)
         return rec
 
-    def replace(self, run_id: str, doomed: set[str]) -> None:
-        """Write a run anew without the checkpoints in `doomed`: make the stage, mark the run, read
-        it up to the mark, stage the batches, mark the stage complete, then replace the run.
-        ConflictError, with the run unchanged, when another saver got in the way."""
+    def replace(self, run_id: str, runs: set[str]) -> None:
+        """Write a run anew without the checkpoints whose metadata `run_id` is in `runs`: make the
+        stage, mark the run, read it up to the mark, stage the batches, mark the stage complete,
+        then replace the run. ConflictError, with the run unchanged, when another saver got in
+        the way; UnknownRunError when the run is gone."""
         stage = self.start(run_id)
         try:
             life = self.mark(run_id)
+            doomed = self.doomed(run_id, runs, life[1])
+            if not doomed:  # what was to go went meanwhile
+                self.drop(stage.run_id)
+                return
             batches = self.rewrite(run_id, doomed, life)
             self.complete(stage, batches, life)
         except BaseException:
             self.drop(stage.run_id)
             raise
         self.finish(run_id, batches, life)
+
+    def doomed(self, run_id: str, runs: set[str], head: int) -> set[str]:
+        """The checkpoints of the run up to `head` whose metadata `run_id` is in `runs`."""
+        out = set()
+        for cp in self.log.checkpoints.list(run_id, reducer=self.reducer):
+            mark = mark_of(cp.offset, cp.metadata)
+            if cp.offset <= head and mark is not None and self.values.load(mark.metadata).get("run_id") in runs:
+                out.add(mark.checkpoint_id)
+        return out
 
     def copy(self, run_id: str, batches: Batches) -> None:
         """Write a run that must not exist yet from batches, staged first."""
