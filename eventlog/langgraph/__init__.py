@@ -15,10 +15,13 @@ checkpoint namespaces (one per subgraph call), is a run of the log:
   `\\\\` or `\\|`, so every (thread, namespace) pair has its own run and a thread id without
   those characters is its own run id: `eventlog history T` shows thread `T`. A run id is
   at most 1,024 UTF-8 bytes; a longer thread and namespace is refused by name.
-- `put` appends a `langgraph.checkpoint` event (`CheckpointSaved`) holding only the
-  channels in `new_versions`, and for a list channel whose new value starts with the
-  items of its value before (a message list under `add_messages`), only the items
-  appended. `put_writes` appends a `langgraph.writes` event (`WritesSaved`).
+- `put` appends a `langgraph.checkpoint` event (`CheckpointSaved`) holding the channels
+  whose version is not their parent's (those in `new_versions`, and every channel of a copy
+  or a fork the parent does not hold at that version), and for a list channel whose new
+  value starts with the items of its value before (a message list under `add_messages`),
+  only the items appended. `put_writes` appends a `langgraph.writes` event (`WritesSaved`).
+  `delete_for_runs` marks a run it rewrites with a `langgraph.rewrite` event
+  (`RewriteStarted`), which the fold ignores.
 - `ThreadReducer` folds a run into the thread's state at any offset: the current
   checkpoint's channel values (as LangGraph's serializer wrote them, never decoded by the
   fold), versions and pending writes. Each checkpoint is an eventlog checkpoint of the run
@@ -27,10 +30,9 @@ checkpoint namespaces (one per subgraph call), is a run of the log:
   snapshot and folding a bounded number of events after it.
 
 Values go through `self.serde` (`dumps_typed`/`loads_typed`): `EncryptedSerializer` and
-strict msgpack keep working, and nothing is pickled. List values are compared item by
-item by identity with the value the saver last stored or returned: a node that changes an
-item of a list in place, rather than returning a new item, has that change stored only
-once the item is replaced.
+strict msgpack keep working, and nothing is pickled. Every read decodes anew, so nothing a
+caller gets is the saver's; a list value is compared item by item, by type and value, with
+the saver's own decoded copy of the value before, so an item changed in place is stored.
 
 The package: `_events` (the event kinds and the fold), `_threads` (run ids and the saver's
 run cache), `_values` (the serializer), `_read` and `_write` (the sync core), `_rewrite` and
@@ -44,6 +46,7 @@ from ._events import (
     Blob,
     CheckpointSaved,
     LangGraphThreadError,
+    RewriteStarted,
     ThreadReducer,
     ThreadState,
     Write,
@@ -59,6 +62,7 @@ __all__ = [
     "CheckpointSaved",
     "EventLogSaver",
     "LangGraphThreadError",
+    "RewriteStarted",
     "ThreadReducer",
     "ThreadState",
     "Write",
