@@ -11,6 +11,7 @@ It runs once on InMemorySaver and once on EventLogSaver over every store, and th
 from __future__ import annotations
 
 import asyncio
+import itertools
 import operator
 import os
 import subprocess
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("langgraph.checkpoint.conformance", reason="pip install 'eventlog[test]' (langgraph extras)")
 
@@ -675,3 +678,54 @@ def test_a_thread_another_process_made_again_is_read_anew(shared_target: str, tm
         assert plain(graph.get_state(cfg).values)["messages"][0][1] == "New"
         graph.invoke(Command(resume=True), cfg)
         assert plain(graph.get_state(cfg).values)["messages"][-1][1] == "done: sunny in New"
+
+
+# -- random time travel ---------------------------------------------------------------------------
+
+_STORY_STEPS = st.lists(
+    st.tuples(st.sampled_from(["ask", "resume", "copy", "fork", "edit", "replay"]), st.integers(0, 40)),
+    min_size=1,
+    max_size=8,
+)
+_examples = itertools.count()
+
+
+@settings(
+    max_examples=int(os.environ.get("EVENTLOG_TEST_LG_EXAMPLES", "10")),
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(steps=_STORY_STEPS)
+def test_random_time_travel_matches_in_memory_saver(saver: EventLogSaver, steps: list[tuple[str, int]]) -> None:
+    """Any mix of turns, resumes, copies, forks, in-place edits and replays from any checkpoint
+    gives, step by step and in the end, what it gives on InMemorySaver."""
+    thread = f"random-{next(_examples)}"
+
+    def story(s: Any) -> Any:
+        graph = agent_graph(s)
+        cfg = {"configurable": {"thread_id": thread}}
+        out: list[Any] = []
+        for op, k in steps:
+            past = list(graph.get_state_history(cfg))
+            pick = past[k % len(past)].config if past else cfg
+            try:
+                if op == "ask":
+                    out.append(plain(graph.invoke({"messages": [HumanMessage(content=f"c{k}")]}, cfg)))
+                elif op == "resume":
+                    out.append(plain(graph.invoke(Command(resume=k % 2 == 0), cfg)))
+                elif op == "copy":
+                    out.append(plain(graph.get_state(graph.update_state(pick, None, as_node="__copy__")).values))
+                elif op == "fork":
+                    out.append(plain(graph.get_state(graph.update_state(pick, {"approved": k % 3 == 0})).values))
+                elif op == "edit":
+                    messages = graph.get_state(cfg).values.get("messages", [])
+                    if messages and getattr(messages[-1], "tool_calls", None):
+                        messages[-1].tool_calls[0]["args"] = {"city": f"e{k}"}
+                        graph.update_state(cfg, {"messages": [messages[-1]]})
+                    out.append(plain(graph.get_state(cfg).values))
+                else:
+                    out.append(plain(graph.invoke(None, pick)))
+            except Exception as exc:
+                out.append(type(exc).__name__)
+        return out, history(graph, cfg)
+
+    assert story(saver) == story(InMemorySaver())
