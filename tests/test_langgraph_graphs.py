@@ -696,15 +696,17 @@ _examples = itertools.count()
 )
 @given(steps=_STORY_STEPS)
 def test_random_time_travel_matches_in_memory_saver(saver: EventLogSaver, steps: list[tuple[str, int]]) -> None:
-    """Any mix of turns, resumes, copies, forks, in-place edits and replays from any checkpoint
-    gives, step by step and in the end, what it gives on InMemorySaver."""
+    """Any mix of turns, resumes, copies, forks, in-place edits and replays from any checkpoint,
+    each step by one of two savers over the log (two workers), gives, step by step and in the
+    end, what it gives on InMemorySaver."""
     thread = f"random-{next(_examples)}"
 
-    def story(s: Any) -> Any:
-        graph = agent_graph(s)
+    def story(one: Any, two: Any) -> Any:
+        graphs = [agent_graph(one), agent_graph(two)]
         cfg = {"configurable": {"thread_id": thread}}
         out: list[Any] = []
-        for op, k in steps:
+        for i, (op, k) in enumerate(steps):
+            graph = graphs[(i + k) % 2]
             past = list(graph.get_state_history(cfg))
             pick = past[k % len(past)].config if past else cfg
             try:
@@ -726,6 +728,10 @@ def test_random_time_travel_matches_in_memory_saver(saver: EventLogSaver, steps:
                     out.append(plain(graph.invoke(None, pick)))
             except Exception as exc:
                 out.append(type(exc).__name__)
-        return out, history(graph, cfg)
+        return out, history(graphs[0], cfg), history(graphs[1], cfg)
 
-    assert story(saver) == story(InMemorySaver())
+    memory, other = InMemorySaver(), EventLogSaver(saver.log)
+    try:
+        assert story(saver, other) == story(memory, memory)
+    finally:
+        other.close()
