@@ -41,7 +41,7 @@ Batches = list[tuple[list[Event], dict[str, Any] | None]]
 checkpoint metadata) or holds the writes after the last checkpoint (metadata None)."""
 Life = tuple[int, int]
 """(run number, head) of a run, as `EventLog.life` gives it; (0, 0): no run."""
-REWRITE_IDLE_SECONDS = 2.0
+REWRITE_IDLE_SECONDS = 5.0
 """A staged rewrite whose stage and run have not changed for this long was cut short (its saver
 died): a saver waiting for it then finishes it (a complete stage) or drops it."""
 REWRITE_POLL_SECONDS = 0.005
