@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 
+from ..errors import ConflictError, UnknownRunError
 from ._events import Blob, ThreadState
 from ._rewrite import Part
 from ._threads import Mark, Run, mark_of, thread_of
+from ._write import CONFLICT_RETRIES
 
 __all__ = ["FOLD_GAP_EVENTS", "Reader"]
 
@@ -39,18 +42,23 @@ class Reader(Part):
         run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
         checkpoint_id = get_checkpoint_id(config)
         with run.lock:
-            rec = self.threads.writer(run, check=True)
-            state: ThreadState = rec.state
-            if state.checkpoint_id is None:
-                return None
-            if checkpoint_id is None or checkpoint_id == state.checkpoint_id:
-                return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None)
-            found = self.threads.find(run, checkpoint_id)
-            if found is None:
-                return None
-            mark, end = found
-            old = self.log.state_at(run.run_id, end, reducer=self.reducer)
-            return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
+            for _ in range(CONFLICT_RETRIES):
+                rec = self.threads.writer(run, check=True)
+                state: ThreadState = rec.state
+                if state.checkpoint_id is None:
+                    return None
+                if checkpoint_id is None or checkpoint_id == state.checkpoint_id:
+                    return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None)
+                found = self.threads.find(run, checkpoint_id)
+                if found is None:
+                    return None
+                mark, end = found
+                with contextlib.suppress(UnknownRunError):
+                    old = self.log.state_at(run.run_id, end, reducer=self.reducer)
+                    if self.threads.same_life(run):  # not a run deleted (and made again) while it was read
+                        return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
+                run.forget()
+            raise ConflictError(run.run_id, 0, self.log.head(run.run_id), recreated=True)
 
     def list_tuples(
         self,
@@ -121,4 +129,7 @@ class Reader(Part):
                 out[id(mark)] = self.values.checkpoint_tuple(
                     run, current, mark.metadata, head_state.late.get(mark.checkpoint_id), cache=cache
                 )
+            if not self.threads.same_life(run):  # deleted (and made again) while it was read: they are gone
+                run.forget()
+                return {}
         return out

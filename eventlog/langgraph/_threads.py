@@ -148,6 +148,10 @@ class Threads:
             run.rec, run.number = rec, number
         return run.rec
 
+    def same_life(self, run: Run) -> bool:
+        """Whether the run is still the life its writer was made of (not deleted, not made again)."""
+        return self.log.life(run.run_id)[0] == run.number
+
     def owned(self, run_id: str) -> str | None:
         """None when the run holds a LangGraph thread (its first event, or the snapshot it was
         pruned to, is the saver's), else the kind of event it holds. Writes and admin use this one check."""
