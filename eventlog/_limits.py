@@ -5,7 +5,7 @@ The checks at the bottom run at import time so that limits that disagree fail lo
 
 from __future__ import annotations
 
-format_version = 2
+format_version = 3
 """Version of the log's layout written by this code (the `format` meta record). A log written by a
 newer version is refused; a log of an older version is migrated when opened for writing."""
 

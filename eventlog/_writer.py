@@ -15,7 +15,17 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from . import _limits
-from ._keys import IdSource, check_id, check_int, check_run_id, check_time_ns, event_key, id_key, u64
+from ._keys import (
+    META_RUN_NUMBER,
+    IdSource,
+    check_id,
+    check_int,
+    check_run_id,
+    check_time_ns,
+    event_key,
+    id_key,
+    u64,
+)
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
@@ -276,15 +286,21 @@ class Writer:
                 first_of[given] = i
             fresh.append(i)
         self._draw_ids(txn, r, rec, ids, first_of, checked)
+        if rec is None:  # the number the run is given below: each value is sealed for its key
+            number = self._runs.meta_int(txn, META_RUN_NUMBER) + 1
         values = []
         for n, i in enumerate(fresh):
             event_id = cast(str, ids[i])  # every id was given or drawn above
-            value = self._codec.encode_entry(position + 1 + n, r.time_ns, event_id, r.meta, r.event_bytes[i], dict_id)
-            values.append(value)
+            key = event_key(number, head + 1 + n)
+            values.append(
+                self._codec.encode_entry(
+                    position + 1 + n, r.time_ns, event_id, r.meta, r.event_bytes[i], dict_id, ("events", key)
+                )
+            )
         r.writing = True
         if rec is None:
             rec = self._runs.create(txn, r.run_id, r.time_ns)
-        number = rec.number
+        assert rec.number == number and rec.head == head
         put = txn.put
         written = 0
         for i, value in zip(fresh, values, strict=True):

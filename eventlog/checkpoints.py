@@ -171,12 +171,13 @@ class Checkpoints(Generic[S]):
             record.checkpoint_id = self._free_id(txn, rec.number)
         elif txn.get("checkpoint_ids", id_key(rec.number, record.checkpoint_id)) is not None:
             raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
-        value = self._codec.encode_value(record)
         rec.checkpoint_seq += 1
-        txn.put("checkpoints", u64(rec.number) + u64(rec.checkpoint_seq), value)
+        key = u64(rec.number) + u64(rec.checkpoint_seq)
+        txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
         txn.put("checkpoint_ids", id_key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
         if pending.snapshot is not None:
-            txn.put("snapshots", snapshot_key(rec.number, record.offset, pending.tag), pending.snapshot)
+            key = snapshot_key(rec.number, record.offset, pending.tag)
+            txn.put("snapshots", key, self._codec.place_frame(pending.snapshot, ("snapshots", key)))
 
     def _free_id(self, txn: Txn, number: int) -> str:
         for _ in range(_limits.id_draws_max):
@@ -186,10 +187,10 @@ class Checkpoints(Generic[S]):
             self._ids.taken(candidate, "a checkpoint id")
         raise self._ids.exhausted()
 
-    def record(self, run_id: str, value: bytes) -> CheckpointRecord:
-        """A stored checkpoint record, decoded; damage names the run."""
+    def record(self, run_id: str, key: bytes, value: bytes) -> CheckpointRecord:
+        """A checkpoint record stored under `key`, decoded; damage names the run."""
         try:
-            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord)
+            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord, ("checkpoints", key))
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         return rec
@@ -264,9 +265,9 @@ class Checkpoints(Generic[S]):
             value = txn.get("checkpoints", key)
             if value is None:
                 raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            record = self.record(run_id, value)
+            record = self.record(run_id, key, value)
             record.metadata = metadata
-            txn.put("checkpoints", key, self._codec.encode_value(record))
+            txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
             return record
 
         found = self._store.write(write)
@@ -282,10 +283,11 @@ class Checkpoints(Generic[S]):
             seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
             if seq is None:
                 return None
-            value = txn.get("checkpoints", u64(rec.number) + seq)
+            key = u64(rec.number) + seq
+            value = txn.get("checkpoints", key)
             if value is None:
                 raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            return self.record(run_id, value)
+            return self.record(run_id, key, value)
 
         found = self._store.read(find)
         if found is None:
@@ -312,12 +314,12 @@ class Checkpoints(Generic[S]):
         reducer = self._reducer_or_default(reducer)
         limit = check_limit(limit)
 
-        def scan(txn: Txn) -> list[bytes]:
+        def scan(txn: Txn) -> list[tuple[bytes, bytes]]:
             rec = self._runs.require(txn, run_id)
             start, stop = run_range(rec.number)
-            return [value for _, value in txn.scan("checkpoints", start, stop, reverse=True, limit=limit)]
+            return txn.scan("checkpoints", start, stop, reverse=True, limit=limit)
 
-        out = [self._wrap(run_id, self.record(run_id, v), reducer) for v in self._store.read(scan)]
+        out = [self._wrap(run_id, self.record(run_id, k, v), reducer) for k, v in self._store.read(scan)]
         if not newest_first:
             out.reverse()
         return out
@@ -339,8 +341,8 @@ class Checkpoints(Generic[S]):
             if number is not None and now != number:
                 raise ConflictError(run_id, 0, 0, recreated=True)
             number = now
-            for _, value in pairs:
-                yield self._wrap(run_id, self.record(run_id, value), reducer)
+            for key, value in pairs:
+                yield self._wrap(run_id, self.record(run_id, key, value), reducer)
             if len(pairs) < _limits.read_chunk_entries:
                 return
             after = pairs[-1][0] + b"\x00"

@@ -18,7 +18,7 @@ from typing import Any, Union
 import msgspec
 
 from . import _limits, events
-from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Zstd, frame, train_dictionary, unframe
+from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Place, Zstd, frame, train_dictionary, unframe
 from .errors import (
     CorruptRecordError,
     InvalidEventError,
@@ -35,6 +35,7 @@ __all__ = [
     "Cipher",
     "Codec",
     "EntryRecord",
+    "Place",
     "frame",
     "same",
     "train_dictionary",
@@ -110,6 +111,19 @@ class Codec:
         """True when records are encrypted."""
         return self._zstd.cipher is not None
 
+    def bind(self, log_id: bytes, *, unbound: bool) -> None:
+        """Seal and open values bound to the log `log_id` (16 bytes); `unbound`: also accept values
+        sealed bound to nothing (a log sealed before format 3, read as it is or being migrated)."""
+        self._zstd.log_id, self._zstd.unbound = log_id, unbound
+
+    def place_frame(self, value: bytes, place: Place) -> bytes:
+        """An open frame (`encode_value(..., place=None)`) sealed for `place` when the log has a key."""
+        return self._zstd.place_frame(value, place)
+
+    def reseal(self, value: bytes, place: Place) -> bytes | None:
+        """A value sealed bound to nothing, sealed again bound to `place`; None when nothing is to do."""
+        return self._zstd.reseal(value, place)
+
     # -- encode ------------------------------------------------------------------------
 
     def check_event(self, event: object) -> None:
@@ -153,7 +167,7 @@ class Codec:
         return data
 
     def encode_entry(
-        self, position: int, time_ns: int, event_id: str, meta: bytes, event: bytes, dict_id: int
+        self, position: int, time_ns: int, event_id: str, meta: bytes, event: bytes, dict_id: int, place: Place
     ) -> bytes:
         """Frame an entry from the encoded meta and event (`encode_meta`, `encode_event`).
         Raises RecordTooLargeError over the record limit."""
@@ -164,7 +178,7 @@ class Codec:
                 f"the entry {event_id!r} encodes to {len(payload)} bytes, over the record limit of "
                 f"{self.record_size_bytes_max} bytes; store large payloads elsewhere and reference them"
             )
-        return self.compress(payload, dict_id)
+        return self.compress(payload, dict_id, place)
 
     def check_entry_size(self, kind: str, meta: bytes, event: bytes) -> None:
         """Raise RecordTooLargeError when an entry would encode over the record limit whatever its
@@ -199,49 +213,55 @@ class Codec:
         return data
 
     def encode_value(
-        self, value: object, size_bytes_max: int = _limits.snapshot_size_bytes_max, level: int | None = None
+        self,
+        value: object,
+        place: Place | None,
+        size_bytes_max: int = _limits.snapshot_size_bytes_max,
+        level: int | None = None,
     ) -> bytes:
-        """Encode, compress and frame any msgspec-encodable value deterministically (states, run records)."""
+        """Encode, compress and frame any msgspec-encodable value deterministically (states, run
+        records), sealed for `place` (None: left open for `place_frame`)."""
         payload = self.encode_state(value)
         if len(payload) > size_bytes_max:
             raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
-        return self.compress(payload, 0, level)
+        return self.compress(payload, 0, place, level)
 
-    def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
-        """Compress when that makes the record smaller, seal when the log has a key, then frame."""
-        return self._zstd.compress(payload, dict_id, level)
+    def compress(self, payload: bytes, dict_id: int, place: Place | None, level: int | None = None) -> bytes:
+        """Compress when that makes the record smaller, seal for `place` when the log has a key, then frame."""
+        return self._zstd.compress(payload, dict_id, place, level)
 
-    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
-        """Unframe, open and decompress, bounded. Raises CorruptRecordError."""
-        return self._zstd.payload(value, size_bytes_max)
+    def payload(self, value: bytes, place: Place, size_bytes_max: int | None = None) -> bytes:
+        """Unframe, open (bound to `place`) and decompress, bounded. Raises CorruptRecordError."""
+        return self._zstd.payload(value, place, size_bytes_max)
 
     def add_dictionary(self, dict_id: int, data: bytes) -> None:
         """Make a dictionary known without reading it from the log."""
         self._zstd.add_dictionary(dict_id, data)
 
-    def decode_entry(self, value: bytes) -> EntryRecord:
-        """Decode a stored entry. Raises CorruptRecordError or UnknownKindError (the caller adds run and offset)."""
+    def decode_entry(self, value: bytes, key: bytes) -> EntryRecord:
+        """Decode a stored entry under `events` key `key`. Raises CorruptRecordError or
+        UnknownKindError (the caller adds run and offset)."""
         self._refresh()
-        payload = self.payload(value)
+        payload = self.payload(value, ("events", key))
         try:
             record: EntryRecord = self._entry_decoder.decode(payload)  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
             record = self._recover(payload, exc)
         return record
 
-    def decode_entry_event(self, value: bytes) -> Any:
+    def decode_entry_event(self, value: bytes, key: bytes) -> Any:
         """Decode only the event of a stored entry (folds need nothing else)."""
         self._refresh()
-        payload = self.payload(value)
+        payload = self.payload(value, ("events", key))
         try:
             return self._fold_decoder.decode(payload).event  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
             return self._recover(payload, exc).event
 
-    def decode_entry_id(self, value: bytes) -> tuple[int, str]:
+    def decode_entry_id(self, value: bytes, key: bytes) -> tuple[int, str]:
         """(position, event id) of a stored entry, whatever its event's kind."""
         try:
-            record = _id_decoder.decode(self.payload(value))
+            record = _id_decoder.decode(self.payload(value, ("events", key)))
         except _DECODE_ERRORS as exc:
             raise CorruptRecordError(f"undecodable entry: {exc}") from None
         return record.position, record.event_id
@@ -254,9 +274,11 @@ class Codec:
         except _DECODE_ERRORS as exc:
             return self._recover_event(_untyped(data, exc), exc)
 
-    def decode_value(self, value: bytes, type: Any, size_bytes_max: int = _limits.snapshot_size_bytes_max) -> Any:
-        """Decode a value framed by `encode_value`."""
-        payload = self.payload(value, size_bytes_max)
+    def decode_value(
+        self, value: bytes, type: Any, place: Place, size_bytes_max: int = _limits.snapshot_size_bytes_max
+    ) -> Any:
+        """Decode a value framed by `encode_value`, stored at `place`."""
+        payload = self.payload(value, place, size_bytes_max)
         try:
             return msgspec.msgpack.decode(payload, type=type)
         except _DECODE_ERRORS as exc:
