@@ -124,6 +124,11 @@ def check_seal(txn: Txn, codec: Codec, runs: Runs, version: int) -> None:
     else:
         sealed = int(txn.get("meta", META_KEY_CHECK) is not None)
     if not sealed:
+        if txn.get("meta", META_KEY_CHECK) is not None:
+            raise NotALogError(
+                "the log's seal record (meta sealed) says it is not sealed, but it holds a key check "
+                "(meta key.check): the seal record was damaged or changed"
+            )
         if codec.sealed:
             raise KeyMismatchError(
                 "a key was given, but the log is not sealed (not encrypted): it was created without a key, and whether "
