@@ -8,6 +8,7 @@ linear when a checkpoint is taken at every step (docs/architecture.md, "Checkpoi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -257,15 +258,10 @@ class Checkpoints(Generic[S]):
         self, run_id: str, checkpoint_id: str, metadata: dict[str, Any], reducer: Reducer[Any]
     ) -> Checkpoint[S] | None:
         def write(txn: Txn) -> CheckpointRecord | None:
-            rec = self._runs.require(txn, run_id)
-            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
-            if seq is None:
+            found = self._by_id(txn, run_id, checkpoint_id)
+            if found is None:
                 return None
-            key = u64(rec.number) + seq
-            value = txn.get("checkpoints", key)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            record = self.record(run_id, key, value)
+            key, record = found
             record.metadata = metadata
             txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
             return record
@@ -278,21 +274,26 @@ class Checkpoints(Generic[S]):
         reducer = self._reducer_or_default(reducer)
         check_id("checkpoint_id", checkpoint_id)
 
-        def find(txn: Txn) -> CheckpointRecord | None:
-            rec = self._runs.require(txn, run_id)
-            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
-            if seq is None:
-                return None
-            key = u64(rec.number) + seq
-            value = txn.get("checkpoints", key)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            return self.record(run_id, key, value)
-
-        found = self._store.read(find)
+        found = self._store.read(lambda txn: self._by_id(txn, run_id, checkpoint_id))
         if found is None:
             raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        return self._wrap(run_id, found, reducer)
+        return self._wrap(run_id, found[1], reducer)
+
+    def _by_id(self, txn: Txn, run_id: str, checkpoint_id: str) -> tuple[bytes, CheckpointRecord] | None:
+        """(key, record) of the run's checkpoint with this id, found by the id index (None: there is
+        none); CorruptRecordError when the index points at a missing record or at another checkpoint."""
+        rec = self._runs.require(txn, run_id)
+        seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
+        if seq is None:
+            return None
+        key = u64(rec.number) + seq
+        value = txn.get("checkpoints", key)
+        if value is None:
+            raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
+        record = self.record(run_id, key, value)
+        if record.checkpoint_id != checkpoint_id:
+            raise _misindexed(run_id, checkpoint_id, record.checkpoint_id)
+        return key, record
 
     def load_latest(self, run_id: str, *, reducer: Reducer[Any] | None = None) -> Checkpoint[S] | None:
         """The checkpoint saved last (after a delete, the one before it), or None."""
@@ -357,8 +358,16 @@ class Checkpoints(Generic[S]):
             seq = txn.get("checkpoint_ids", key)
             if seq is None:
                 raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+            where = u64(rec.number) + seq
+            value = txn.get("checkpoints", where)
+            found = checkpoint_id
+            if value is not None:
+                with contextlib.suppress(CorruptRecordError):  # a damaged record is deleted all the same
+                    found = self.record(run_id, where, value).checkpoint_id
+            if found != checkpoint_id:
+                raise _misindexed(run_id, checkpoint_id, found)  # the index names another: it is not deleted
             txn.delete("checkpoint_ids", key)
-            txn.delete("checkpoints", u64(rec.number) + seq)
+            txn.delete("checkpoints", where)
 
         self._store.write(write)
 
@@ -369,3 +378,7 @@ class Checkpoints(Generic[S]):
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self._reducer)
+
+
+def _misindexed(run_id: str, checkpoint_id: str, found: str) -> CorruptRecordError:
+    return CorruptRecordError(f"the checkpoint id index points {checkpoint_id!r} at checkpoint {found!r}", run_id)

@@ -421,3 +421,22 @@ def test_a_migration_cut_short_reads_whole_and_finishes_at_the_next_open(old_sea
         assert _format(log) == eventlog._limits.format_version
         assert _read_all(log) == expected
         assert log.verify().ok
+
+
+def test_a_checkpoint_id_index_pointed_at_another_checkpoint_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = _sealed_pair(open_log)
+    first, second = (c.checkpoint_id for c in log.checkpoints.list("a")[:2])
+    number = _number(log, "a")
+    _copy(log, "checkpoint_ids", u64(number) + second.encode(), u64(number) + first.encode())
+    for act in (
+        lambda: log.checkpoints.load("a", first),
+        lambda: log.checkpoints.delete("a", first),
+        lambda: log.checkpoints.save("a", 2, checkpoint_id=first, metadata={"x": 1}),
+    ):
+        with pytest.raises(eventlog.CorruptRecordError, match="index points") as caught:
+            act()
+        assert caught.value.run_id == "a"
+    assert [c.checkpoint_id for c in log.checkpoints.list("a")][:2] == [first, second]  # nothing deleted
+    assert "a" in {run_id for run_id, _ in _problems(log)}

@@ -41,6 +41,27 @@ missing.
 Runs of your own event kinds decode once the module that registers them is imported:
 `--kinds myapp.events` (repeatable), or `EVENTLOG_KINDS=myapp.events,otherapp.events`.
 
+## Sealed logs
+
+A log created with a key (`eventlog.open(path, key=...)`, see
+[Durability](durability.md#encryption-at-rest)) is opened by every command with the key read
+from a file: `--key-file PATH` (before or after the command name), or the environment
+variable `EVENTLOG_KEY_FILE` naming the file. The key itself is never given on the command
+line, where other users of the machine could read it in the process list. The file holds
+the key's 16, 24 or 32 bytes as they are, or as 32, 48 or 64 hexadecimal digits
+(whitespace around them is ignored); `head -c 32 /dev/urandom > log.key` makes one, and
+`chmod 600 log.key` keeps it yours.
+
+```sh
+eventlog --log runs.lmdb --key-file log.key verify
+EVENTLOG_KEY_FILE=log.key eventlog --log runs.lmdb export -o runs.jsonl
+EVENTLOG_KEY_FILE=new.key eventlog --log copy.lmdb import runs.jsonl   # a new log, sealed with new.key
+```
+
+A sealed log opened without a key, a log that is not sealed opened with one, and a wrong
+key are each refused by name (exit 1) before anything is read or written; `import` into a
+new log seals it when a key is given. Whether a log is sealed is fixed when it is created.
+
 ## Output
 
 Listings are tables with a header row, for people. Every command that prints something
