@@ -138,7 +138,7 @@ def test_every_command_reads_a_sealed_log_with_a_key_file(where: str, key_file: 
         if argv[0] == "state":
             assert json.loads(p.stdout)["state"]["messages"] == state["messages"]
         if argv[0] == "events":
-            assert [e["event"]["content"] for e in json.loads(p.stdout)][0] == f"{SECRET} 1"
+            assert json.loads(p.stdout)[0]["event"]["content"] == f"{SECRET} 1"
     p = cli("--key-file", key_file, "--log", where, "fork", "r", "--at", "2", "--as", "r-c")  # before the command too
     assert p.returncode == 0, p.stderr
     p = cli("--log", where, "events", "r-c", "--json", EVENTLOG_KEY_FILE=str(key_file))
@@ -172,9 +172,7 @@ def test_a_key_file_for_a_plaintext_log_is_refused(tmp_path: Path, key_file: Pat
 def test_verify_with_a_key_names_a_moved_value(where: str, key_file: Path) -> None:
     with eventlog.open(where, key=KEY) as log:
         number = log.store.read(lambda txn: log._runs.require(txn, "r")).number
-        log.store.write(
-            lambda txn: txn.put("events", event_key(number, 5), txn.get("events", event_key(number, 4)))
-        )
+        log.store.write(lambda txn: txn.put("events", event_key(number, 5), txn.get("events", event_key(number, 4))))
     p = cli("--log", where, "verify", "--json", "--key-file", key_file)
     assert p.returncode == 5, p.stderr
     problems = json.loads(p.stdout)["problems"]
@@ -219,7 +217,7 @@ def test_ui_serves_a_sealed_log_with_a_key_file(tmp_path: Path, key_file: Path) 
         first = proc.stderr.readline()
         found = re.search(r"(http://\S+)", first)
         assert found, first + proc.stderr.read()
-        with urllib.request.urlopen(found.group(1), timeout=30) as response:  # noqa: S310 - a local test server
+        with urllib.request.urlopen(found.group(1), timeout=30) as response:
             assert response.status == 200 and 'data-run="r-b"' in response.read().decode()
     finally:
         proc.send_signal(signal.SIGINT)
@@ -236,4 +234,3 @@ def test_the_key_never_goes_on_the_command_line() -> None:
     assert "--key " not in p.stdout and "--key=" not in p.stdout
     p = cli("runs", "--key", KEY.hex())  # read as --key-file, an abbreviation: a file that does not exist
     assert p.returncode != 0
-
