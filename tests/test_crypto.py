@@ -440,3 +440,19 @@ def test_a_checkpoint_id_index_pointed_at_another_checkpoint_is_refused(
         assert caught.value.run_id == "a"
     assert [c.checkpoint_id for c in log.checkpoints.list("a")][:2] == [first, second]  # nothing deleted
     assert "a" in {run_id for run_id, _ in _problems(log)}
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "plaintext"])
+def test_an_event_id_index_pointed_at_another_entry_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]], sealed: bool
+) -> None:
+    log = open_log(key=KEY if sealed else None)
+    log.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)], event_ids=["e1", "e2", "e3"])
+    assert log.append("r", StepCompleted(node="a", superstep=2), event_id="e2") == 2  # a repeat: a no-op
+    number = _number(log, "r")
+    _copy(log, "event_ids", u64(number) + b"e3", u64(number) + b"e2")  # "e2" now says offset 3
+    with pytest.raises(eventlog.CorruptRecordError, match="index points 'e2'") as caught:
+        log.append("r", StepCompleted(node="a", superstep=2), event_id="e2")
+    assert (caught.value.run_id, caught.value.offset) == ("r", 3)
+    assert log.head("r") == 3
+    assert ("r", 2) in _problems(log)

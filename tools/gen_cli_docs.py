@@ -61,6 +61,7 @@ EVENTLOG_KEY_FILE=new.key eventlog --log copy.lmdb import runs.jsonl   # a new l
 A sealed log opened without a key, a log that is not sealed opened with one, and a wrong
 key are each refused by name (exit 1) before anything is read or written; `import` into a
 new log seals it when a key is given. Whether a log is sealed is fixed when it is created.
+An export file is plain JSON whatever the log: keep it as you keep the key.
 
 ## Output
 
