@@ -44,10 +44,11 @@ Runs of your own event kinds decode once the module that registers them is impor
 ## Sealed logs
 
 A log created with a key (`eventlog.open(path, key=...)`, see
-[Durability](durability.md#encryption-at-rest)) is opened by every command with the key read
-from a file: `--key-file PATH` (before or after the command name), or the environment
-variable `EVENTLOG_KEY_FILE` naming the file. The key itself is never given on the command
-line, where other users of the machine could read it in the process list. The file holds
+[Durability](durability.md#encryption-at-rest)) is opened by every command (all but `demo`,
+which makes a log of its own) with the key read from a file: `--key-file PATH` (before or
+after the command name), or the environment variable `EVENTLOG_KEY_FILE` naming the file.
+The key itself is never given on the command line, where other users of the machine could
+read it in the process list. The file holds
 the key's 16, 24 or 32 bytes as they are, or as 32, 48 or 64 hexadecimal digits
 (whitespace around them is ignored); `head -c 32 /dev/urandom > log.key` makes one, and
 `chmod 600 log.key` keeps it yours.
