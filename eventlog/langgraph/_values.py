@@ -1,5 +1,6 @@
 """LangGraph's values as the saver stores them, and back: `Blob`s made and read with the saver's
-serializer (`serde.dumps_typed` / `loads_typed`), and the `CheckpointTuple` of a folded state.
+serializer (`serde.dumps_typed` / `loads_typed`; `SafeSerializer` unless the user gave another),
+and the `CheckpointTuple` of a folded state.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._events import Blob, ThreadState, Write
+from ._serde import RefusedValueError
 from ._threads import Run
 
 __all__ = ["Values"]
@@ -61,7 +63,25 @@ class Values:
     ) -> CheckpointTuple:
         """The tuple LangGraph reads of a checkpoint: `state` folded up to it, its metadata and the
         writes pending on it. With `head` (the run's current checkpoint), list values come from
-        the run's decoded copies; `cache` shares decoded blobs between tuples of one listing."""
+        the run's decoded copies; `cache` shares decoded blobs between tuples of one listing. A
+        value the serializer refuses is named with its thread, namespace and checkpoint."""
+        try:
+            return self._tuple(run, state, metadata, late, head=head, cache=cache)
+        except RefusedValueError as exc:
+            raise RefusedValueError(
+                f"thread {run.thread_id!r}, namespace {run.ns!r}, checkpoint {state.checkpoint_id!r}: {exc}"
+            ) from None
+
+    def _tuple(
+        self,
+        run: Run,
+        state: ThreadState,
+        metadata: Blob,
+        late: list[Write] | None,
+        *,
+        head: bool,
+        cache: dict[int, tuple[Blob, Any]] | None,
+    ) -> CheckpointTuple:
         values: dict[str, Any] = {}
         for ch, chunks in state.values.items():
             if not head:

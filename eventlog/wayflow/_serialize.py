@@ -1,9 +1,16 @@
 """wayflowcore's objects as plain data: a conversation without its component tree (the live one
-is bound back on restore), and the shape of a component that a restore checks."""
+is bound back on restore), and the shape of a component that a restore checks.
+
+A restore builds from stored data only wayflowcore's own conversation types (conversations,
+their execution states and events, message lists, messages and their contents, statuses, tool
+requests and results, wayflowcore's own execution interrupts): every other `_component_type` a
+checkpoint names is refused before wayflowcore reads it, and components (agents, flows, steps,
+tools, models) come only from the live component given (docs/durability.md, guarantee 7)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import warnings
@@ -12,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import UnencodableValueError
+from ..errors import EventLogError, UnencodableValueError
 from ._events import WayflowState
 from ._types import IncompatibleComponentError, WayflowCheckpointError
 
@@ -75,15 +82,28 @@ def dump_conversation(conversation: WayflowConversation, component: Any, convers
 
 
 def load_conversation(data: Any, component: Any, conversation_id: str) -> WayflowConversation:
-    """A wayflowcore conversation rebuilt from `dump_conversation`'s data, bound to the live component tree."""
+    """A wayflowcore conversation rebuilt from `dump_conversation`'s data, bound to the live component
+    tree. Stored data that names a type a restore does not build, or does not read back, is refused
+    with WayflowCheckpointError before anything is built from it."""
+    if not isinstance(data, dict):
+        raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
+    _check_stored_types(data, conversation_id)
+    try:
+        return _load(copy.deepcopy(data), component, conversation_id)
+    except EventLogError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - wayflowcore's refusal of stored data, named
+        raise WayflowCheckpointError(
+            f"conversation {conversation_id!r}: the checkpoint does not read back ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _load(data: dict[str, Any], component: Any, conversation_id: str) -> WayflowConversation:
     from wayflowcore.conversation import Conversation
     from wayflowcore.executors.executionstatus import ToolExecutionConfirmationStatus
     from wayflowcore.serialization.context import DeserializationContext
     from wayflowcore.serialization.serializer import autodeserialize_from_dict
 
-    if not isinstance(data, dict):
-        raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
-    data = copy.deepcopy(data)
     components = _components(component)
     _rename_step_keys(data, components, to_names=False, conversation_id=conversation_id)
     missing = sorted(
@@ -115,6 +135,53 @@ def load_conversation(data: Any, component: Any, conversation_id: str) -> Wayflo
             state.current_tool_request = by_id[current.tool_request_id]
         state.tool_call_queue = [by_id.get(r.tool_request_id, r) for r in state.tool_call_queue]
     return conversation
+
+
+@functools.cache
+def _stored_type_ok(cls: type) -> bool:
+    """A type a restore may build from stored data: one of wayflowcore's own conversation types."""
+    from wayflowcore.conversation import Conversation
+    from wayflowcore.executors._events.event import Event
+    from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.executors.executionstatus import ExecutionStatus
+    from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
+    from wayflowcore.messagelist import Message, MessageContent, MessageList
+    from wayflowcore.tools import ToolRequest, ToolResult
+
+    bases = (Conversation, ConversationExecutionState, Event, ExecutionStatus, ExecutionInterrupt)
+    bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult)
+    return issubclass(cls, bases) and cls.__module__.split(".")[0] == "wayflowcore"
+
+
+def _check_stored_types(data: Any, conversation_id: str) -> None:
+    """Refuse a checkpoint that names a type a restore does not build from stored data (see above)."""
+    from wayflowcore.serialization.serializer import SerializableObject, _import_all_submodules
+
+    _import_all_submodules("wayflowcore")  # as wayflowcore's reader does first: every type is registered
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "_component_type" not in item:
+                stack.extend(item.values())
+                continue
+            name = item["_component_type"]
+            try:
+                cls = SerializableObject.get_component(name) if isinstance(name, str) else None
+            except KeyError:
+                cls = None
+            if cls is None:
+                raise WayflowCheckpointError(
+                    f"conversation {conversation_id!r}: the checkpoint names {name!r}, which is not a wayflowcore type"
+                )
+            if not _stored_type_ok(cls):
+                raise WayflowCheckpointError(
+                    f"conversation {conversation_id!r}: the checkpoint holds a {name!r}, which a restore does not "
+                    f"build from stored data (components come from the component given)"
+                )
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _refs(data: Any) -> Iterator[str]:
