@@ -14,6 +14,7 @@ saver; other types show as data in the views. A control test shows that LangGrap
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -210,12 +211,14 @@ def check_view_reads(log: eventlog.EventLog, marker: Path) -> None:
 
 
 def check_ui_reads(log: eventlog.EventLog, marker: Path) -> None:
-    """Every page and JSON route of the UI over the hostile runs."""
+    """Every page and JSON route of the UI over every run of the hostile log."""
     pytest.importorskip("starlette", reason="the UI needs its extra")
     from ui_support import get, serving
 
     with serving(log) as url:
-        for run_id in [r for r in log.runs() if r == "evil" or r.startswith("refused-")]:
+        status, _, _ = get(url + "/")
+        assert status == 200
+        for run_id in log.runs():
             head = log.head(run_id)
             for reading in ("", "timeline", "conversation", "checkpoints", "events"):
                 status, body, _ = get(f"{url}/run?id={run_id}&view={reading}")
@@ -225,8 +228,9 @@ def check_ui_reads(log: eventlog.EventLog, marker: Path) -> None:
                 assert status == 200, body[:500]
             status, _, _ = get(f"{url}/run/diff.json?id={run_id}&a=0&b={head}")
             assert status == 200
-        _, body, _ = get(f"{url}/run/state.json?id=evil&at={log.head('evil')}")
-        assert json.loads(body)["state"]["values"]["constructor"]["unknown_type"] == "os.system"
+        if "evil" in log.runs():
+            _, body, _ = get(f"{url}/run/state.json?id=evil&at={log.head('evil')}")
+            assert json.loads(body)["state"]["values"]["constructor"]["unknown_type"] == "os.system"
     assert not marker.exists(), "the UI ran stored code"
 
 
@@ -380,3 +384,93 @@ def test_allowed_modules_is_the_opt_in() -> None:
     assert SafeSerializer(allowed_modules=[(__name__, "Point")]).loads_typed(blob) == Point(1, 2)
     with pytest.raises(TypeError):
         SafeSerializer(allowed_modules=["os.system"])  # type: ignore[list-item]
+
+
+# -- WayFlow: a restore builds only wayflowcore's conversation types from stored data ---------------
+
+
+def _boom_type() -> type:
+    """A registered wayflowcore type whose deserializer touches the path it is given: what any
+    type with a side effect on construction (a model or a tool that connects) stands for."""
+    from wayflowcore.serialization.serializer import SerializableObject
+
+    class Boom(SerializableObject):
+        def _serialize_to_dict(self, serialization_context: Any) -> dict[str, Any]:
+            return {}
+
+        @classmethod
+        def _deserialize_from_dict(cls, input_dict: dict[str, Any], deserialization_context: Any) -> Any:
+            Path(input_dict["path"]).touch()
+            return cls()
+
+    return Boom
+
+
+def hostile_conversation_parts(marker: Path) -> dict[str, dict[str, Any]]:
+    return {
+        "registered type with a side effect": {"_component_type": "Boom", "path": str(marker)},
+        "name of a callable": {"_component_type": "os.system", "command": f"touch {marker}"},
+        "component from stored data": {
+            "_component_type": "OpenAICompatibleModel",
+            "model_id": "m",
+            "base_url": "http://attacker.invalid",
+        },
+    }
+
+
+def plant_conversation(log: eventlog.EventLog, conversation_id: str, part: dict[str, Any]) -> None:
+    """A real conversation, then a checkpoint whose conversation holds `part` where wayflowcore reads it."""
+    from wayflow_app import build_agent, reply
+
+    from eventlog.wayflow import EventLogCheckpointer, Snapshot, WayflowReducer, start_conversation
+
+    checkpointer = EventLogCheckpointer(log)
+    agent = build_agent([reply("Hello.")])
+    start_conversation(agent, messages="hi", checkpointer=checkpointer, conversation_id=conversation_id).execute()
+    rec = log.recorder(conversation_id, reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
+    data = copy.deepcopy(rec.state.conversation)
+    data["inputs"] = {"x": part}
+    data["_referenced_objects"]["evil/1"] = part
+    rec.append(Snapshot(checkpoint_id="evil", delta=["=", data], status=rec.state.status, reason="manual"))
+    rec.checkpoint(metadata={"save_reason": "manual", "status_type": rec.state.status}, checkpoint_id="evil")
+
+
+def test_wayflowcore_runs_a_registered_type_it_reads(marker: Path) -> None:
+    """The control: wayflowcore's own reader builds any registered type the data names."""
+    pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
+    from wayflowcore.serialization.context import DeserializationContext
+    from wayflowcore.serialization.serializer import autodeserialize_from_dict
+
+    _boom_type()
+    autodeserialize_from_dict(hostile_conversation_parts(marker)["registered type with a side effect"], DeserializationContext())
+    assert marker.exists()
+    marker.unlink()
+
+
+def test_a_wayflow_restore_builds_nothing_it_does_not_know(log: eventlog.EventLog, marker: Path, tmp_path: Path) -> None:
+    """start_conversation on a checkpoint naming other types is refused by name, on every store and
+    after an export and import; the views and the UI show the conversation without building it."""
+    pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
+    from wayflow_app import build_agent, reply
+
+    from eventlog.wayflow import VIEW as WAYFLOW_VIEW
+    from eventlog.wayflow import EventLogCheckpointer, WayflowCheckpointError, WayflowReducer, start_conversation
+
+    _boom_type()
+    parts = hostile_conversation_parts(marker)
+    for i, part in enumerate(parts.values()):
+        plant_conversation(log, f"wf-{i}", part)
+    file = tmp_path / "wf.jsonl"
+    export_runs(log, file)
+    with eventlog.open(tmp_path / "imported") as imported:
+        import_runs(imported, file, reducers=[imported.reducer, WayflowReducer()])
+        for target in (log, imported):
+            for i, name in enumerate(parts):
+                with pytest.raises(WayflowCheckpointError, match=f"conversation 'wf-{i}'"):
+                    start_conversation(
+                        build_agent([reply("again")]), conversation_id=f"wf-{i}", checkpointer=EventLogCheckpointer(target)
+                    )
+                assert not marker.exists(), f"a restore built {name}"
+                state = WAYFLOW_VIEW.state(target, f"wf-{i}", target.head(f"wf-{i}"))
+                assert [m["content"] for m in state["messages"]] == ["hi", "Hello."]
+        check_ui_reads(imported, marker)
