@@ -67,10 +67,15 @@ def hostile_blobs(marker: Path) -> dict[str, tuple[str, bytes]]:
     """Whole blobs as another program may store them: LangGraph's "json" form and a pickle."""
     touch, argv = f"touch {marker}", ["touch", str(marker)]
     return {
-        "json_lc2": ("json", json.dumps({"lc": 2, "type": "constructor", "id": ["os", "system"], "args": [touch]}).encode()),
+        "json_lc2": (
+            "json",
+            json.dumps({"lc": 2, "type": "constructor", "id": ["os", "system"], "args": [touch]}).encode(),
+        ),
         "json_lc1": (
             "json",
-            json.dumps({"lc": 1, "type": "constructor", "id": ["subprocess", "run"], "kwargs": {"args": argv}}).encode(),
+            json.dumps(
+                {"lc": 1, "type": "constructor", "id": ["subprocess", "run"], "kwargs": {"args": argv}}
+            ).encode(),
         ),
     }
 
@@ -111,9 +116,11 @@ def plant_thread(log: eventlog.EventLog, thread_id: str, values: dict[str, Any],
         first["channel_versions"] = {"messages": 1}
         config = saver.put(config, first, {"source": "input", "step": -1}, {"messages": 1})
         second = empty_checkpoint()
-        second["channel_values"] = {"messages": [*first["channel_values"]["messages"], AIMessage(content="yo", id="m2")]}
+        second["channel_values"] = {
+            "messages": [*first["channel_values"]["messages"], AIMessage(content="yo", id="m2")]
+        }
         second["channel_values"].update(values)
-        second["channel_versions"] = {ch: 2 for ch in second["channel_values"]}
+        second["channel_versions"] = dict.fromkeys(second["channel_values"], 2)
         metadata: Any = {"source": "loop", "step": 0}
         if "constructor" in values:
             metadata["evil"] = values["constructor"]
@@ -174,9 +181,9 @@ def check_graph_reads(log: eventlog.EventLog, marker: Path) -> None:
     from langgraph.graph import START, StateGraph
     from langgraph.graph.message import add_messages
 
-    fields: dict[str, Any] = {name: Any for name in hostile_values(marker)}
+    fields: dict[str, Any] = dict.fromkeys(hostile_values(marker), Any)
     fields["messages"] = Annotated[list[Any], add_messages]
-    State = TypedDict("State", fields)  # type: ignore[misc]  # noqa: UP013
+    State = TypedDict("State", fields)  # type: ignore[misc]
     builder = StateGraph(State)
     builder.add_node("noop", lambda state: {})
     builder.add_edge(START, "noop")
@@ -442,12 +449,16 @@ def test_wayflowcore_runs_a_registered_type_it_reads(marker: Path) -> None:
     from wayflowcore.serialization.serializer import autodeserialize_from_dict
 
     _boom_type()
-    autodeserialize_from_dict(hostile_conversation_parts(marker)["registered type with a side effect"], DeserializationContext())
+    autodeserialize_from_dict(
+        hostile_conversation_parts(marker)["registered type with a side effect"], DeserializationContext()
+    )
     assert marker.exists()
     marker.unlink()
 
 
-def test_a_wayflow_restore_builds_nothing_it_does_not_know(log: eventlog.EventLog, marker: Path, tmp_path: Path) -> None:
+def test_a_wayflow_restore_builds_nothing_it_does_not_know(
+    log: eventlog.EventLog, marker: Path, tmp_path: Path
+) -> None:
     """start_conversation on a checkpoint naming other types is refused by name, on every store and
     after an export and import; the views and the UI show the conversation without building it."""
     pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
@@ -468,7 +479,9 @@ def test_a_wayflow_restore_builds_nothing_it_does_not_know(log: eventlog.EventLo
             for i, name in enumerate(parts):
                 with pytest.raises(WayflowCheckpointError, match=f"conversation 'wf-{i}'"):
                     start_conversation(
-                        build_agent([reply("again")]), conversation_id=f"wf-{i}", checkpointer=EventLogCheckpointer(target)
+                        build_agent([reply("again")]),
+                        conversation_id=f"wf-{i}",
+                        checkpointer=EventLogCheckpointer(target),
                     )
                 assert not marker.exists(), f"a restore built {name}"
                 state = WAYFLOW_VIEW.state(target, f"wf-{i}", target.head(f"wf-{i}"))

@@ -148,7 +148,7 @@ def _stored_type_ok(cls: type) -> bool:
     from wayflowcore.messagelist import Message, MessageContent, MessageList
     from wayflowcore.tools import ToolRequest, ToolResult
 
-    bases = (Conversation, ConversationExecutionState, Event, ExecutionStatus, ExecutionInterrupt)
+    bases: tuple[type, ...] = (Conversation, ConversationExecutionState, Event, ExecutionStatus, ExecutionInterrupt)
     bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult)
     return issubclass(cls, bases) and cls.__module__.split(".")[0] == "wayflowcore"
 
