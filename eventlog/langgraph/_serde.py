@@ -98,7 +98,7 @@ class SafeSerializer(JsonPlusSerializer):
             pickle_fallback=False,
             allowed_json_modules=None,
             allowed_msgpack_modules=tuple(self.allowed),
-            __unpack_ext_hook__=_Unpacker(self, 0).ext,
+            __unpack_ext_hook__=_Unpacker(self).ext,
         )
 
     def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> SafeSerializer:
@@ -116,7 +116,7 @@ class SafeSerializer(JsonPlusSerializer):
             return bytes(raw)
         if kind == "bytearray":
             return bytearray(raw)
-        unpacker = _Unpacker(self, 0)
+        unpacker = _Unpacker(self)
         try:
             if kind == "msgpack":
                 return unpacker.unpack(raw)
@@ -138,12 +138,12 @@ class SafeSerializer(JsonPlusSerializer):
 
 
 class _Unpacker:
-    """One read's msgpack extension hook: its depth, and why it refused (a hook's own error is not
-    passed through by ormsgpack)."""
+    """One read's msgpack extension hook: how deep it is, and why it refused (ormsgpack does not
+    pass a hook's own error through)."""
 
-    def __init__(self, serde: SafeSerializer, depth: int) -> None:
+    def __init__(self, serde: SafeSerializer) -> None:
         self.serde = serde
-        self.depth = depth
+        self.depth = 0
         self.refused: str | None = None
 
     def unpack(self, raw: bytes) -> Any:
@@ -153,24 +153,24 @@ class _Unpacker:
         if self.depth >= value_depth_max:
             self.refused = f"a value nested more than {value_depth_max} objects deep"
             raise RefusedValueError(self.refused)
-        inner = _Unpacker(self.serde, self.depth + 1)
+        self.depth += 1
         try:
-            return self._ext(code, raw, inner)
+            return self._ext(code, raw)
         finally:
-            self.refused = self.refused or inner.refused
+            self.depth -= 1
 
-    def _ext(self, code: int, raw: bytes, inner: _Unpacker) -> Any:
+    def _ext(self, code: int, raw: bytes) -> Any:
         if code == EXT_DELTA_SNAPSHOT:
-            return _DeltaSnapshot(inner.unpack(raw))
+            return _DeltaSnapshot(self.unpack(raw))
         if code == EXT_NUMPY_ARRAY:
-            parts = inner.unpack(raw)
+            parts = self.unpack(raw)
             try:
                 return _array(parts)
             except Exception:  # noqa: BLE001 - no numpy, or not an array: data
                 return self.serde.unknown("numpy", "ndarray", parts)
         if code not in _CONSTRUCTORS:
             return self.serde.unknown("msgpack", f"ext{code}", raw)
-        tup = inner.unpack(raw)
+        tup = self.unpack(raw)
         if not (isinstance(tup, list) and len(tup) >= 3 and isinstance(tup[0], str) and isinstance(tup[1], str)):
             return self.serde.unknown("msgpack", f"ext{code}", tup)
         module, name, arg = tup[0], tup[1], tup[2]
@@ -181,7 +181,7 @@ class _Unpacker:
         if not allowed:
             return self.serde.unknown(module, name, arg)
         try:
-            return _construct(code, getattr(importlib.import_module(module), name), arg, tup)
+            return _construct(code, _target(module, name), arg, tup)
         except Exception:  # noqa: BLE001 - an allowed type that rejects its stored fields reads as data, like LangGraph
             return self.serde.unknown(module, name, arg)
 
@@ -202,12 +202,24 @@ class _Unpacker:
         if value.get("lc") != 2 or (module, name) not in self.serde.allowed:
             return self.serde.unknown(module, name, kwargs if kwargs is not None else args)
         try:
-            target = getattr(importlib.import_module(module), name)
+            target = _target(module, name)
             if isinstance(kwargs, dict):
                 return target(*(args if isinstance(args, list) else ()), **kwargs)
             return target(*(args if isinstance(args, list) else ()))
         except Exception:  # noqa: BLE001 - an allowed type that rejects its stored fields reads as data
             return self.serde.unknown(module, name, kwargs if kwargs is not None else args)
+
+
+_targets: dict[tuple[str, str], Any] = {}
+"""Allowed types already looked up: `(module, name)` to the class (only ever an allowed one)."""
+
+
+def _target(module: str, name: str) -> Any:
+    """The attribute `name` of `module`; called only for a pair on an allow-list."""
+    found = _targets.get((module, name))
+    if found is None:
+        found = _targets[(module, name)] = getattr(importlib.import_module(module), name)
+    return found
 
 
 def _construct(code: int, target: Any, arg: Any, tup: list[Any]) -> Any:
