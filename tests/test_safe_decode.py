@@ -100,14 +100,19 @@ class Raw:
 
 
 class Planter(SafeSerializer):
-    """How a hostile program writes: a `Raw` value is stored as it is (reading stays safe)."""
+    """How a hostile program writes: a `Raw` value, or metadata holding one under `raw`, is
+    stored as it is (reading stays safe)."""
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if isinstance(obj, dict) and isinstance(obj.get("raw"), Raw):
+            obj = obj["raw"]
         return obj.typed if isinstance(obj, Raw) else super().dumps_typed(obj)
 
 
-def plant_thread(log: eventlog.EventLog, thread_id: str, values: dict[str, Any], writes: dict[str, Any]) -> None:
-    """A LangGraph thread of two checkpoints whose second holds `values`, with `writes` pending."""
+def plant_thread(
+    log: eventlog.EventLog, thread_id: str, values: dict[str, Any], writes: dict[str, Any], metadata: Any = None
+) -> None:
+    """A LangGraph thread of two checkpoints whose second holds `values` and `metadata`, with `writes` pending."""
     saver = EventLogSaver(log, serde=Planter())
     try:
         config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
@@ -121,7 +126,7 @@ def plant_thread(log: eventlog.EventLog, thread_id: str, values: dict[str, Any],
         }
         second["channel_values"].update(values)
         second["channel_versions"] = dict.fromkeys(second["channel_values"], 2)
-        metadata: Any = {"source": "loop", "step": 0}
+        metadata = metadata or {"source": "loop", "step": 0}
         if "constructor" in values:
             metadata["evil"] = values["constructor"]
         config = saver.put(config, second, metadata, dict(second["channel_versions"]))
@@ -142,6 +147,8 @@ def write_hostile_log(log: eventlog.EventLog, marker: Path) -> None:
     plant_thread(log, "evil", values, writes)
     for name, blob in refused_blobs(marker).items():
         plant_thread(log, f"refused-{name}", {"bad": Raw(blob)}, {})
+    not_a_mapping = Raw(("msgpack", ormsgpack.packb(_ext(0, "os", "system", f"touch {marker}"))))
+    plant_thread(log, "refused-metadata", {}, {}, metadata={"raw": not_a_mapping})
 
 
 def check_saver_reads(log: eventlog.EventLog, marker: Path) -> None:
@@ -166,7 +173,7 @@ def check_saver_reads(log: eventlog.EventLog, marker: Path) -> None:
         assert len(listed) == 2 and listed[0].checkpoint["id"] == got.checkpoint["id"]
         with pytest.raises(RefusedValueError, match="thread 'refused-"):
             list(saver.list(None))  # across threads, a listing reaches a refused blob and names it
-        for name in refused_blobs(marker):
+        for name in [*refused_blobs(marker), "metadata"]:
             with pytest.raises(RefusedValueError, match=f"thread 'refused-{name}'"):
                 saver.get_tuple({"configurable": {"thread_id": f"refused-{name}", "checkpoint_ns": ""}})
     finally:
@@ -277,8 +284,9 @@ def test_an_imported_hostile_file_runs_nothing(log: eventlog.EventLog, marker: P
         write_hostile_log(source, marker)
         file = tmp_path / "hostile.jsonl"
         export_runs(source, file)
+        saved = sum(len(source.checkpoints.list(run_id)) for run_id in source.runs())
     summary = import_runs(log, file, reducers=[log.reducer, VIEW.fold])
-    assert summary.checkpoints == 8 and summary.skipped_checkpoints == 0
+    assert summary.checkpoints == saved and summary.skipped_checkpoints == 0
     assert not marker.exists(), "import ran stored code"
     check_saver_reads(log, marker)
     check_view_reads(log, marker)

@@ -32,6 +32,13 @@ class Values:
         """The value a blob holds."""
         return self.serde.loads_typed((blob.type, blob.data))
 
+    def mapping(self, blob: Blob, what: str) -> dict[str, Any]:
+        """A blob that must hold a dict (a checkpoint's metadata, its extra keys); RefusedValueError if not."""
+        value = self.load(blob)
+        if not isinstance(value, dict):
+            raise RefusedValueError(f"the {what} stored is a {type(value).__name__}, not a mapping")
+        return value
+
     def value(self, chunks: list[Blob], cache: dict[int, tuple[Blob, Any]] | None = None) -> Any:
         """A channel value from its stored blobs (a list's pieces are concatenated)."""
 
@@ -105,13 +112,13 @@ class Values:
             "updated_channels": None if state.updated is None else list(state.updated),
         }
         if state.extra is not None:
-            checkpoint.update(self.load(state.extra))
+            checkpoint.update(self.mapping(state.extra, "checkpoint's extra keys"))
         writes = sorted([*state.writes, *(late or ())], key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         conf = {"thread_id": run.thread_id, "checkpoint_ns": run.ns}
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": state.checkpoint_id}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=self.load(metadata),
+            metadata=self.mapping(metadata, "checkpoint metadata"),  # type: ignore[arg-type]
             parent_config=(
                 {"configurable": {**conf, "checkpoint_id": state.parent_id}} if state.parent_id is not None else None
             ),
