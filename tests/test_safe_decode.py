@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -421,15 +422,30 @@ def _boom_type() -> type:
     return Boom
 
 
-def hostile_conversation_parts(marker: Path) -> dict[str, dict[str, Any]]:
+def hostile_conversation_parts(marker: Path) -> dict[str, tuple[dict[str, Any], str]]:
+    """Parts of a stored conversation, each with the type a restore must refuse to build."""
+    attacker_model = {"model_type": "openaicompatible", "model_id": "m", "base_url": "http://attacker.invalid"}
     return {
-        "registered type with a side effect": {"_component_type": "Boom", "path": str(marker)},
-        "name of a callable": {"_component_type": "os.system", "command": f"touch {marker}"},
-        "component from stored data": {
-            "_component_type": "OpenAICompatibleModel",
-            "model_id": "m",
-            "base_url": "http://attacker.invalid",
-        },
+        "registered type with a side effect": ({"_component_type": "Boom", "path": str(marker)}, "Boom"),
+        "name of a callable": ({"_component_type": "os.system", "command": f"touch {marker}"}, "os.system"),
+        "component from stored data": (
+            {"_component_type": "OpenAICompatibleModel", **attacker_model},
+            "OpenAICompatible",
+        ),
+        "component by a field's type": (  # the models of a token-limit interrupt carry no _component_type
+            {
+                "_component_type": "InterruptedExecutionStatus",
+                "interrupter": {
+                    "_component_type": "SoftTokenLimitExecutionInterrupt",
+                    "total_tokens": 1,
+                    "all_models": [attacker_model],
+                    "tokens_per_model": [],
+                },
+                "reason": "tokens",
+                "_conversation_id": "c",
+            },
+            "LlmModel",
+        ),
     }
 
 
@@ -451,17 +467,21 @@ def plant_conversation(log: eventlog.EventLog, conversation_id: str, part: dict[
 
 
 def test_wayflowcore_runs_a_registered_type_it_reads(marker: Path) -> None:
-    """The control: wayflowcore's own reader builds any registered type the data names."""
+    """The control: wayflowcore's own reader builds any registered type the data names, and a
+    model from an untagged dict where a field's type says LlmModel."""
     pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
     from wayflowcore.serialization.context import DeserializationContext
     from wayflowcore.serialization.serializer import autodeserialize_from_dict
 
     _boom_type()
-    autodeserialize_from_dict(
-        hostile_conversation_parts(marker)["registered type with a side effect"], DeserializationContext()
-    )
-    assert marker.exists()
-    marker.unlink()
+    parts = hostile_conversation_parts(marker)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        autodeserialize_from_dict(parts["registered type with a side effect"][0], DeserializationContext())
+        assert marker.exists()
+        marker.unlink()
+        status = autodeserialize_from_dict(parts["component by a field's type"][0], DeserializationContext())
+    assert type(status.interrupter.all_models[0]).__name__ == "OpenAICompatibleModel"  # a model made from data
 
 
 def test_a_wayflow_restore_builds_nothing_it_does_not_know(
@@ -477,15 +497,15 @@ def test_a_wayflow_restore_builds_nothing_it_does_not_know(
 
     _boom_type()
     parts = hostile_conversation_parts(marker)
-    for i, part in enumerate(parts.values()):
+    for i, (part, _) in enumerate(parts.values()):
         plant_conversation(log, f"wf-{i}", part)
     file = tmp_path / "wf.jsonl"
     export_runs(log, file)
     with eventlog.open(tmp_path / "imported") as imported:
         import_runs(imported, file, reducers=[imported.reducer, WayflowReducer()])
         for target in (log, imported):
-            for i, name in enumerate(parts):
-                with pytest.raises(WayflowCheckpointError, match=f"conversation 'wf-{i}'"):
+            for i, (name, (_, refused)) in enumerate(parts.items()):
+                with pytest.raises(WayflowCheckpointError, match=f"conversation 'wf-{i}'.*{refused}"):
                     start_conversation(
                         build_agent([reply("again")]),
                         conversation_id=f"wf-{i}",

@@ -87,7 +87,7 @@ def load_conversation(data: Any, component: Any, conversation_id: str) -> Wayflo
     with WayflowCheckpointError before anything is built from it."""
     if not isinstance(data, dict):
         raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
-    _check_stored_types(data, conversation_id)
+    _check_stored_types(data, conversation_id)  # named early; `_guarded_context` holds it for every type built
     try:
         return _load(copy.deepcopy(data), component, conversation_id)
     except EventLogError:
@@ -116,7 +116,7 @@ def _load(data: dict[str, Any], component: Any, conversation_id: str) -> Wayflow
             f"conversation {conversation_id!r}: the checkpoint refers to {', '.join(missing)}, which the component "
             f"given does not have; build the component with the same ids (pass id=... to every Agent and Flow)"
         )
-    context = DeserializationContext()
+    context = _guarded_context(DeserializationContext, conversation_id)
     for ref, item in components.items():
         context.recorddeserialized_object(ref, item)
     with warnings.catch_warnings():
@@ -153,6 +153,28 @@ def _stored_type_ok(cls: type) -> bool:
     return issubclass(cls, bases) and cls.__module__.split(".")[0] == "wayflowcore"
 
 
+def _refusal(conversation_id: str, name: object) -> WayflowCheckpointError:
+    return WayflowCheckpointError(
+        f"conversation {conversation_id!r}: the checkpoint holds a {name!r}, which a restore does not build from "
+        f"stored data (components come from the component given)"
+    )
+
+
+def _guarded_context(base: type, conversation_id: str) -> Any:
+    """wayflowcore's deserialization context, refusing every type `_stored_type_ok` does not allow.
+    Everything wayflowcore builds from data, named by `_component_type` or by a field's type
+    (a flow state's `flow`, an interrupt's models), asks the context for its plugin first;
+    live components are found by reference before that."""
+
+    class Guarded(base):  # type: ignore[misc]
+        def get_deserialization_plugin_for_object(self, obj_type: Any) -> Any:
+            if not (isinstance(obj_type, type) and _stored_type_ok(obj_type)):
+                raise _refusal(conversation_id, getattr(obj_type, "__name__", obj_type))
+            return super().get_deserialization_plugin_for_object(obj_type)
+
+    return Guarded()
+
+
 def _check_stored_types(data: Any, conversation_id: str) -> None:
     """Refuse a checkpoint that names a type a restore does not build from stored data (see above)."""
     from wayflowcore.serialization.serializer import SerializableObject, _import_all_submodules
@@ -175,10 +197,7 @@ def _check_stored_types(data: Any, conversation_id: str) -> None:
                     f"conversation {conversation_id!r}: the checkpoint names {name!r}, which is not a wayflowcore type"
                 )
             if not _stored_type_ok(cls):
-                raise WayflowCheckpointError(
-                    f"conversation {conversation_id!r}: the checkpoint holds a {name!r}, which a restore does not "
-                    f"build from stored data (components come from the component given)"
-                )
+                raise _refusal(conversation_id, name)
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
