@@ -3,9 +3,11 @@ is bound back on restore), and the shape of a component that a restore checks.
 
 A restore builds from stored data only wayflowcore's own conversation types (conversations,
 their execution states and events, message lists, messages and their contents, statuses, tool
-requests and results, wayflowcore's own execution interrupts): every other `_component_type` a
-checkpoint names is refused before wayflowcore reads it, and components (agents, flows, steps,
-tools, models) come only from the live component given (docs/durability.md, guarantee 7)."""
+requests and results, wayflowcore's own execution interrupts). Every other `_component_type` a
+checkpoint names is refused before wayflowcore reads it, and the deserialization context refuses
+any other type wayflowcore would build, also where a field's type names it rather than the data;
+components (agents, flows, steps, tools, models) come only from the live component given, found
+by reference (docs/durability.md, guarantee 7)."""
 
 from __future__ import annotations
 
