@@ -14,6 +14,7 @@ saver; other types show as data in the views. A control test shows that LangGrap
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import json
@@ -111,22 +112,32 @@ class Planter(SafeSerializer):
 
 
 def plant_thread(
-    log: eventlog.EventLog, thread_id: str, values: dict[str, Any], writes: dict[str, Any], metadata: Any = None
+    log: eventlog.EventLog,
+    thread_id: str,
+    values: dict[str, Any],
+    writes: dict[str, Any],
+    metadata: Any = None,
+    tail: Any = 2,
+    extra: Any = None,
 ) -> None:
-    """A LangGraph thread of two checkpoints whose second holds `values` and `metadata`, with `writes` pending."""
+    """A LangGraph thread of two checkpoints whose second holds `values`, `metadata`, `tail`
+    appended to the list `[1]` (stored alone) and `extra` as a key of its own, with `writes` pending."""
     saver = EventLogSaver(log, serde=Planter())
     try:
         config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         first = empty_checkpoint()
-        first["channel_values"] = {"messages": [HumanMessage(content="hi", id="m1")]}
-        first["channel_versions"] = {"messages": 1}
-        config = saver.put(config, first, {"source": "input", "step": -1}, {"messages": 1})
-        second = empty_checkpoint()
+        first["channel_values"] = {"messages": [HumanMessage(content="hi", id="m1")], "items": [1]}
+        first["channel_versions"] = {"messages": 1, "items": 1}
+        config = saver.put(config, first, {"source": "input", "step": -1}, dict(first["channel_versions"]))
+        second: Any = empty_checkpoint()
         second["channel_values"] = {
-            "messages": [*first["channel_values"]["messages"], AIMessage(content="yo", id="m2")]
+            "messages": [*first["channel_values"]["messages"], AIMessage(content="yo", id="m2")],
+            "items": [*first["channel_values"]["items"], tail],
         }
         second["channel_values"].update(values)
         second["channel_versions"] = dict.fromkeys(second["channel_values"], 2)
+        if extra is not None:
+            second["planted_extra"] = extra
         metadata = metadata or {"source": "loop", "step": 0}
         if "constructor" in values:
             metadata["evil"] = values["constructor"]
@@ -145,7 +156,8 @@ def write_hostile_log(log: eventlog.EventLog, marker: Path) -> None:
     )
     values.update({name: Raw(blob) for name, blob in hostile_blobs(marker).items()})
     writes = {"w_constructor": values["constructor"], "w_json": Raw(hostile_blobs(marker)["json_lc2"])}
-    plant_thread(log, "evil", values, writes)
+    touch = _ext(0, "os", "system", f"touch {marker}")
+    plant_thread(log, "evil", values, writes, tail=touch, extra=touch)
     for name, blob in refused_blobs(marker).items():
         plant_thread(log, f"refused-{name}", {"bad": Raw(blob)}, {})
     not_a_mapping = Raw(("msgpack", ormsgpack.packb(_ext(0, "os", "system", f"touch {marker}"))))
@@ -169,6 +181,9 @@ def check_saver_reads(log: eventlog.EventLog, marker: Path) -> None:
         assert values["method_of_allowed_type"] == str(marker)
         assert values["json_lc2"] == [f"touch {marker}"]
         assert got.metadata["evil"] == f"touch {marker}", got.metadata
+        assert values["items"] == [1, f"touch {marker}"]  # a list's appended items are stored alone
+        assert got.checkpoint["planted_extra"] == f"touch {marker}"  # type: ignore[typeddict-item]
+        assert asyncio.run(saver.aget_tuple(config)) == got
         assert {(t, c) for t, c, _ in got.pending_writes} == {("task-1", "w_constructor"), ("task-1", "w_json")}
         listed = list(saver.list(config))
         assert len(listed) == 2 and listed[0].checkpoint["id"] == got.checkpoint["id"]
