@@ -69,7 +69,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "state",
         "show a run's state at an offset or checkpoint",
-        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot. A LangGraph thread shows its channel values, decoded\nthrough LangGraph's serializer.",
+        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot. A LangGraph thread shows its channel values; a type that\nis not allowed shows as data, never constructed (docs/durability.md, guarantee 7).",
         "eventlog state run-1\neventlog state run-1 --at 3\neventlog state run-1 --checkpoint 5f2c... --json",
     ),
     (
