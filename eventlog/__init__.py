@@ -18,6 +18,8 @@ from . import _limits, events
 from .checkpoints import Checkpoint, Checkpoints
 from .errors import (
     CheckpointNotFoundError,
+    AccessDeniedError,
+    AlreadyOpenError,
     ClosedError,
     ConflictError,
     CorruptRecordError,
@@ -61,6 +63,8 @@ __all__ = [
     "CheckpointNotFoundError",
     "CheckpointPolicy",
     "Checkpoints",
+    "AccessDeniedError",
+    "AlreadyOpenError",
     "ClosedError",
     "ConflictError",
     "CorruptRecordError",

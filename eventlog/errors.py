@@ -6,6 +6,8 @@ Each message names the run, the offset and what to do where they apply.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
+    "AlreadyOpenError",
     "CheckpointNotFoundError",
     "ClosedError",
     "ConflictError",
@@ -189,6 +191,15 @@ class RecordTooLargeError(EventLogError, ValueError):
 
 class LogFullError(EventLogError):
     """The disk or the largest allowed map is full; nothing of the failed write was kept."""
+
+
+class AlreadyOpenError(EventLogError):
+    """The LMDB log is already open in this process: LMDB allows one open per process, so use
+    the EventLog that opened it (or close it first)."""
+
+
+class AccessDeniedError(EventLogError, PermissionError):
+    """The process may not read the log's files (their permissions, or the directory's)."""
 
 
 class ClosedError(EventLogError):

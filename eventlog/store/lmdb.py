@@ -21,9 +21,12 @@ import lmdb
 
 from .. import _limits
 from ..errors import (
+    AccessDeniedError,
+    AlreadyOpenError,
     ClosedError,
     CorruptRecordError,
     EventLogError,
+    FormatVersionError,
     InvalidArgumentError,
     LockFileError,
     LogFullError,
@@ -38,6 +41,7 @@ T = TypeVar("T")
 
 DURABILITY = ("sync", "batch", "none")
 _FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_FILES = ("data.mdb", "lock.mdb")
 
 
 class _LMDBTxn:
@@ -218,23 +222,48 @@ class LMDBStore:
     # -- opening -----------------------------------------------------------------------
 
     def _check_path(self, create: bool) -> None:
+        """Refuse what is not a log directory; make a new log's directory and files exclusively.
+
+        A new log's directory, `data.mdb` and `lock.mdb` are created with O_EXCL and without
+        following links (LMDB itself would follow a link planted at either name and truncate
+        its target), and an existing log's files are never reached through a symbolic link.
+        """
         p = self.path
         try:
             if p.exists() and not p.is_dir():
                 raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
-            if p.is_dir() and not (p / "data.mdb").exists():
-                if any(p.iterdir()):
+            if p.is_symlink() and not p.exists():
+                raise NotALogError(f"{p} is a symbolic link to nothing; a log is never created through a link")
+            if not p.exists():
+                if self.readonly or not create:
+                    raise NoLogError(f"no log at {p}")
+                p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                try:
+                    p.mkdir(mode=0o700)  # never follows a link: another creator's directory is EEXIST
+                except FileExistsError:
+                    if p.is_symlink() or not p.is_dir():
+                        raise NotALogError(f"{p} appeared while the log was being created and is not a directory")
+            data = p / "data.mdb"
+            if not _exists(data):
+                if any(e.name not in _FILES for e in p.iterdir()):  # a log another process is making is not
                     raise NotALogError(
                         f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
                     )
                 if self.readonly or not create:
                     raise NoLogError(f"no log at {p} (the directory holds none)")
-            if not p.exists():
-                if self.readonly or not create:
-                    raise NoLogError(f"no log at {p}")
-                p.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for name in _FILES:
+                if (p / name).is_symlink():
+                    raise NotALogError(f"{p / name} is a symbolic link; a log's files are never reached through a link")
+            if _exists(data) and data.stat().st_size == 0 and (self.readonly or not create):
+                raise NoLogError(
+                    f"no log at {p}: its data.mdb is empty (the log's creation was cut short); "
+                    "open it writable to make the log, or remove the directory"
+                )
+            if not self.readonly:
+                for name in _FILES:
+                    _create_exclusively(p / name)
         except OSError as exc:
-            raise NotALogError(f"{p} cannot be used as a log directory: {exc.strerror or exc}") from None
+            raise _os_error(exc, p, write=not self.readonly) from None
 
     def _open_env(self, map_size_bytes: int) -> lmdb.Environment:
         kwargs: dict[str, Any] = dict(
@@ -249,18 +278,36 @@ class LMDBStore:
             max_spare_txns=4,
         )
         try:
-            try:
-                return lmdb.open(str(self.path), **kwargs)
-            except lmdb.Error as exc:
-                if not self.readonly or not _is_errno(exc, errno.EACCES, errno.EROFS):
-                    raise
-                return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
+            while True:
+                try:
+                    return lmdb.open(str(self.path), **kwargs)
+                except lmdb.MapResizedError:
+                    continue  # another process grew the map while this one opened it: open again, at its size
+                except lmdb.Error as exc:
+                    if not self.readonly or not _is_errno(exc, errno.EACCES, errno.EROFS):
+                        raise
+                try:
+                    return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
+                except lmdb.MapResizedError:
+                    continue
         except lmdb.Error as exc:
-            if not self.readonly and _is_errno(exc, errno.EACCES, errno.EROFS):
+            if _is_errno(exc, errno.EACCES, errno.EPERM, errno.EROFS):
+                if self.readonly:
+                    raise AccessDeniedError(f"{self.path}: this process may not read the log ({exc})") from None
                 raise ReadOnlyError(
                     f"{self.path}: this process may not write the log ({exc}); open it with readonly=True to read it"
                 ) from None
-            raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
+            raise _translate(exc, self.path, opening=True) from None
+
+    def _at_open(self, fn: Callable[[], T]) -> T:
+        """`fn` (a transaction at open), again after adopting a map another process grew meanwhile."""
+        while True:
+            try:
+                return fn()
+            except lmdb.MapResizedError:
+                self._env.set_mapsize(0)
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path, opening=True) from None
 
     def _guard(self) -> None:
         """Note which `lock.mdb` this process uses, and open `data.mdb` for the writers' flock."""
@@ -270,7 +317,11 @@ class LMDBStore:
             return  # opened without a lock file (read-only, in a directory we may not write)
         self._lock_id = (st.st_dev, st.st_ino)
         if not self.readonly:
-            self._data_fd = os.open(self.path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
+            data = self.path / "data.mdb"
+            try:
+                self._data_fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError as exc:
+                raise _os_error(exc, data, write=True) from None
 
     def _check_lock_file(self) -> None:
         if self._broken is not None:
@@ -304,41 +355,46 @@ class LMDBStore:
             need = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
             return os.stat(data).st_size, need
 
-        try:
-            if self.readonly:
-                size, need = shortfall()
-                if size < need:
-                    raise CorruptRecordError(
-                        f"{data} is {size} bytes but the log's pages reach {need} bytes: the file was "
-                        "truncated; restore it from a copy (or, if it only ends in unwritten free pages, "
-                        "open it once writable)"
-                    )
-                return
+        if self.readonly:
+            size, need = self._at_open(shortfall)
+            if size < need:
+                raise CorruptRecordError(
+                    f"{data} is {size} bytes but the log's pages reach {need} bytes: the file was "
+                    "truncated; restore it from a copy (or, if it only ends in unwritten free pages, "
+                    "open it once writable)"
+                )
+            return
+
+        def pad() -> None:
             with self._writing(), self._env.begin(write=True):  # no other process extends the file now
                 size, need = shortfall()
                 if size < need:
                     os.truncate(data, need)  # grows only: `need` is above the size read under the lock
-        except (lmdb.Error, OSError) as exc:
-            raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
+
+        try:
+            self._at_open(pad)
+        except OSError as exc:
+            raise _os_error(exc, data, write=True) from None
 
     def _open_dbs(self) -> dict[str, Any]:
-        try:
+        def names() -> set[bytes]:
             with self._env.begin() as txn:
-                names = {bytes(k) for k, _ in txn.cursor()}
-        except lmdb.Error as exc:
-            raise NotALogError(f"{self.path} cannot be read as a log: {exc}") from None
+                return {bytes(k) for k, _ in txn.cursor()}
+
+        found = self._at_open(names)
         ours = {name.encode() for name in TABLES}
-        if names - ours:
+        if found - ours:
             raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log")
         if self.readonly:
-            if names != ours:
+            if found != ours:
                 raise NotALogError(f"{self.path} is not a complete eventlog log (missing tables)")
-            return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
-        try:
+            return self._at_open(lambda: {name: self._env.open_db(name.encode(), create=False) for name in TABLES})
+
+        def create() -> dict[str, Any]:
             with self._writing(), self._env.begin(write=True) as txn:
                 return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
-        except lmdb.Error as exc:
-            raise _translate(exc, self.path) from None
+
+        return self._at_open(create)
 
     # -- transactions ------------------------------------------------------------------
 
@@ -455,16 +511,68 @@ def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
     return any(os.strerror(code) in text for code in codes)
 
 
-def _translate(exc: lmdb.Error, path: Path) -> EventLogError:
-    """Every LMDB error as a named eventlog error."""
+def _exists(path: Path) -> bool:
+    """Whether anything (a link to nothing too) is at `path`."""
+    return os.path.lexists(path)
+
+
+def _create_exclusively(path: Path) -> None:
+    """Create an empty file `0600` at `path` unless one is there; never through a link."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        if path.is_symlink():
+            raise NotALogError(f"{path} is a symbolic link; a log's files are never reached through a link") from None
+        return
+    os.close(fd)
+
+
+def _os_error(exc: OSError, path: Path, *, write: bool) -> EventLogError:
+    """An OS error met while opening the log, named by what it means."""
+    code, reason = exc.errno, exc.strerror or str(exc)
+    if code in _FULL_ERRNOS:
+        return LogFullError(f"{path}: the disk is full ({reason}); free disk space and open the log again")
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if write:
+            return ReadOnlyError(
+                f"{path}: this process may not write the log ({reason}); open it with readonly=True to read it"
+            )
+        return AccessDeniedError(f"{path}: this process may not read the log ({reason})")
+    if code == errno.ENOENT:
+        return NoLogError(f"no log at {path} ({reason})")
+    if code in (errno.ENOTDIR, errno.ELOOP, errno.EISDIR):
+        return NotALogError(f"{path} cannot be used as a log directory: {reason}")
+    return EventLogError(f"{path}: cannot open the log: {reason}")
+
+
+def _translate(exc: lmdb.Error, path: Path, *, opening: bool = False) -> EventLogError:
+    """Every LMDB error as a named eventlog error, by what it means: damage only where LMDB
+    says the file is damaged (or, at open, not an LMDB file at all)."""
+    if "already open in this process" in str(exc):
+        return AlreadyOpenError(
+            f"{path}: the log is already open in this process; use the EventLog that opened it "
+            "(LMDB allows one open per process), or close that one first"
+        )
     if isinstance(exc, (lmdb.MapFullError, lmdb.TxnFullError)) or _is_errno(exc, *_FULL_ERRNOS):
         return LogFullError(
             f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry"
         )
-    if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EROFS):
+    if isinstance(exc, lmdb.MemoryError):
+        return LogFullError(f"{path}: the map does not fit in this process's memory ({exc})")
+    if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EPERM, errno.EROFS):
         return ReadOnlyError(f"{path}: cannot write ({exc})")
+    if isinstance(exc, lmdb.ReadersFullError):
+        return EventLogError(f"{path}: too many processes and threads read the log at once ({exc}); retry")
+    if isinstance(exc, lmdb.VersionMismatchError):
+        return FormatVersionError(f"{path} was written by another version of LMDB ({exc})")
+    if isinstance(exc, lmdb.InvalidError) and opening:
+        return NotALogError(f"{path} is not a log: its data.mdb is not an LMDB file ({exc})")
     if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.PanicError)):
         return CorruptRecordError(f"LMDB reports {exc}")
     if isinstance(exc, lmdb.BadValsizeError):
         return InvalidArgumentError(f"{path}: a key or value LMDB cannot hold ({exc})")
+    if _is_errno(exc, errno.ENOENT):
+        return NoLogError(f"no log at {path} ({exc})")
+    if isinstance(exc, lmdb.MapResizedError):
+        return EventLogError(f"{path}: another process grew the map again and again; retry ({exc})")
     return EventLogError(f"{path}: LMDB error: {exc}")
