@@ -17,9 +17,9 @@ from typing import Any, TypeVar, overload
 from . import _limits, events
 from .checkpoints import Checkpoint, Checkpoints
 from .errors import (
-    CheckpointNotFoundError,
     AccessDeniedError,
     AlreadyOpenError,
+    CheckpointNotFoundError,
     ClosedError,
     ConflictError,
     CorruptRecordError,
@@ -57,14 +57,14 @@ Recorder = RunWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AgentReducer",
     "AgentState",
+    "AlreadyOpenError",
     "Checkpoint",
     "CheckpointNotFoundError",
     "CheckpointPolicy",
     "Checkpoints",
-    "AccessDeniedError",
-    "AlreadyOpenError",
     "ClosedError",
     "ConflictError",
     "CorruptRecordError",

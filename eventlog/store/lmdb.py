@@ -33,6 +33,7 @@ from ..errors import (
     NoLogError,
     NotALogError,
     ReadOnlyError,
+    named_os_error,
 )
 from ._base import TABLES, KeyExistsError
 from ._gate import Gate
@@ -242,7 +243,7 @@ class LMDBStore:
                     p.mkdir(mode=0o700)  # never follows a link: another creator's directory is EEXIST
                 except FileExistsError:
                     if p.is_symlink() or not p.is_dir():
-                        raise NotALogError(f"{p} appeared while the log was being created and is not a directory")
+                        raise NotALogError(f"{p} appeared while the log was being created and is not a directory") from None
             data = p / "data.mdb"
             if not _exists(data):
                 if any(e.name not in _FILES for e in p.iterdir()):  # a log another process is making is not
@@ -263,7 +264,7 @@ class LMDBStore:
                 for name in _FILES:
                     _create_exclusively(p / name)
         except OSError as exc:
-            raise _os_error(exc, p, write=not self.readonly) from None
+            raise named_os_error(exc, p, writing=not self.readonly) from None
 
     def _open_env(self, map_size_bytes: int) -> lmdb.Environment:
         kwargs: dict[str, Any] = dict(
@@ -321,7 +322,7 @@ class LMDBStore:
             try:
                 self._data_fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
             except OSError as exc:
-                raise _os_error(exc, data, write=True) from None
+                raise named_os_error(exc, data, writing=True) from None
 
     def _check_lock_file(self) -> None:
         if self._broken is not None:
@@ -374,7 +375,7 @@ class LMDBStore:
         try:
             self._at_open(pad)
         except OSError as exc:
-            raise _os_error(exc, data, write=True) from None
+            raise named_os_error(exc, data, writing=True) from None
 
     def _open_dbs(self) -> dict[str, Any]:
         def names() -> set[bytes]:
@@ -525,24 +526,6 @@ def _create_exclusively(path: Path) -> None:
             raise NotALogError(f"{path} is a symbolic link; a log's files are never reached through a link") from None
         return
     os.close(fd)
-
-
-def _os_error(exc: OSError, path: Path, *, write: bool) -> EventLogError:
-    """An OS error met while opening the log, named by what it means."""
-    code, reason = exc.errno, exc.strerror or str(exc)
-    if code in _FULL_ERRNOS:
-        return LogFullError(f"{path}: the disk is full ({reason}); free disk space and open the log again")
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        if write:
-            return ReadOnlyError(
-                f"{path}: this process may not write the log ({reason}); open it with readonly=True to read it"
-            )
-        return AccessDeniedError(f"{path}: this process may not read the log ({reason})")
-    if code == errno.ENOENT:
-        return NoLogError(f"no log at {path} ({reason})")
-    if code in (errno.ENOTDIR, errno.ELOOP, errno.EISDIR):
-        return NotALogError(f"{path} cannot be used as a log directory: {reason}")
-    return EventLogError(f"{path}: cannot open the log: {reason}")
 
 
 def _translate(exc: lmdb.Error, path: Path, *, opening: bool = False) -> EventLogError:
