@@ -243,7 +243,9 @@ class LMDBStore:
                     p.mkdir(mode=0o700)  # never follows a link: another creator's directory is EEXIST
                 except FileExistsError:
                     if p.is_symlink() or not p.is_dir():
-                        raise NotALogError(f"{p} appeared while the log was being created and is not a directory") from None
+                        raise NotALogError(
+                            f"{p} appeared while the log was being created and is not a directory"
+                        ) from None
             data = p / "data.mdb"
             if not _exists(data):
                 if any(e.name not in _FILES for e in p.iterdir()):  # a log another process is making is not
