@@ -374,9 +374,11 @@ def register(
         union = Union[(*_registry.values(), kind)]  # type: ignore[valid-type]
         msgspec.msgpack.Decoder(union)
         msgspec.json.Decoder(union)
-        msgspec.msgpack.Encoder().encode(kind.__struct_fields__)
-    except (TypeError, ValueError) as exc:
-        raise InvalidEventError(f"{kind.__name__} cannot be decoded beside the other event kinds: {exc}") from None
+        msgspec.msgpack.Encoder().encode([tag, *old_tags, *kind.__struct_fields__, *kind.__struct_encode_fields__])
+    except Exception as exc:  # noqa: BLE001 - any bad kind class (an annotation naming no type: NameError) is refused
+        raise InvalidEventError(
+            f"{kind.__name__} cannot be decoded beside the other event kinds: {type(exc).__name__}: {exc}"
+        ) from None
     _registry[tag] = kind
     _upcasters.update({old: (kind, fn) for old, fn in old_tags.items()})
     _generation += 1

@@ -66,7 +66,7 @@ def _entry_line(entry: Any) -> bytes:
     try:
         back = [_meta_json.decode(line.meta), decode_event.decode(line.event)]
         same = _mp.encode(back) == exact
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         same = False
     if not same:
         line.msgpack = base64.b64encode(exact).decode()
@@ -87,7 +87,7 @@ def _checkpoint_line(cp: Any) -> bytes:
     exact = _mp.encode(metadata)
     try:
         same = _mp.encode(_metadata_json.decode(line.metadata)) == exact
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         same = False
     if not same:
         line.msgpack = base64.b64encode(exact).decode()
