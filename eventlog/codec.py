@@ -157,6 +157,8 @@ class Codec:
         self.check_event(event)
         try:
             data = self._encoder.encode(event)
+        except RecursionError:
+            raise InvalidEventError(_depth_message(type(event).__name__)) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"{type(event).__name__} cannot be encoded: {exc}{_VALUES}") from None
         if too_deep(event, data):
@@ -175,6 +177,8 @@ class Codec:
         """The msgpack bytes of an entry's meta (None or a dict with string keys) that reads back equal."""
         try:
             data = self._encoder.encode(meta)
+        except RecursionError:
+            raise InvalidEventError(_depth_message("meta")) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"meta cannot be encoded: {exc}{_VALUES}") from None
         if too_deep(meta, data):
@@ -215,6 +219,8 @@ class Codec:
         """The canonical bytes of a state: what determinism is checked on."""
         try:
             data = self._state_encoder.encode(state)
+        except RecursionError:
+            raise UnencodableValueError(_depth_message(f"the {type(state).__name__}")) from None
         except _ENCODE_ERRORS as exc:
             raise UnencodableValueError(f"cannot encode {type(state).__name__} canonically: {exc}") from None
         if too_deep(state, data):
