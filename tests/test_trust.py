@@ -901,6 +901,15 @@ def test_a_reducer_name_that_is_not_printable_text_is_refused_everywhere(
     assert visible(seeded) == before
 
 
+@pytest.mark.parametrize("rest", ["[" * 10_000 + "]" * 10_000, "not json", '["only-one"]', "[[1], 2]", '{"a": 1}'])
+def test_a_wayflow_step_key_that_does_not_decode_is_named(rest: str) -> None:
+    pytest.importorskip("wayflowcore")
+    from eventlog.wayflow._serialize import _STEP_KEY, _step_key
+
+    with pytest.raises(eventlog.EventLogError, match="does not decode"):
+        _step_key(_STEP_KEY + rest, {}, False, "conv-1")
+
+
 _ODD_CHARS = ["\ud800", "\udfff", "\x00", "\x1b", "\t", "\u202e", "@", "|", "/", "é", "a"]
 _ODD_TEXT = st.lists(
     st.one_of(
