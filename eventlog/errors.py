@@ -236,6 +236,6 @@ def named_os_error(exc: OSError, path: str | os.PathLike[str], *, writing: bool,
         return AccessDeniedError(f"{path}: this process may not {'write' if writing else 'read'} it ({reason})")
     if log and code == errno.ENOENT:
         return NoLogError(f"no log at {path} ({reason})")
-    if log and code in (errno.ENOTDIR, errno.ELOOP, errno.EISDIR):
+    if log and code in (errno.ENOTDIR, errno.ELOOP, errno.EISDIR, errno.EEXIST):
         return NotALogError(f"{path} cannot be used as a log directory: {reason}")
     return EventLogError(f"{path}: {reason}")

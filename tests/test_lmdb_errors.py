@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +194,28 @@ def test_a_disk_full_at_creation_is_log_full(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == "LogFullError"
+
+
+def _data_dir(p: Path) -> None:
+    p.mkdir()
+    (p / "data.mdb").mkdir()
+
+
+def _lock_dir(p: Path) -> None:
+    eventlog.open(p).close()
+    (p / "lock.mdb").unlink()
+    (p / "lock.mdb").mkdir()
+
+
+def _under_a_file(p: Path) -> None:
+    p.parent.joinpath("f").write_text("x")
+
+
+@pytest.mark.parametrize("make", [_data_dir, _lock_dir, _under_a_file])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_odd_things_at_a_log_path_are_named(tmp_path: Path, make: Any, readonly: bool) -> None:
+    path = tmp_path / "log" if make is not _under_a_file else tmp_path / "f" / "log"
+    make(tmp_path / "log")
+    with pytest.raises(eventlog.NotALogError) as caught:
+        eventlog.open(path, readonly=readonly)
+    assert "LMDB error" not in str(caught.value)

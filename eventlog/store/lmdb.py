@@ -257,6 +257,8 @@ class LMDBStore:
             for name in _FILES:
                 if (p / name).is_symlink():
                     raise NotALogError(f"{p / name} is a symbolic link; a log's files are never reached through a link")
+                if _exists(p / name) and not (p / name).is_file():
+                    raise NotALogError(f"{p / name} is not a file; {p} is not a log")
             if _exists(data) and data.stat().st_size == 0 and (self.readonly or not create):
                 raise NoLogError(
                     f"no log at {p}: its data.mdb is empty (the log's creation was cut short); "
