@@ -22,27 +22,22 @@ import lmdb
 from .. import _limits
 from ..errors import (
     AccessDeniedError,
-    AlreadyOpenError,
     ClosedError,
     CorruptRecordError,
-    EventLogError,
-    FormatVersionError,
     InvalidArgumentError,
     LockFileError,
     LogFullError,
-    NoLogError,
     NotALogError,
     ReadOnlyError,
     named_os_error,
 )
 from ._base import TABLES, KeyExistsError
 from ._gate import Gate
+from ._lmdb_files import check_directory, is_errno, translate
 
 T = TypeVar("T")
 
 DURABILITY = ("sync", "batch", "none")
-_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-_FILES = ("data.mdb", "lock.mdb")
 
 
 class _LMDBTxn:
@@ -205,7 +200,7 @@ class LMDBStore:
         self._broken: str | None = None
         self._write_lock = threading.Lock()
         self._writes = 0
-        self._check_path(create)
+        check_directory(self.path, readonly=readonly, create=create)
         self._env = self._open_env(map_size_bytes)
         self._lock_id: tuple[int, int] | None = None
         self._lock_path = os.fspath(self.path / "lock.mdb")
@@ -221,54 +216,6 @@ class LMDBStore:
             raise
 
     # -- opening -----------------------------------------------------------------------
-
-    def _check_path(self, create: bool) -> None:
-        """Refuse what is not a log directory; make a new log's directory and files exclusively.
-
-        A new log's directory, `data.mdb` and `lock.mdb` are created with O_EXCL and without
-        following links (LMDB itself would follow a link planted at either name and truncate
-        its target), and an existing log's files are never reached through a symbolic link.
-        """
-        p = self.path
-        try:
-            if p.exists() and not p.is_dir():
-                raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
-            if p.is_symlink() and not p.exists():
-                raise NotALogError(f"{p} is a symbolic link to nothing; a log is never created through a link")
-            if not p.exists():
-                if self.readonly or not create:
-                    raise NoLogError(f"no log at {p}")
-                p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                try:
-                    p.mkdir(mode=0o700)  # never follows a link: another creator's directory is EEXIST
-                except FileExistsError:
-                    if p.is_symlink() or not p.is_dir():
-                        raise NotALogError(
-                            f"{p} appeared while the log was being created and is not a directory"
-                        ) from None
-            data = p / "data.mdb"
-            if not _exists(data):
-                if any(e.name not in _FILES for e in p.iterdir()):  # a log another process is making is not
-                    raise NotALogError(
-                        f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
-                    )
-                if self.readonly or not create:
-                    raise NoLogError(f"no log at {p} (the directory holds none)")
-            for name in _FILES:
-                if (p / name).is_symlink():
-                    raise NotALogError(f"{p / name} is a symbolic link; a log's files are never reached through a link")
-                if _exists(p / name) and not (p / name).is_file():
-                    raise NotALogError(f"{p / name} is not a file; {p} is not a log")
-            if _exists(data) and data.stat().st_size == 0 and (self.readonly or not create):
-                raise NoLogError(
-                    f"no log at {p}: its data.mdb is empty (the log's creation was cut short); "
-                    "open it writable to make the log, or remove the directory"
-                )
-            if not self.readonly:
-                for name in _FILES:
-                    _create_exclusively(p / name)
-        except OSError as exc:
-            raise named_os_error(exc, p, writing=not self.readonly) from None
 
     def _open_env(self, map_size_bytes: int) -> lmdb.Environment:
         kwargs: dict[str, Any] = dict(
@@ -289,20 +236,20 @@ class LMDBStore:
                 except lmdb.MapResizedError:
                     continue  # another process grew the map while this one opened it: open again, at its size
                 except lmdb.Error as exc:
-                    if not self.readonly or not _is_errno(exc, errno.EACCES, errno.EROFS):
+                    if not self.readonly or not is_errno(exc, errno.EACCES, errno.EROFS):
                         raise
                 try:
                     return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
                 except lmdb.MapResizedError:
                     continue
         except lmdb.Error as exc:
-            if _is_errno(exc, errno.EACCES, errno.EPERM, errno.EROFS):
+            if is_errno(exc, errno.EACCES, errno.EPERM, errno.EROFS):
                 if self.readonly:
                     raise AccessDeniedError(f"{self.path}: this process may not read the log ({exc})") from None
                 raise ReadOnlyError(
                     f"{self.path}: this process may not write the log ({exc}); open it with readonly=True to read it"
                 ) from None
-            raise _translate(exc, self.path, opening=True) from None
+            raise translate(exc, self.path, opening=True) from None
 
     def _at_open(self, fn: Callable[[], T]) -> T:
         """`fn` (a transaction at open), again after adopting a map another process grew meanwhile."""
@@ -312,7 +259,7 @@ class LMDBStore:
             except lmdb.MapResizedError:
                 self._env.set_mapsize(0)
             except lmdb.Error as exc:
-                raise _translate(exc, self.path, opening=True) from None
+                raise translate(exc, self.path, opening=True) from None
 
     def _guard(self) -> None:
         """Note which `lock.mdb` this process uses, and open `data.mdb` for the writers' flock."""
@@ -418,7 +365,7 @@ class LMDBStore:
             except lmdb.MapResizedError:
                 pass
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from None
+                raise translate(exc, self.path) from None
             finally:
                 self._gate.leave()
             self._adopt_map_size()
@@ -442,7 +389,7 @@ class LMDBStore:
             except lmdb.MapFullError:
                 grow = True
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from None
+                raise translate(exc, self.path) from None
             finally:
                 self._gate.leave()
             if grow:
@@ -474,7 +421,7 @@ class LMDBStore:
             try:
                 self._env.sync(True)
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from None
+                raise translate(exc, self.path) from None
 
     def close(self) -> None:
         if self._closed:
@@ -484,7 +431,7 @@ class LMDBStore:
             if not self.readonly and self.durability != "sync" and self._broken is None:
                 self._env.sync(True)
         except lmdb.Error as exc:
-            raise _translate(exc, self.path) from None
+            raise translate(exc, self.path) from None
         finally:
             self._release()
 
@@ -509,57 +456,3 @@ class LMDBStore:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the log is closed; open it again with eventlog.open(...)")
-
-
-def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
-    text = str(exc)
-    return any(os.strerror(code) in text for code in codes)
-
-
-def _exists(path: Path) -> bool:
-    """Whether anything (a link to nothing too) is at `path`."""
-    return os.path.lexists(path)
-
-
-def _create_exclusively(path: Path) -> None:
-    """Create an empty file `0600` at `path` unless one is there; never through a link."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        if path.is_symlink():
-            raise NotALogError(f"{path} is a symbolic link; a log's files are never reached through a link") from None
-        return
-    os.close(fd)
-
-
-def _translate(exc: lmdb.Error, path: Path, *, opening: bool = False) -> EventLogError:
-    """Every LMDB error as a named eventlog error, by what it means: damage only where LMDB
-    says the file is damaged (or, at open, not an LMDB file at all)."""
-    if "already open in this process" in str(exc):
-        return AlreadyOpenError(
-            f"{path}: the log is already open in this process; use the EventLog that opened it "
-            "(LMDB allows one open per process), or close that one first"
-        )
-    if isinstance(exc, (lmdb.MapFullError, lmdb.TxnFullError)) or _is_errno(exc, *_FULL_ERRNOS):
-        return LogFullError(
-            f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry"
-        )
-    if isinstance(exc, lmdb.MemoryError):
-        return LogFullError(f"{path}: the map does not fit in this process's memory ({exc})")
-    if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EPERM, errno.EROFS):
-        return ReadOnlyError(f"{path}: cannot write ({exc})")
-    if isinstance(exc, lmdb.ReadersFullError):
-        return EventLogError(f"{path}: too many processes and threads read the log at once ({exc}); retry")
-    if isinstance(exc, lmdb.VersionMismatchError):
-        return FormatVersionError(f"{path} was written by another version of LMDB ({exc})")
-    if isinstance(exc, lmdb.InvalidError) and opening:
-        return NotALogError(f"{path} is not a log: its data.mdb is not an LMDB file ({exc})")
-    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.PanicError)):
-        return CorruptRecordError(f"LMDB reports {exc}")
-    if isinstance(exc, lmdb.BadValsizeError):
-        return InvalidArgumentError(f"{path}: a key or value LMDB cannot hold ({exc})")
-    if _is_errno(exc, errno.ENOENT):
-        return NoLogError(f"no log at {path} ({exc})")
-    if isinstance(exc, lmdb.MapResizedError):
-        return EventLogError(f"{path}: another process grew the map again and again; retry ({exc})")
-    return EventLogError(f"{path}: LMDB error: {exc}")
