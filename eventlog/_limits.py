@@ -36,9 +36,11 @@ snapshot_size_bytes_max = 1024 * 1024 * 1024
 
 nesting_depth_max = 256
 """Deepest nesting of lists, maps and structs (the event itself is level 1) in an event, its
-meta, a checkpoint's metadata or a state the log writes. msgspec's decoders stop about 1,000
-levels below the caller's stack, so everything written reads back in any caller; deeper
-input to a decoder (an import file, a fork request) is refused by name."""
+meta or a checkpoint's metadata the log writes. msgspec's decoders stop about 1,000 levels
+below the caller's stack, so what is written reads back in any caller; deeper input to a
+decoder (an import file, a fork request) is refused by name. A state is folded from such
+events and must read back where it is written (walking every state would cost more than
+encoding it)."""
 
 batch_events_max = 100_000
 """Most events one `append_many` call may commit at once."""

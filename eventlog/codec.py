@@ -220,17 +220,19 @@ class Codec:
         try:
             data = self._state_encoder.encode(state)
         except RecursionError:
-            raise UnencodableValueError(_depth_message(f"the {type(state).__name__}")) from None
+            raise UnencodableValueError(f"the {type(state).__name__} nests deeper than msgpack can encode") from None
         except _ENCODE_ERRORS as exc:
             raise UnencodableValueError(f"cannot encode {type(state).__name__} canonically: {exc}") from None
-        if too_deep(state, data):
-            raise UnencodableValueError(_depth_message(f"the {type(state).__name__}"))
         return data
 
-    def encode_checked(self, what: str, value: object, type_: Any) -> bytes:
+    def encode_checked(self, what: str, value: object, type_: Any, *, bounded: bool = False) -> bytes:
         """The canonical bytes of a state or metadata that decodes as `type_` back to an equal value;
-        else UnencodableValueError."""
+        else UnencodableValueError. `bounded`: also refuse nesting deeper than `nesting_depth_max`
+        (a caller's value; a state a reducer folds from bounded events is bounded by what
+        msgpack reads back, and is not walked: that would cost more than encoding it)."""
         data = self.encode_state(value)
+        if bounded and too_deep(value, data):
+            raise UnencodableValueError(_depth_message(what))
         try:
             back = msgspec.msgpack.decode(data, type=type_)
         except _DECODE_ERRORS as exc:
