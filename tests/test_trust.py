@@ -869,10 +869,11 @@ def test_register_refuses_any_bad_kind_class_by_name(make: Callable[[], Any]) ->
     assert eventlog.events.kinds() == before
 
 
-def test_register_refuses_an_old_tag_that_is_not_text() -> None:
+@pytest.mark.parametrize("upcasters", [{"\ud800": len}, {"t.k6": len}, {1: len}, {"old": 1}, 5, "ab", [("a", len)]])
+def test_register_refuses_upcasters_that_are_not_old_tags_to_functions(upcasters: Any) -> None:
     kind = type("K", (eventlog.Event,), {"__annotations__": {"a": int}}, frozen=True, tag="t.k6")
     with pytest.raises(eventlog.InvalidEventError):
-        eventlog.register(kind, upcasters={"\ud800": lambda old: old})
+        eventlog.register(kind, upcasters=upcasters)
     assert "t.k6" not in eventlog.events.kinds()
 
 
