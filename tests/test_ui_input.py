@@ -251,7 +251,8 @@ def test_a_ui_on_another_loopback_address_answers_its_requests(tmp_path: Path) -
         "/%2F%2Fother.example",
     ],
 )
-def test_the_redirect_after_a_token_stays_on_the_site(log: eventlog.EventLog, path: str) -> None:
+def test_the_redirect_after_a_token_stays_on_the_site(path: str) -> None:
+    log = eventlog.open(":memory:")
     with serving(log, token="s3cret", loopback=False) as url:
         port = int(url.rsplit(":", 1)[1])
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
