@@ -17,6 +17,8 @@ from typing import Any, TypeVar, overload
 from . import _limits, events
 from .checkpoints import Checkpoint, Checkpoints
 from .errors import (
+    AccessDeniedError,
+    AlreadyOpenError,
     CheckpointNotFoundError,
     ClosedError,
     ConflictError,
@@ -55,8 +57,10 @@ Recorder = RunWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AgentReducer",
     "AgentState",
+    "AlreadyOpenError",
     "Checkpoint",
     "CheckpointNotFoundError",
     "CheckpointPolicy",

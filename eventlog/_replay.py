@@ -60,7 +60,7 @@ class Replay:
             state = msgspec.msgpack.decode(snap.state, type=reducer.state_type)
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
-        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+        except (msgspec.DecodeError, ValueError, TypeError, RecursionError) as exc:
             raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id) from None
         return snap.offset, bytes(snap.state), state
 
@@ -165,7 +165,7 @@ class Replay:
             old_state = msgspec.msgpack.decode(snap.state)
         except CorruptRecordError as exc:
             raise exc.at(run_id, base) from None
-        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+        except (msgspec.DecodeError, ValueError, TypeError, RecursionError) as exc:
             raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id, base) from None
         try:
             return upgrade(old_state, snap.reducer_version)

@@ -159,7 +159,7 @@ class Checkpoints(Generic[S]):
     def check_metadata(self, metadata: object) -> dict[str, Any]:
         """Checkpoint metadata as a dict that reads back equal; else UnencodableValueError."""
         meta: Any = {} if metadata is None else metadata
-        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any])
+        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any], bounded=True)
         return dict(meta)
 
     def put(self, txn: Txn, rec: RunRecord, pending: Pending) -> None:

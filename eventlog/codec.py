@@ -38,12 +38,43 @@ __all__ = [
     "Place",
     "frame",
     "same",
+    "too_deep",
     "train_dictionary",
     "unframe",
 ]
 
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+_CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"  # msgpack's map and array headers
+
+
+def too_deep(value: object, data: bytes | None = None) -> bool:
+    """Whether `value` nests lists, maps and structs deeper than `nesting_depth_max`.
+
+    With `data`, its msgpack bytes, a value whose bytes hold fewer map and array headers than
+    the limit is known at C speed to be shallow enough (each level takes one header)."""
+    limit = _limits.nesting_depth_max
+    if data is not None and len(data) - len(data.translate(None, _CONTAINER_BYTES)) < limit:
+        return False
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            children = item
+        elif isinstance(item, msgspec.Struct):
+            children = [getattr(item, f) for f in item.__struct_fields__]
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _depth_message(what: str) -> str:
+    return f"{what} nests lists, maps and structs deeper than {_limits.nesting_depth_max} levels"
 
 
 class EntryRecord(msgspec.Struct, array_like=True, gc=False):
@@ -140,8 +171,12 @@ class Codec:
         self.check_event(event)
         try:
             data = self._encoder.encode(event)
+        except RecursionError:
+            raise InvalidEventError(_depth_message(type(event).__name__)) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"{type(event).__name__} cannot be encoded: {exc}{_VALUES}") from None
+        if too_deep(event, data):
+            raise InvalidEventError(_depth_message(type(event).__name__))
         self._refresh()
         assert self._event_decoder is not None
         try:
@@ -156,8 +191,12 @@ class Codec:
         """The msgpack bytes of an entry's meta (None or a dict with string keys) that reads back equal."""
         try:
             data = self._encoder.encode(meta)
+        except RecursionError:
+            raise InvalidEventError(_depth_message("meta")) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"meta cannot be encoded: {exc}{_VALUES}") from None
+        if too_deep(meta, data):
+            raise InvalidEventError(_depth_message("meta"))
         try:
             back = self._meta_decoder.decode(data)
         except _DECODE_ERRORS as exc:
@@ -193,14 +232,21 @@ class Codec:
     def encode_state(self, state: object) -> bytes:
         """The canonical bytes of a state: what determinism is checked on."""
         try:
-            return self._state_encoder.encode(state)
+            data = self._state_encoder.encode(state)
+        except RecursionError:
+            raise UnencodableValueError(f"the {type(state).__name__} nests deeper than msgpack can encode") from None
         except _ENCODE_ERRORS as exc:
             raise UnencodableValueError(f"cannot encode {type(state).__name__} canonically: {exc}") from None
+        return data
 
-    def encode_checked(self, what: str, value: object, type_: Any) -> bytes:
+    def encode_checked(self, what: str, value: object, type_: Any, *, bounded: bool = False) -> bytes:
         """The canonical bytes of a state or metadata that decodes as `type_` back to an equal value;
-        else UnencodableValueError."""
+        else UnencodableValueError. `bounded`: also refuse nesting deeper than `nesting_depth_max`
+        (a caller's value; a state a reducer folds from bounded events is bounded by what
+        msgpack reads back, and is not walked: that would cost more than encoding it)."""
         data = self.encode_state(value)
+        if bounded and too_deep(value, data):
+            raise UnencodableValueError(_depth_message(what))
         try:
             back = msgspec.msgpack.decode(data, type=type_)
         except _DECODE_ERRORS as exc:

@@ -112,6 +112,10 @@ times, metadata, event bytes) and the same state at every offset of every run, f
 included. The creation time of a fork and the save time of a checkpoint are those of the
 import. A pruned run cannot be exported (its first events are gone). The library
 functions are `eventlog.transfer.export_runs` and `eventlog.transfer.import_runs`.
+An export is written to a new file of a unique name beside the destination, created
+exclusively and readable by its owner only, then renamed over the destination: a link
+planted in the directory is never followed, and a destination that is a symbolic link is
+replaced by the export, never written through.
 
 ## Commands
 """

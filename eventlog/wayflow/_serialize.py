@@ -250,7 +250,14 @@ def _step_key(key: str, steps: dict[str, Any], to_names: bool, conversation_id: 
         return key
     if not key.startswith(_STEP_KEY):
         return key
-    name, rest = json.loads(key[len(_STEP_KEY) :])
+    try:
+        name, rest = json.loads(key[len(_STEP_KEY) :])
+        if not isinstance(name, str) or not isinstance(rest, str):
+            raise TypeError(key)
+    except (ValueError, TypeError, RecursionError):  # a malformed or deeply nested key: named, not raised raw
+        raise WayflowCheckpointError(
+            f"conversation {conversation_id!r}: the checkpoint holds a step key that does not decode: {key[:80]!r}"
+        ) from None
     if name not in steps:
         raise IncompatibleComponentError(
             f"conversation {conversation_id!r}: the checkpoint has state for step {name!r}, which the flow given "
