@@ -61,24 +61,27 @@ class Reader:
     def __init__(self, store: Store, codec: Codec, runs: Runs) -> None:
         self._store, self._codec, self._runs = store, codec, runs
 
-    def decode(self, run_id: str, offset: int, value: bytes, position: int | None = None) -> Any:
-        """A stored entry, decoded; damage is named by run and offset."""
+    def decode(self, run_id: str, key: bytes, value: bytes, position: int | None = None) -> Any:
+        """The entry stored under `events` key `key`, decoded; damage is named by run and offset."""
+        offset = from_u64(key[8:16])
         try:
-            return self._codec.decode_entry(value)
+            return self._codec.decode_entry(value, key)
         except CorruptRecordError as exc:
             raise exc.at(run_id, offset, position) from None
         except UnknownKindError as exc:
             raise exc.at(run_id, offset) from None
 
-    def chunks(self, run_id: str, after: int, upto: int | None, chunk: int) -> Iterator[tuple[str, int, list[bytes]]]:
-        """Stored values of offsets (after, upto] as (owner run id, first offset, values) pieces,
-        each chunk read in its own read transaction."""
+    def chunks(
+        self, run_id: str, after: int, upto: int | None, chunk: int
+    ) -> Iterator[tuple[str, int, int, list[bytes]]]:
+        """Stored values of offsets (after, upto] as (owner run id, owner run number, first offset,
+        values) pieces, each chunk read in its own read transaction."""
         end: int | None = upto
         while True:
 
             def read(
                 txn: Txn, after: int = after, end: int | None = end
-            ) -> tuple[int, list[tuple[str, int, list[bytes]]]]:
+            ) -> tuple[int, list[tuple[str, int, int, list[bytes]]]]:
                 rec = self._runs.require(txn, run_id)
                 stop = check_range(run_id, rec, after, end)
                 return stop, self.pieces(txn, run_id, rec, after, stop, chunk)
@@ -86,8 +89,8 @@ class Reader:
             stop, pieces = self._store.read(read)
             end = stop
             last = after
-            for owner, first, values in pieces:
-                yield owner, first, values
+            for owner, number, first, values in pieces:
+                yield owner, number, first, values
                 last = first + len(values) - 1
             if not pieces or last >= stop:
                 return
@@ -95,9 +98,9 @@ class Reader:
 
     def pieces(
         self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int, room: int
-    ) -> list[tuple[str, int, list[bytes]]]:
+    ) -> list[tuple[str, int, int, list[bytes]]]:
         """At most `room` stored values of offsets (after, upto], read in `txn`, in pieces by owner."""
-        out: list[tuple[str, int, list[bytes]]] = []
+        out: list[tuple[str, int, int, list[bytes]]] = []
         for link in self._runs.segments(txn, run_id, rec, after, upto):
             if room <= 0:
                 break
@@ -113,15 +116,15 @@ class Reader:
                         break
                     expected += 1
                 raise CorruptRecordError(f"offset {expected} is missing", link.run_id, expected)
-            out.append((link.run_id, lo + 1, values))
+            out.append((link.run_id, number, lo + 1, values))
             room -= want
         return out
 
     def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
         """Entries with offsets in (after, upto] in order."""
-        for owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries):
+        for owner, number, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries):
             for i, value in enumerate(values):
-                r = self.decode(owner, first + i, value)
+                r = self.decode(owner, event_key(number, first + i), value)
                 yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event)
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
@@ -182,7 +185,7 @@ class Reader:
             value = txn.get("events", ref)
             if value is None:
                 raise CorruptRecordError("the feed points at a missing entry", run_id, offset, position)
-            r = self.decode(run_id, offset, value, position)
+            r = self.decode(run_id, ref, value, position)
             if r.position != position:
                 raise CorruptRecordError(
                     f"the feed points at an entry of position {r.position}", run_id, offset, position

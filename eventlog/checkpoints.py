@@ -8,6 +8,7 @@ linear when a checkpoint is taken at every step (docs/architecture.md, "Checkpoi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -158,7 +159,7 @@ class Checkpoints(Generic[S]):
     def check_metadata(self, metadata: object) -> dict[str, Any]:
         """Checkpoint metadata as a dict that reads back equal; else UnencodableValueError."""
         meta: Any = {} if metadata is None else metadata
-        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any])
+        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any], bounded=True)
         return dict(meta)
 
     def put(self, txn: Txn, rec: RunRecord, pending: Pending) -> None:
@@ -171,12 +172,13 @@ class Checkpoints(Generic[S]):
             record.checkpoint_id = self._free_id(txn, rec.number)
         elif txn.get("checkpoint_ids", id_key(rec.number, record.checkpoint_id)) is not None:
             raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
-        value = self._codec.encode_value(record)
         rec.checkpoint_seq += 1
-        txn.put("checkpoints", u64(rec.number) + u64(rec.checkpoint_seq), value)
+        key = u64(rec.number) + u64(rec.checkpoint_seq)
+        txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
         txn.put("checkpoint_ids", id_key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
         if pending.snapshot is not None:
-            txn.put("snapshots", snapshot_key(rec.number, record.offset, pending.tag), pending.snapshot)
+            key = snapshot_key(rec.number, record.offset, pending.tag)
+            txn.put("snapshots", key, self._codec.place_frame(pending.snapshot, ("snapshots", key)))
 
     def _free_id(self, txn: Txn, number: int) -> str:
         for _ in range(_limits.id_draws_max):
@@ -186,10 +188,10 @@ class Checkpoints(Generic[S]):
             self._ids.taken(candidate, "a checkpoint id")
         raise self._ids.exhausted()
 
-    def record(self, run_id: str, value: bytes) -> CheckpointRecord:
-        """A stored checkpoint record, decoded; damage names the run."""
+    def record(self, run_id: str, key: bytes, value: bytes) -> CheckpointRecord:
+        """A checkpoint record stored under `key`, decoded; damage names the run."""
         try:
-            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord)
+            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord, ("checkpoints", key))
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         return rec
@@ -256,17 +258,12 @@ class Checkpoints(Generic[S]):
         self, run_id: str, checkpoint_id: str, metadata: dict[str, Any], reducer: Reducer[Any]
     ) -> Checkpoint[S] | None:
         def write(txn: Txn) -> CheckpointRecord | None:
-            rec = self._runs.require(txn, run_id)
-            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
-            if seq is None:
+            found = self._by_id(txn, run_id, checkpoint_id)
+            if found is None:
                 return None
-            key = u64(rec.number) + seq
-            value = txn.get("checkpoints", key)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            record = self.record(run_id, value)
+            key, record = found
             record.metadata = metadata
-            txn.put("checkpoints", key, self._codec.encode_value(record))
+            txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
             return record
 
         found = self._store.write(write)
@@ -277,20 +274,26 @@ class Checkpoints(Generic[S]):
         reducer = self._reducer_or_default(reducer)
         check_id("checkpoint_id", checkpoint_id)
 
-        def find(txn: Txn) -> CheckpointRecord | None:
-            rec = self._runs.require(txn, run_id)
-            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
-            if seq is None:
-                return None
-            value = txn.get("checkpoints", u64(rec.number) + seq)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            return self.record(run_id, value)
-
-        found = self._store.read(find)
+        found = self._store.read(lambda txn: self._by_id(txn, run_id, checkpoint_id))
         if found is None:
             raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        return self._wrap(run_id, found, reducer)
+        return self._wrap(run_id, found[1], reducer)
+
+    def _by_id(self, txn: Txn, run_id: str, checkpoint_id: str) -> tuple[bytes, CheckpointRecord] | None:
+        """(key, record) of the run's checkpoint with this id, found by the id index (None: there is
+        none); CorruptRecordError when the index points at a missing record or at another checkpoint."""
+        rec = self._runs.require(txn, run_id)
+        seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
+        if seq is None:
+            return None
+        key = u64(rec.number) + seq
+        value = txn.get("checkpoints", key)
+        if value is None:
+            raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
+        record = self.record(run_id, key, value)
+        if record.checkpoint_id != checkpoint_id:
+            raise _misindexed(run_id, checkpoint_id, record.checkpoint_id)
+        return key, record
 
     def load_latest(self, run_id: str, *, reducer: Reducer[Any] | None = None) -> Checkpoint[S] | None:
         """The checkpoint saved last (after a delete, the one before it), or None."""
@@ -312,12 +315,12 @@ class Checkpoints(Generic[S]):
         reducer = self._reducer_or_default(reducer)
         limit = check_limit(limit)
 
-        def scan(txn: Txn) -> list[bytes]:
+        def scan(txn: Txn) -> list[tuple[bytes, bytes]]:
             rec = self._runs.require(txn, run_id)
             start, stop = run_range(rec.number)
-            return [value for _, value in txn.scan("checkpoints", start, stop, reverse=True, limit=limit)]
+            return txn.scan("checkpoints", start, stop, reverse=True, limit=limit)
 
-        out = [self._wrap(run_id, self.record(run_id, v), reducer) for v in self._store.read(scan)]
+        out = [self._wrap(run_id, self.record(run_id, k, v), reducer) for k, v in self._store.read(scan)]
         if not newest_first:
             out.reverse()
         return out
@@ -339,8 +342,8 @@ class Checkpoints(Generic[S]):
             if number is not None and now != number:
                 raise ConflictError(run_id, 0, 0, recreated=True)
             number = now
-            for _, value in pairs:
-                yield self._wrap(run_id, self.record(run_id, value), reducer)
+            for key, value in pairs:
+                yield self._wrap(run_id, self.record(run_id, key, value), reducer)
             if len(pairs) < _limits.read_chunk_entries:
                 return
             after = pairs[-1][0] + b"\x00"
@@ -355,8 +358,16 @@ class Checkpoints(Generic[S]):
             seq = txn.get("checkpoint_ids", key)
             if seq is None:
                 raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+            where = u64(rec.number) + seq
+            value = txn.get("checkpoints", where)
+            found = checkpoint_id
+            if value is not None:
+                with contextlib.suppress(CorruptRecordError):  # a damaged record is deleted all the same
+                    found = self.record(run_id, where, value).checkpoint_id
+            if found != checkpoint_id:
+                raise _misindexed(run_id, checkpoint_id, found)  # the index names another: it is not deleted
             txn.delete("checkpoint_ids", key)
-            txn.delete("checkpoints", u64(rec.number) + seq)
+            txn.delete("checkpoints", where)
 
         self._store.write(write)
 
@@ -367,3 +378,7 @@ class Checkpoints(Generic[S]):
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self._reducer)
+
+
+def _misindexed(run_id: str, checkpoint_id: str, found: str) -> CorruptRecordError:
+    return CorruptRecordError(f"the checkpoint id index points {checkpoint_id!r} at checkpoint {found!r}", run_id)

@@ -76,7 +76,7 @@ class RunWriter(Generic[S]):
             if rec is None:
                 return None, 0, 0
             found = self._replay.find_snapshot(txn, self.run_id, rec, rec.head, tag)
-            start, size = (0, 0) if found is None else (found[0], len(found[1]))
+            start, size = (0, 0) if found is None else (found[0], len(found[2]))
             return rec, size, self._replay.bytes_since(txn, self.run_id, rec, start, rec.head, None)
 
         rec, self._snapshot_bytes, self._bytes_since = self._store.read(read)
