@@ -147,7 +147,7 @@ class Maintenance:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete_run(self, run_id: str, expected_offset: int | None = None, expected_number: int | None = None) -> None:
+    def delete_run(self, run_id: str, expected_offset: int | None = None, run_number: int | None = None) -> None:
         """Remove a run: its events, ids, checkpoints and snapshots. Refused while forks of it exist.
 
         One transaction removes the run's record, so the run is gone at once; its records then
@@ -156,7 +156,7 @@ class Maintenance:
 
         def detach(txn: Txn) -> int:
             found = self._runs.get(txn, run_id)
-            if expected_number is not None and (found is None or found.number != expected_number):
+            if run_number is not None and (found is None or found.number != run_number):
                 raise ConflictError(run_id, expected_offset or 0, 0 if found is None else found.head, recreated=True)
             rec = self._runs.require(txn, run_id)
             if expected_offset is not None and rec.head != expected_offset:

@@ -281,10 +281,10 @@ class AsyncEventLog(Generic[S]):
         return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer))
 
     async def delete_run(
-        self, run_id: str, *, expected_offset: int | None = None, expected_number: int | None = None
+        self, run_id: str, *, expected_offset: int | None = None, run_number: int | None = None
     ) -> None:
         await asyncio.to_thread(
-            partial(self.sync.delete_run, run_id, expected_offset=expected_offset, expected_number=expected_number)
+            partial(self.sync.delete_run, run_id, expected_offset=expected_offset, run_number=run_number)
         )
 
     async def verify(self, run_id: str | None = None, **options: Any) -> Any:

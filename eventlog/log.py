@@ -337,15 +337,13 @@ class EventLog(Generic[S]):
         check_run_id(run_id)
         return self._maintenance.prune(run_id, before, self._reducer(reducer))
 
-    def delete_run(
-        self, run_id: str, *, expected_offset: int | None = None, expected_number: int | None = None
-    ) -> None:
+    def delete_run(self, run_id: str, *, expected_offset: int | None = None, run_number: int | None = None) -> None:
         """Remove a run: its events, checkpoints and snapshots (refused while forks of it exist; one
         with damaged entries too). It is gone in one transaction, its records then a chunk per
         transaction (`repair` ends a removal a crash cut short). With `expected_offset` or
-        `expected_number` (see `life`): ConflictError unless the run is still so, and kept."""
+        `run_number` (see `life`): ConflictError unless the run is still so, and kept."""
         check_run_id(run_id)
-        self._maintenance.delete_run(run_id, expected_offset, expected_number)
+        self._maintenance.delete_run(run_id, expected_offset, run_number)
 
     def repair(self) -> list[str]:
         """Finish every delete or prune a crash cut short, then remove index records that point

@@ -557,9 +557,9 @@ def test_delete_run_is_fenced_by_head_and_number(log: eventlog.EventLog) -> None
     log.delete_run("r")
     log.append("r", StepCompleted(node="n", superstep=1))
     with pytest.raises(eventlog.ConflictError, match="deleted"):
-        log.delete_run("r", expected_offset=1, expected_number=number)
+        log.delete_run("r", expected_offset=1, run_number=number)
     assert log.life("r")[1] == 1
-    log.delete_run("r", expected_offset=1, expected_number=log.life("r")[0])
+    log.delete_run("r", expected_offset=1, run_number=log.life("r")[0])
     assert log.life("r") == (0, 0)
 
 

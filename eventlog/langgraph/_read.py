@@ -58,7 +58,7 @@ class Reader(Part):
                     if self.threads.same_life(run):  # not a run deleted (and made again) while it was read
                         return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
                 run.forget()
-            raise ConflictError(run.run_id, 0, self.log.head(run.run_id), recreated=True)
+            raise ConflictError(run.run_id, 0, self.log.head(run.run_id))
 
     def list_tuples(
         self,

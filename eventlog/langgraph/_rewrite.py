@@ -8,7 +8,7 @@ made only if absent: one rewrite of a run at a time), then appends a `RewriteSta
 run at its head: every other saver's writer of the run is then behind the head, so its next
 append fails, and before it makes a new writer it waits for the stage to go (`settle`). The
 run is read up to that mark and replaced only if it is still at it (`delete_run` with
-`expected_offset` and `expected_number`).
+`expected_offset` and `run_number`).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Rewriter:
         except UnknownRunError:
             batches = []
         if log.life(run_id)[0] != number:
-            raise ConflictError(run_id, head, log.head(run_id), recreated=True)
+            raise ConflictError(run_id, head, log.head(run_id))
         return batches
 
     def _rewrite(self, run_id: str, doomed: set[str] | None, head: int) -> Batches:
@@ -246,7 +246,7 @@ class Rewriter:
         number, head = life
         try:
             if number:
-                self.log.delete_run(run_id, expected_offset=head, expected_number=number)
+                self.log.delete_run(run_id, expected_offset=head, run_number=number)
             elif self.log.head(run_id):
                 raise ConflictError(run_id, 0, self.log.head(run_id))
         except (ConflictError, UnknownRunError):
@@ -272,9 +272,9 @@ class Rewriter:
             if number != was[0] or head == was[1]:  # not written since (or the new run, partly written)
                 batches = self.rewrite(stage, None, stage_life)
                 if number:
-                    self.log.delete_run(run_id, expected_offset=head, expected_number=number)
+                    self.log.delete_run(run_id, expected_offset=head, run_number=number)
                 self.write(run_id, batches)
-        self.log.delete_run(stage, expected_offset=stage_life[1], expected_number=stage_life[0])
+        self.log.delete_run(stage, expected_offset=stage_life[1], run_number=stage_life[0])
 
 
 class Part:
