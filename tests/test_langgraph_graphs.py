@@ -494,6 +494,16 @@ def test_admin_leaves_runs_that_are_not_langgraph_threads(saver: EventLogSaver) 
     saver.delete_thread("trip-2")
     assert {"trip-1", "trip-1|b", "trip-2|b"} == set(log.runs())
     assert [e.event for e in log.read("trip-1|b")] == [StepCompleted(node="n", superstep=1)]
+    # pruned to its last checkpoint (no event after the base): judged by that checkpoint's reducer
+    graph.invoke({"messages": [HumanMessage(content="Rome")]}, {"configurable": {"thread_id": "trip-3"}})
+    saver.prune(["trip-3"])
+    log.append_many("trip-4", [StepCompleted(node="n", superstep=i) for i in (1, 2)])
+    log.checkpoints.save("trip-4", 2)
+    log.prune("trip-4", before=2)
+    assert log.run_info("trip-3").base == log.head("trip-3") and log.run_info("trip-4").base == log.head("trip-4")
+    saver.delete_thread("trip-3")
+    saver.delete_thread("trip-4")
+    assert {"trip-1", "trip-1|b", "trip-2|b", "trip-4"} == set(log.runs())
 
 
 # -- rewrites are fenced against other savers ---------------------------------------------------
