@@ -557,6 +557,28 @@ def test_a_saver_waits_while_another_rewrites_the_thread(open_log: Callable[...,
     assert "fenced|:rewrite" not in log.runs()
 
 
+def test_a_copy_onto_a_thread_started_meanwhile_is_refused(open_log: Callable[..., eventlog.EventLog]) -> None:
+    """copy_thread reads the source, then writes the target staged: a target another saver
+    started in between is refused and left as that saver wrote it."""
+    log = open_log()
+    one, two = EventLogSaver(log), EventLogSaver(log)
+    agent_graph(one, ask=False).invoke(
+        {"messages": [HumanMessage(content="Src")]}, {"configurable": {"thread_id": "src"}}
+    )
+    ops = one._ops()
+    batches = ops.admin.copy_of(ops.rewriter.open("src", ""))
+    dst = {"configurable": {"thread_id": "dst"}}
+    agent_graph(two, ask=False).invoke({"messages": [HumanMessage(content="Dst")]}, dst)
+    before = history(agent_graph(two), dst)
+    with pytest.raises(eventlog.ConflictError):
+        ops.rewriter.copy("dst", batches)
+    assert history(agent_graph(one), dst) == before
+    assert "dst|:rewrite" not in log.runs()
+    one.delete_thread("dst")
+    one.copy_thread("src", "dst")
+    assert history(agent_graph(two), dst) == history(agent_graph(two), {"configurable": {"thread_id": "src"}})
+
+
 def test_delete_run_is_fenced_by_head_and_number(log: eventlog.EventLog) -> None:
     log.append("r", StepCompleted(node="n", superstep=1))
     number, head = log.life("r")
