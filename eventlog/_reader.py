@@ -70,20 +70,25 @@ class Reader:
         except UnknownKindError as exc:
             raise exc.at(run_id, offset) from None
 
-    def chunks(self, run_id: str, after: int, upto: int | None, chunk: int) -> Iterator[tuple[str, int, list[bytes]]]:
+    def chunks(
+        self, run_id: str, after: int, upto: int | None, chunk: int, number: int | None = None
+    ) -> Iterator[tuple[str, int, list[bytes]]]:
         """Stored values of offsets (after, upto] as (owner run id, first offset, values) pieces,
-        each chunk read in its own read transaction."""
+        each chunk read in its own read transaction.
+
+        Every chunk is of the run number the first one read (or `number`): RunReplacedError when
+        the run is deleted, or deleted and made again, between two chunks."""
         end: int | None = upto
         while True:
 
             def read(
                 txn: Txn, after: int = after, end: int | None = end
-            ) -> tuple[int, list[tuple[str, int, list[bytes]]]]:
-                rec = self._runs.require(txn, run_id)
+            ) -> tuple[int, int, list[tuple[str, int, list[bytes]]]]:
+                rec = self._runs.require(txn, run_id, number)
                 stop = check_range(run_id, rec, after, end)
-                return stop, self.pieces(txn, run_id, rec, after, stop, chunk)
+                return rec.number, stop, self.pieces(txn, run_id, rec, after, stop, chunk)
 
-            stop, pieces = self._store.read(read)
+            number, stop, pieces = self._store.read(read)
             end = stop
             last = after
             for owner, first, values in pieces:
@@ -117,9 +122,9 @@ class Reader:
             room -= want
         return out
 
-    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
-        """Entries with offsets in (after, upto] in order."""
-        for owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries):
+    def read(self, run_id: str, after: int = 0, upto: int | None = None, number: int | None = None) -> Iterator[Entry]:
+        """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
+        for owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries, number):
             for i, value in enumerate(values):
                 r = self.decode(owner, first + i, value)
                 yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event)

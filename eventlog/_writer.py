@@ -19,7 +19,7 @@ from ._keys import IdSource, check_id, check_int, check_run_id, check_time_ns, e
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import ConflictError, EventLogError, InvalidArgumentError
+from .errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
 from .store._base import KeyExistsError, Store, Txn
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
@@ -252,7 +252,7 @@ class Writer:
         Returns the last position given and whether a checkpoint was written."""
         rec = records[r.run_id]
         if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
-            raise ConflictError(r.run_id, r.expected_offset or 0, 0 if rec is None else rec.head, recreated=True)
+            raise RunReplacedError(r.run_id, r.expected_number, None if rec is None else rec.number, "a run writer used it")
         head = 0 if rec is None else rec.head
         number = 0 if rec is None else rec.number
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)

@@ -19,7 +19,7 @@ import msgspec
 
 from . import _limits
 from ._dictionaries import Dictionaries
-from ._keys import IdSource, check_int, check_limit, check_run_id
+from ._keys import IdSource, check_int, check_limit, check_run_id, check_run_number
 from ._maintenance import Maintenance
 from ._meta import open_meta
 from ._reader import Entry, Reader
@@ -60,6 +60,10 @@ class RunInfo(msgspec.Struct, frozen=True):
     """Number of checkpoints kept."""
     forks: int
     """Number of runs forked from this one."""
+    number: int = 0
+    """The run number of this life of the run id: a run deleted and made again under the same id
+    gets a new one. Pass it as `run_number=` to later reads so they fail (RunReplacedError)
+    rather than read another life of the run."""
 
 
 def _default_clock() -> int:
@@ -179,7 +183,9 @@ class EventLog(Generic[S]):
         def info(txn: Txn) -> RunInfo:
             rec = self._runs.require(txn, run_id)
             n = self.checkpoints.count(txn, rec)
-            return RunInfo(run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks)
+            return RunInfo(
+                run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks, rec.number
+            )
 
         return self.store.read(info)
 
@@ -231,17 +237,23 @@ class EventLog(Generic[S]):
 
     # -- read --------------------------------------------------------------------------------
 
-    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
-        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts)."""
-        check_run_id(run_id)
-        return self._reader.read(run_id, after, upto)
+    def read(
+        self, run_id: str, after: int = 0, upto: int | None = None, *, run_number: int | None = None
+    ) -> Iterator[Entry]:
+        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts).
 
-    def entry(self, run_id: str, offset: int) -> Entry:
-        """The entry at one offset (1..head)."""
+        The read goes a chunk per transaction, every chunk of the life of the run the first one
+        read (or of `run_number`, see `RunInfo.number`): when the run is deleted, or deleted and
+        made again, meanwhile, the next chunk raises RunReplacedError instead of joining two lives."""
+        check_run_id(run_id)
+        return self._reader.read(run_id, after, upto, check_run_number(run_number))
+
+    def entry(self, run_id: str, offset: int, *, run_number: int | None = None) -> Entry:
+        """The entry at one offset (1..head); with `run_number`, of that life of the run only."""
         check_int("offset", offset, -(1 << 64), 1 << 64)
         if offset < 1:
             raise OffsetOutOfRangeError(run_id, offset, self.head(run_id))
-        for e in self.read(run_id, offset - 1, offset):
+        for e in self.read(run_id, offset - 1, offset, run_number=run_number):
             return e
         raise OffsetOutOfRangeError(run_id, offset, self.head(run_id))  # pragma: no cover - read raised first
 
@@ -270,19 +282,33 @@ class EventLog(Generic[S]):
     # -- fold --------------------------------------------------------------------------------
 
     @overload
-    def state_at(self, run_id: str, offset: int | None = None, *, reducer: None = None) -> S: ...
+    def state_at(
+        self, run_id: str, offset: int | None = None, *, reducer: None = None, run_number: int | None = None
+    ) -> S: ...
 
     @overload
-    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[T]) -> T: ...
+    def state_at(
+        self, run_id: str, offset: int | None = None, *, reducer: Reducer[T], run_number: int | None = None
+    ) -> T: ...
 
-    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
+    def state_at(
+        self,
+        run_id: str,
+        offset: int | None = None,
+        *,
+        reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
+    ) -> Any:
         """The run's state after its first `offset` events (default: the head), 0 <= offset <= head.
 
         Loads the nearest snapshot at or below the offset made by the same reducer name and
-        version, then folds the events after it.
+        version, then folds the events after it, a chunk per transaction. The snapshot and the
+        events are of one life of the run: when it is deleted and made again meanwhile, the fold
+        starts again on the new life (a few times at most), or, with `run_number`, raises
+        RunReplacedError unless the run is still that life (see `RunInfo.number`).
         """
         check_run_id(run_id)
-        return self._replay.state_at(run_id, offset, self._reducer(reducer))
+        return self._replay.state_at(run_id, offset, self._reducer(reducer), check_run_number(run_number))
 
     @overload
     def writer(self, run_id: str, *, reducer: None = None, policy: CheckpointPolicy | None = None) -> RunWriter[S]: ...
