@@ -42,6 +42,10 @@ class Entry(msgspec.Struct, frozen=True):
     """The caller's metadata."""
     event: Event
     """The event."""
+    run_number: int = 0
+    """The run number of the life of `run_id` the entry was read from (`RunInfo.number`): a run
+    deleted and made again under the same id gets a new one, so a follower of the feed tells
+    the entries of two lives of one run id apart by it."""
 
     @property
     def time(self) -> _dt.datetime:
@@ -72,9 +76,9 @@ class Reader:
 
     def chunks(
         self, run_id: str, after: int, upto: int | None, chunk: int, number: int | None = None
-    ) -> Iterator[tuple[str, int, list[bytes]]]:
-        """Stored values of offsets (after, upto] as (owner run id, first offset, values) pieces,
-        each chunk read in its own read transaction.
+    ) -> Iterator[tuple[int, str, int, list[bytes]]]:
+        """Stored values of offsets (after, upto] as (run number, owner run id, first offset, values)
+        pieces, each chunk read in its own read transaction.
 
         Every chunk is of the run number the first one read (or `number`): RunReplacedError when
         the run is deleted, or deleted and made again, between two chunks."""
@@ -92,7 +96,7 @@ class Reader:
             end = stop
             last = after
             for owner, first, values in pieces:
-                yield owner, first, values
+                yield number, owner, first, values
                 last = first + len(values) - 1
             if not pieces or last >= stop:
                 return
@@ -124,10 +128,10 @@ class Reader:
 
     def read(self, run_id: str, after: int = 0, upto: int | None = None, number: int | None = None) -> Iterator[Entry]:
         """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
-        for owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries, number):
+        for life, owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries, number):
             for i, value in enumerate(values):
                 r = self.decode(owner, first + i, value)
-                yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event)
+                yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
         """Every entry of every run with position > after, in commit order.
@@ -192,5 +196,5 @@ class Reader:
                 raise CorruptRecordError(
                     f"the feed points at an entry of position {r.position}", run_id, offset, position
                 )
-            out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
+            out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, number))
         return out, position

@@ -175,7 +175,7 @@ class Replay:
         """The state after folding the events (after, upto] of run number `number` into `state`."""
         apply = reducer.apply
         decode = self._codec.decode_entry_event
-        for owner, first, values in self._reader.chunks(run_id, after, upto, _limits.fold_chunk_entries, number):
+        for _, owner, first, values in self._reader.chunks(run_id, after, upto, _limits.fold_chunk_entries, number):
             value = b""
             try:
                 for value in values:

@@ -135,8 +135,9 @@ class Verifier:
             return 0
         checkpoints, snapshots = self._store.read(lambda txn: self._stored(txn, run_id, rec, reducer, report))
         own = self._indexes(run_id, rec, report, ids_indexed)
-        start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
+        start = rec.base
         try:
+            start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
             _, _, start, state = self._replay.start(run_id, start, reducer, rec.number)
         except (CorruptRecordError, PrunedError, ReducerError) as exc:
             problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
@@ -144,7 +145,7 @@ class Verifier:
         self._compare(run_id, rec, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
         pending = 0
         try:
-            for owner, first, values in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
+            for _, owner, first, values in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
                 for i, value in enumerate(values):
                     offset = first + i
                     try:

@@ -219,15 +219,17 @@ class AsyncEventLog(Generic[S]):
     async def runs(self) -> list[str]:
         return await asyncio.to_thread(self.sync.runs)
 
-    async def run_info(self, run_id: str) -> RunInfo:
-        return await asyncio.to_thread(self.sync.run_info, run_id)
+    async def run_info(self, run_id: str, *, run_number: int | None = None) -> RunInfo:
+        return await asyncio.to_thread(partial(self.sync.run_info, run_id, run_number=run_number))
 
-    async def entry(self, run_id: str, offset: int) -> Entry:
-        return await asyncio.to_thread(self.sync.entry, run_id, offset)
+    async def entry(self, run_id: str, offset: int, *, run_number: int | None = None) -> Entry:
+        return await asyncio.to_thread(partial(self.sync.entry, run_id, offset, run_number=run_number))
 
-    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> AsyncIterator[Entry]:
-        """See `EventLog.read`."""
-        return _iterate(partial(self.sync.read, run_id, after, upto))
+    def read(
+        self, run_id: str, after: int = 0, upto: int | None = None, *, run_number: int | None = None
+    ) -> AsyncIterator[Entry]:
+        """See `EventLog.read`: chunks of one life of the run (RunReplacedError when it is made again)."""
+        return _iterate(partial(self.sync.read, run_id, after, upto, run_number=run_number))
 
     def feed(self, after: int = 0, limit: int | None = None) -> AsyncIterator[Entry]:
         """See `EventLog.feed`."""
@@ -267,9 +269,18 @@ class AsyncEventLog(Generic[S]):
         finally:
             self.sync._listeners.remove(wake)
 
-    async def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
+    async def state_at(
+        self,
+        run_id: str,
+        offset: int | None = None,
+        *,
+        reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
+    ) -> Any:
         """See `EventLog.state_at`."""
-        return await asyncio.to_thread(partial(self.sync.state_at, run_id, offset, reducer=reducer))
+        return await asyncio.to_thread(
+            partial(self.sync.state_at, run_id, offset, reducer=reducer, run_number=run_number)
+        )
 
     async def fork(self, run_id: str, at: int, new_run_id: str) -> str:
         return await asyncio.to_thread(self.sync.fork, run_id, at, new_run_id)

@@ -177,11 +177,16 @@ class EventLog(Generic[S]):
                 return
             after = page[-1]
 
-    def run_info(self, run_id: str) -> RunInfo:
-        """Head, base, parent, fork offset, checkpoint and fork counts of a run."""
+    def run_info(self, run_id: str, *, run_number: int | None = None) -> RunInfo:
+        """Head, base, parent, fork offset, checkpoint and fork counts and run number of a run.
+
+        With `run_number`, RunReplacedError unless the run is still that life: run numbers are
+        never given twice, so reads made between two calls that see the same number all read
+        one life of the run."""
+        number = check_run_number(run_number)
 
         def info(txn: Txn) -> RunInfo:
-            rec = self._runs.require(txn, run_id)
+            rec = self._runs.require(txn, run_id, number)
             n = self.checkpoints.count(txn, rec)
             return RunInfo(
                 run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks, rec.number

@@ -138,7 +138,8 @@ def _export(
         f.write(_json.encode(_Run(info.run_id, info.parent, info.fork_offset, info.head, info.created_ns)) + b"\n")
         summary.runs += 1
         pending = 0
-        for entry in log.read(info.run_id, after=info.fork_offset, upto=info.head):
+        # The life of the run `infos` saw, or RunReplacedError: never the entries of one made since.
+        for entry in log.read(info.run_id, after=info.fork_offset, upto=info.head, run_number=info.number):
             f.write(_entry_line(entry) + b"\n")
             summary.entries += 1
             pending += 1
@@ -147,7 +148,7 @@ def _export(
                 pending = 0
         if progress is not None and pending:
             progress(pending, total)
-        for cp in log.checkpoints.iter(info.run_id):
+        for cp in log.checkpoints.iter(info.run_id, run_number=info.number):
             if cp.offset <= info.head:
                 f.write(_checkpoint_line(cp) + b"\n")
                 summary.checkpoints += 1
