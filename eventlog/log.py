@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
@@ -30,7 +31,7 @@ from ._verify import Problem, Verifier, VerifyReport
 from ._writer import Writer
 from .checkpoints import Checkpoints
 from .codec import Cipher, Codec
-from .errors import InvalidArgumentError, OffsetOutOfRangeError
+from .errors import EventLogError, InvalidArgumentError, OffsetOutOfRangeError, RunReplacedError
 from .events import Event
 from .fold import AgentReducer, Reducer, check_reducer, reducer_or
 from .policy import CheckpointPolicy
@@ -193,6 +194,27 @@ class EventLog(Generic[S]):
             )
 
         return self.store.read(info)
+
+    @contextmanager
+    def pinned(self, run_id: str) -> Iterator[RunInfo]:
+        """The run's info, for reads made inside the block that must all be of one life of the run.
+
+        On leaving the block, RunReplacedError when the run was deleted, or deleted and made
+        again, meanwhile (an error raised inside the block is then its cause): run numbers are
+        never given twice, so a run with the same number at both ends was that life throughout.
+        For a single read, `run_number=` does the same at every transaction.
+        """
+        info = self.run_info(run_id)
+        try:
+            yield info
+        except EventLogError as exc:
+            if not isinstance(exc, RunReplacedError):
+                try:
+                    self.run_info(run_id, run_number=info.number)
+                except RunReplacedError as replaced:
+                    raise replaced from exc
+            raise
+        self.run_info(run_id, run_number=info.number)
 
     # -- append ------------------------------------------------------------------------------
 

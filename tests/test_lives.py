@@ -376,3 +376,37 @@ def test_a_fork_never_reads_a_parent_made_again_after_it(log: eventlog.EventLog)
     with pytest.raises(eventlog.CorruptRecordError, match="made again after the fork"):
         log.state_at("f")
     assert not log.verify().ok
+
+
+# -- what the command line and the UI read: several calls, one life -----------------------------
+
+
+def test_pinned_names_a_run_made_again_inside_its_block(log: eventlog.EventLog) -> None:
+    number = make(log, "r", 3)
+    with log.pinned("r") as info:
+        assert (info.number, info.head) == (number, 3)
+    with pytest.raises(eventlog.RunReplacedError), log.pinned("r"):
+        remake(log, "r", 2)  # the reads of the block may have been of either life
+    with pytest.raises(eventlog.RunReplacedError) as caught, log.pinned("r"):
+        remake(log, "r", 1)
+        log.state_at("r", 2)  # the new life is shorter: the error names the cause, not the offset
+    assert isinstance(caught.value.__cause__, eventlog.OffsetOutOfRangeError)
+    with pytest.raises(eventlog.OffsetOutOfRangeError), log.pinned("r"):
+        log.state_at("r", 9)  # the same life: the error is the block's own
+
+
+def test_the_ui_never_shows_a_state_of_two_lives(open_log: Callable[..., eventlog.EventLog]) -> None:
+    pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
+    pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
+    from ui_support import get, serving
+
+    log = open_log(reducer=TRAIL)  # the UI folds with the log's reducer
+    make(log, "r", 6)
+    log.checkpoints.save("r", 3)
+    with serving(log) as base:
+        arm("state", lambda: remake(log, "r", 8))  # in the server's thread, between the snapshot and the fold
+        status, body, _ = get(f"{base}/run/state.json?id=r&at=6")
+        assert status == 409, body
+        assert "deleted and made again" in body
+        status, body, _ = get(f"{base}/run/state.json?id=r&at=6")
+        assert status == 200 and msgspec.json.decode(body)["state"]["nodes"] == [f"new{i}" for i in range(1, 7)]

@@ -114,17 +114,19 @@ def _checkpoint_dict(cp: Any) -> dict[str, Any]:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with _open(args) as log:
+    with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         view = _view(log, args.run)
         if view is not None:
             columns, found = view.history(log, args.run, args.limit)
-            if args.json:
-                _emit_json(found)
-            else:
-                cells = [[row.get(c) for c in columns] for row in found]
-                _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, cells)
-            return EXIT_OK
-        cps = log.checkpoints.list(args.run, limit=args.limit)
+        else:
+            cps = log.checkpoints.list(args.run, limit=args.limit)
+    if view is not None:
+        if args.json:
+            _emit_json(found)
+        else:
+            cells = [[row.get(c) for c in columns] for row in found]
+            _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, cells)
+        return EXIT_OK
     if args.json:
         _emit_json([_checkpoint_dict(cp) for cp in cps])
         return EXIT_OK
@@ -160,12 +162,12 @@ def _resolve(log: Any, run_id: str, point: str) -> tuple[int, str | None]:
 
 
 def _cmd_state(args: argparse.Namespace) -> int:
-    with _open(args) as log:
+    with _open(args) as log, log.pinned(args.run) as info:  # every read of one life of the run
         checkpoint_id = args.checkpoint
         if checkpoint_id is not None:
             offset = log.checkpoints.load(args.run, checkpoint_id).offset
         else:
-            offset = log.run_info(args.run).head if args.at is None else args.at
+            offset = info.head if args.at is None else args.at
         view = _view(log, args.run)
         if view is None:
             state = log.state_at(args.run, offset, reducer=_reducer_of(log, args.run))
@@ -183,7 +185,7 @@ def _cmd_state(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    with _open(args) as log:
+    with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         off_a, cp_a = _resolve(log, args.run, args.a)
         off_b, cp_b = _resolve(log, args.run, args.b)
         reducer = _reducer_of(log, args.run)

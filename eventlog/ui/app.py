@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog import (
+    ConflictError,
     EventLog,
     EventLogError,
     InvalidArgumentError,
@@ -333,7 +334,8 @@ def create_app(
                 if mine:
                     last = mine[-1]
                     status = model.status_after(last.event)
-                    yield _sse("run", {"head": last.offset, "status": status, "position": batch[-1].position})
+                    change = {"head": last.offset, "status": status, "position": batch[-1].position}
+                    yield _sse("run", {**change, "number": last.run_number})  # another: the run was made again
 
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)
@@ -361,7 +363,7 @@ def create_app(
             return error(request, exc.status_code, str(exc.detail))
         if isinstance(exc, (UnknownRunError, OffsetOutOfRangeError, PrunedError)):
             return error(request, 404, str(exc))
-        if isinstance(exc, RunExistsError):
+        if isinstance(exc, (RunExistsError, ConflictError)):  # a run deleted and made again while read, say
             return error(request, 409, str(exc))
         if isinstance(exc, (InvalidRunIdError, InvalidArgumentError)):
             return error(request, 400, str(exc))
@@ -369,15 +371,24 @@ def create_app(
             return error(request, 500, str(exc))
         raise exc
 
+    def one_life(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """`handler`, whose reads of the run it shows are all of one life of it (`EventLog.pinned`)."""
+
+        def pinned(request: Request) -> Response:
+            with log.pinned(_run_id(request)):
+                return handler(request)
+
+        return pinned
+
     handlers: dict[Any, Callable[..., Any]] = {HTTPException: on_error, EventLogError: on_error}
     routes = [
         Route("/", runs_page),
-        Route("/run", run_view),
-        Route("/run/state", state_fragment),
-        Route("/run/state.json", state_fragment),
-        Route("/run/diff", diff_fragment),
-        Route("/run/diff.json", diff_fragment),
-        Route("/run/prompt", prompt_fragment),
+        Route("/run", one_life(run_view)),
+        Route("/run/state", one_life(state_fragment)),
+        Route("/run/state.json", one_life(state_fragment)),
+        Route("/run/diff", one_life(diff_fragment)),
+        Route("/run/diff.json", one_life(diff_fragment)),
+        Route("/run/prompt", one_life(prompt_fragment)),
         Route("/stream", stream),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]

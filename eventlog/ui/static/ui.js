@@ -216,6 +216,10 @@
     });
     listen(root.dataset.stream, {
       run: (change) => {
+        if (String(change.number) !== root.dataset.number) {
+          location.reload(); // the run was deleted and made again: this page shows a life that is gone
+          return;
+        }
         root.dataset.head = change.head;
         document.getElementById("run-head").textContent = Number(change.head).toLocaleString("en");
         const status = document.getElementById("run-status");
