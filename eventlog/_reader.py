@@ -86,7 +86,7 @@ class Reader:
         while True:
 
             def read(
-                txn: Txn, after: int = after, end: int | None = end
+                txn: Txn, after: int = after, end: int | None = end, number: int | None = number
             ) -> tuple[int, int, list[tuple[str, int, list[bytes]]]]:
                 rec = self._runs.require(txn, run_id, number)
                 stop = check_range(run_id, rec, after, end)

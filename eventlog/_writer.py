@@ -252,7 +252,9 @@ class Writer:
         Returns the last position given and whether a checkpoint was written."""
         rec = records[r.run_id]
         if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
-            raise RunReplacedError(r.run_id, r.expected_number, None if rec is None else rec.number, "a run writer used it")
+            raise RunReplacedError(
+                r.run_id, r.expected_number, None if rec is None else rec.number, "a run writer used it"
+            )
         head = 0 if rec is None else rec.head
         number = 0 if rec is None else rec.number
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)

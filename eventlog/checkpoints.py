@@ -215,7 +215,9 @@ class Checkpoints(Generic[S]):
         self, run_id: str, number: int, rec: CheckpointRecord, reducer: Reducer[Any], state: Any = None
     ) -> Checkpoint[Any]:
         """A checkpoint of run number `number`, whose lazy state is folded from that life of the run only."""
-        return Checkpoint(run_id, rec, lambda: self._replay.state_at(run_id, rec.offset, reducer, number), state, number)
+        return Checkpoint(
+            run_id, rec, lambda: self._replay.state_at(run_id, rec.offset, reducer, number), state, number
+        )
 
     # -- the public face -------------------------------------------------------------------------
 

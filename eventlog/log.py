@@ -24,6 +24,7 @@ from ._keys import IdSource, check_int, check_limit, check_run_id, check_run_num
 from ._maintenance import Maintenance
 from ._meta import open_meta
 from ._reader import Entry, Reader
+from ._records import RunRecord
 from ._replay import Replay
 from ._runs import Runs
 from ._stats import log_stats
@@ -65,6 +66,33 @@ class RunInfo(msgspec.Struct, frozen=True):
     """The run number of this life of the run id: a run deleted and made again under the same id
     gets a new one. Pass it as `run_number=` to later reads so they fail (RunReplacedError)
     rather than read another life of the run."""
+
+
+def _run_info(run_id: str, rec: RunRecord, checkpoints: int) -> RunInfo:
+    return RunInfo(
+        run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, checkpoints, rec.forks, rec.number
+    )
+
+
+def _pinned(log: EventLog[Any], run_id: str) -> Iterator[RunInfo]:
+    """`with log.pinned(run_id) as info:` the run's info, for reads made inside the block that
+    must all be of one life of the run (the command line's and the UI's, say).
+
+    On leaving the block, RunReplacedError when the run was deleted, or deleted and made again,
+    meanwhile (an error raised inside the block is then its cause): run numbers are never given
+    twice, so a run with the same number at both ends was that life throughout. For a single
+    read, `run_number=` does the same at every transaction."""
+    info = log.run_info(run_id)
+    try:
+        yield info
+    except EventLogError as exc:
+        if not isinstance(exc, RunReplacedError):
+            try:
+                log.run_info(run_id, run_number=info.number)
+            except RunReplacedError as replaced:
+                raise replaced from exc
+        raise
+    log.run_info(run_id, run_number=info.number)
 
 
 def _default_clock() -> int:
@@ -179,42 +207,15 @@ class EventLog(Generic[S]):
             after = page[-1]
 
     def run_info(self, run_id: str, *, run_number: int | None = None) -> RunInfo:
-        """Head, base, parent, fork offset, checkpoint and fork counts and run number of a run.
-
-        With `run_number`, RunReplacedError unless the run is still that life: run numbers are
-        never given twice, so reads made between two calls that see the same number all read
-        one life of the run."""
-        number = check_run_number(run_number)
+        """What the log knows of a run (with `run_number`: RunReplacedError unless it is that life)."""
 
         def info(txn: Txn) -> RunInfo:
-            rec = self._runs.require(txn, run_id, number)
-            n = self.checkpoints.count(txn, rec)
-            return RunInfo(
-                run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, n, rec.forks, rec.number
-            )
+            rec = self._runs.require(txn, run_id, check_run_number(run_number))
+            return _run_info(run_id, rec, self.checkpoints.count(txn, rec))
 
         return self.store.read(info)
 
-    @contextmanager
-    def pinned(self, run_id: str) -> Iterator[RunInfo]:
-        """The run's info, for reads made inside the block that must all be of one life of the run.
-
-        On leaving the block, RunReplacedError when the run was deleted, or deleted and made
-        again, meanwhile (an error raised inside the block is then its cause): run numbers are
-        never given twice, so a run with the same number at both ends was that life throughout.
-        For a single read, `run_number=` does the same at every transaction.
-        """
-        info = self.run_info(run_id)
-        try:
-            yield info
-        except EventLogError as exc:
-            if not isinstance(exc, RunReplacedError):
-                try:
-                    self.run_info(run_id, run_number=info.number)
-                except RunReplacedError as replaced:
-                    raise replaced from exc
-            raise
-        self.run_info(run_id, run_number=info.number)
+    pinned = contextmanager(_pinned)
 
     # -- append ------------------------------------------------------------------------------
 
@@ -267,11 +268,8 @@ class EventLog(Generic[S]):
     def read(
         self, run_id: str, after: int = 0, upto: int | None = None, *, run_number: int | None = None
     ) -> Iterator[Entry]:
-        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts).
-
-        The read goes a chunk per transaction, every chunk of the life of the run the first one
-        read (or of `run_number`, see `RunInfo.number`): when the run is deleted, or deleted and
-        made again, meanwhile, the next chunk raises RunReplacedError instead of joining two lives."""
+        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts), all of
+        one life of the run (`run_number`, or the first chunk's): else RunReplacedError at the next chunk."""
         check_run_id(run_id)
         return self._reader.read(run_id, after, upto, check_run_number(run_number))
 
@@ -309,33 +307,20 @@ class EventLog(Generic[S]):
     # -- fold --------------------------------------------------------------------------------
 
     @overload
-    def state_at(
-        self, run_id: str, offset: int | None = None, *, reducer: None = None, run_number: int | None = None
-    ) -> S: ...
+    def state_at(self, run_id: str, offset: int | None = None, *, reducer: None = None) -> S: ...
 
     @overload
-    def state_at(
-        self, run_id: str, offset: int | None = None, *, reducer: Reducer[T], run_number: int | None = None
-    ) -> T: ...
+    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[T]) -> T: ...
 
-    def state_at(
-        self,
-        run_id: str,
-        offset: int | None = None,
-        *,
-        reducer: Reducer[Any] | None = None,
-        run_number: int | None = None,
-    ) -> Any:
+    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
         """The run's state after its first `offset` events (default: the head), 0 <= offset <= head.
 
         Loads the nearest snapshot at or below the offset made by the same reducer name and
-        version, then folds the events after it, a chunk per transaction. The snapshot and the
-        events are of one life of the run: when it is deleted and made again meanwhile, the fold
-        starts again on the new life (a few times at most), or, with `run_number`, raises
-        RunReplacedError unless the run is still that life (see `RunInfo.number`).
+        version, then folds the events after it, all of one life of the run: when it is deleted
+        and made again meanwhile, the fold starts again (`pinned` keeps to one life instead).
         """
         check_run_id(run_id)
-        return self._replay.state_at(run_id, offset, self._reducer(reducer), check_run_number(run_number))
+        return self._replay.state_at(run_id, offset, self._reducer(reducer))
 
     @overload
     def writer(self, run_id: str, *, reducer: None = None, policy: CheckpointPolicy | None = None) -> RunWriter[S]: ...

@@ -172,8 +172,9 @@ def test_state_at_never_folds_one_lifes_snapshot_with_anothers_events(log: event
     number = make(log, "r", 6)
     log.checkpoints.save("r", 3, reducer=TRAIL)
     arm("state", lambda: remake(log, "r", 8, how))
-    with pytest.raises(eventlog.RunReplacedError):
-        log.state_at("r", 6, reducer=TRAIL, run_number=number)
+    with pytest.raises(eventlog.RunReplacedError), log.pinned("r") as info:
+        assert info.number == number
+        log.state_at("r", 6, reducer=TRAIL)
 
 
 def test_state_at_never_folds_chunks_of_two_lives(log: eventlog.EventLog, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,7 +229,7 @@ def test_lazy_checkpoint_state_is_of_its_own_life(log: eventlog.EventLog, get: s
     if how != "deleted":
         log.checkpoints.save("r", 2, checkpoint_id="c", reducer=TRAIL)  # the same id, in the new life
     with pytest.raises(eventlog.RunReplacedError):
-        cp.state
+        _ = cp.state
     assert cp.checkpoint_id == "c" and cp.run_number == number
     if how != "deleted":
         assert _get(log, get).state.nodes != ["old1", "old2"]
@@ -352,7 +353,7 @@ def test_the_async_face_pins_the_run_number(log: eventlog.EventLog) -> None:
         with pytest.raises(eventlog.RunReplacedError):
             [e async for e in alog.read("r", run_number=number)]
         with pytest.raises(eventlog.RunReplacedError):
-            await alog.state_at("r", 2, run_number=number)
+            await alog.entry("r", 2, run_number=number)
         with pytest.raises(eventlog.RunReplacedError):
             await alog.run_info("r", run_number=number)
 
