@@ -50,14 +50,15 @@ class Maintenance:
         self._store, self._codec, self._runs = store, codec, runs
         self._replay, self._checkpoints = replay, checkpoints
 
-    def fork(self, run_id: str, at: int, new_run_id: str, now: int) -> str:
-        """A new run whose first `at` events are this run's, shared by reference; returns its id."""
+    def fork(self, run_id: str, at: int, new_run_id: str, now: int, number: int | None = None) -> str:
+        """A new run whose first `at` events are this run's, shared by reference; returns its id.
+        With `number`, of that life of the run only (else RunReplacedError, before anything is written)."""
         check_run_id(run_id)
         check_run_id(new_run_id)
         check_int("at", at, -(1 << 64), 1 << 64)
 
         def write(txn: Txn) -> str:
-            parent = self._runs.require(txn, run_id)
+            parent = self._runs.require(txn, run_id, number, "it was forked")
             check_offset(run_id, "at", at, parent.head)
             if at < parent.base:
                 raise PrunedError(run_id, at, parent.base)

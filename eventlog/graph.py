@@ -265,7 +265,8 @@ class CompiledGraph:
         if from_checkpoint is not None:
             cp = self.log.checkpoints.load(run_id, from_checkpoint, reducer=self.reducer)
             self._check_compatible(run_id, cp.state, cp.offset)
-            run_id = self.log.fork(run_id, cp.offset, new_run_id or f"{run_id}@{cp.offset}")
+            new_run_id = new_run_id or f"{run_id}@{cp.offset}"
+            run_id = self.log.fork(run_id, cp.offset, new_run_id, run_number=cp.run_number)  # the checkpoint's life
         elif new_run_id is not None:
             raise GraphError(f"run {run_id!r}: new_run_id needs from_checkpoint (the checkpoint to fork at)")
         rec = self._recorder(run_id, metadata)

@@ -352,9 +352,9 @@ class EventLog(Generic[S]):
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def fork(self, run_id: str, at: int, new_run_id: str) -> str:
-        """A new run whose first `at` events are this run's, shared by reference; returns its id."""
-        return self._maintenance.fork(run_id, at, new_run_id, self._writer.now())
+    def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
+        """A new run whose first `at` events are this run's (of life `run_number`), shared by reference."""
+        return self._maintenance.fork(run_id, at, new_run_id, self._writer.now(), check_run_number(run_number))
 
     def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.

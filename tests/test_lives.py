@@ -411,3 +411,15 @@ def test_the_ui_never_shows_a_state_of_two_lives(open_log: Callable[..., eventlo
         assert "deleted and made again" in body
         status, body, _ = get(f"{base}/run/state.json?id=r&at=6")
         assert status == 200 and msgspec.json.decode(body)["state"]["nodes"] == [f"new{i}" for i in range(1, 7)]
+
+
+def test_a_fork_pinned_to_a_run_number_forks_that_life_or_nothing(log: eventlog.EventLog) -> None:
+    number = make(log, "r", 3)
+    cp = log.checkpoints.save("r", 2)
+    remake(log, "r", 4)
+    with pytest.raises(eventlog.RunReplacedError):
+        log.fork("r", cp.offset, "b", run_number=cp.run_number)
+    assert "b" not in log.runs()  # refused before anything was written
+    log.fork("r", 2, "b", run_number=log.run_info("r").number)
+    assert [e.event.node for e in log.read("b")] == ["new1", "new2"]
+    assert number != log.run_info("r").number

@@ -16,6 +16,8 @@ from ..diff import builtins as _builtins
 from ..diff import diff_states
 from ..errors import (
     EventLogError,
+    RunReplacedError,
+    UnknownRunError,
 )
 from ._common import (
     EXIT_CORRUPT,
@@ -52,8 +54,16 @@ def _view(log: Any, run_id: str) -> Any:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     with _open(args) as log:
-        infos = [log.run_info(rid) for rid in log.runs()]
-        views = {} if args.json else {i.run_id: v for i in infos if (v := _view(log, i.run_id)) is not None}
+        infos, views = [], {}
+        for rid in log.runs():
+            try:
+                info = log.run_info(rid)
+                view = None if args.json else _view(log, rid)
+            except (UnknownRunError, RunReplacedError):
+                continue  # deleted (and made again) since the runs were listed
+            infos.append(info)
+            if view is not None:
+                views[rid] = view
     if args.json:
         _emit_json(infos)
         return EXIT_OK

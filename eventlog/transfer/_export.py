@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import msgspec
 
+from ..errors import UnknownRunError
 from ..log import EventLog
 from ._format import (
     FORMAT,
@@ -41,8 +42,14 @@ def _order(log: EventLog[Any], run_ids: Iterable[str] | None) -> list[str]:
         chain: list[str] = []
         current: str | None = run_id
         while current is not None and current not in done and current not in chain:
+            try:
+                parent = log.run_info(current).parent
+            except UnknownRunError:
+                if run_ids is not None or current != run_id:
+                    raise
+                break  # every run was asked for: this one was deleted since they were listed
             chain.append(current)
-            current = log.run_info(current).parent
+            current = parent
         for rid in reversed(chain):
             done.add(rid)
             order.append(rid)
