@@ -146,7 +146,7 @@ class Maintenance:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete_run(self, run_id: str) -> None:
+    def delete_run(self, run_id: str, number: int | None = None) -> None:
         """Remove a run: its events, ids, checkpoints and snapshots. Refused while forks of it exist.
 
         One transaction removes the run's record, so the run is gone at once; its records then
@@ -154,7 +154,7 @@ class Maintenance:
         positions of the run are then found by scanning the feed."""
 
         def detach(txn: Txn) -> int:
-            rec = self._runs.require(txn, run_id)
+            rec = self._runs.require(txn, run_id, number, "a delete of it waited")
             if rec.forks:
                 raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
             self._runs.keep_position(txn)

@@ -273,14 +273,14 @@ class AsyncEventLog(Generic[S]):
         """See `EventLog.state_at`."""
         return await asyncio.to_thread(partial(self.sync.state_at, run_id, offset, reducer=reducer))
 
-    async def fork(self, run_id: str, at: int, new_run_id: str) -> str:
-        return await asyncio.to_thread(self.sync.fork, run_id, at, new_run_id)
+    async def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
+        return await asyncio.to_thread(partial(self.sync.fork, run_id, at, new_run_id, run_number=run_number))
 
     async def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer))
 
-    async def delete_run(self, run_id: str) -> None:
-        await asyncio.to_thread(self.sync.delete_run, run_id)
+    async def delete_run(self, run_id: str, *, run_number: int | None = None) -> None:
+        await asyncio.to_thread(partial(self.sync.delete_run, run_id, run_number=run_number))
 
     async def verify(self, run_id: str | None = None, **options: Any) -> Any:
         return await asyncio.to_thread(partial(self.sync.verify, run_id, **options))

@@ -369,13 +369,13 @@ class EventLog(Generic[S]):
         check_run_id(run_id)
         return self._maintenance.prune(run_id, before, self._reducer(reducer))
 
-    def delete_run(self, run_id: str) -> None:
-        """Remove a run: its events, checkpoints and snapshots. Refused while forks of it exist.
-        A run with damaged entries can be deleted too. The run is gone (and its id free) after
-        one transaction; its records are then removed a chunk per transaction (`repair` ends
+    def delete_run(self, run_id: str, *, run_number: int | None = None) -> None:
+        """Remove a run (with `run_number`, only that life of it): its events, checkpoints and snapshots.
+        Refused while forks of it exist. A run with damaged entries can be deleted too. The run is gone
+        (its id free) after one transaction; its records then go a chunk per transaction (`repair` ends
         a removal a crash cut short)."""
         check_run_id(run_id)
-        self._maintenance.delete_run(run_id)
+        self._maintenance.delete_run(run_id, check_run_number(run_number))
 
     def repair(self) -> list[str]:
         """Finish every delete or prune a crash cut short, then remove index records that point

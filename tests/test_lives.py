@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -423,3 +427,28 @@ def test_a_fork_pinned_to_a_run_number_forks_that_life_or_nothing(log: eventlog.
     log.fork("r", 2, "b", run_number=log.run_info("r").number)
     assert [e.event.node for e in log.read("b")] == ["new1", "new2"]
     assert number != log.run_info("r").number
+
+
+def test_the_command_line_deletes_only_the_life_it_asked_about(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    with eventlog.open(path) as log:
+        make(log, "r", 3)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    argv = [sys.executable, "-m", "eventlog", "--log", str(path), "delete", "r"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    killer = threading.Timer(60, p.kill)  # never hang the suite
+    killer.start()
+    try:
+        assert p.stderr is not None
+        prompt = b"delete run 'r' (3 events, 0 checkpoints)? [y/N] "
+        assert p.stderr.read(len(prompt)) == prompt  # the command waits for its answer
+        with eventlog.open(path) as log:  # meanwhile another process deletes the run and makes it again
+            remake(log, "r", 5)
+        out, err = p.communicate(b"y\n", timeout=60)
+    finally:
+        killer.cancel()
+    assert p.returncode == 4, err  # a conflict: the run it asked about is gone
+    assert b"deleted and made again" in err
+    with eventlog.open(path) as log:
+        assert [e.event.node for e in log.read("r")] == [f"new{i}" for i in range(1, 6)]

@@ -299,7 +299,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
             if answer not in ("y", "yes"):
                 raise _Fail(f"run {args.run!r} was not deleted", EXIT_ERROR)
         with _progress(f"deleting run {args.run}", None):
-            log.delete_run(args.run)
+            log.delete_run(args.run, run_number=info.number)  # the life the user was asked about
     if args.json:
         _emit_json({"run_id": args.run, "deleted": True})
     else:
