@@ -22,6 +22,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import eventlog
 import eventlog.aio
@@ -452,3 +454,60 @@ def test_the_command_line_deletes_only_the_life_it_asked_about(tmp_path: Path) -
     assert b"deleted and made again" in err
     with eventlog.open(path) as log:
         assert [e.event.node for e in log.read("r")] == [f"new{i}" for i in range(1, 6)]
+
+
+def test_the_ui_forks_only_the_life_its_page_shows(log: eventlog.EventLog) -> None:
+    pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
+    pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
+    import json
+    import re
+
+    from ui_support import get, serving
+
+    make(log, "r", 3)
+    with serving(log, allow_writes=True) as url:
+        _, page, _ = get(f"{url}/run?id=r")
+        key = re.search(r'<meta name="eventlog-write" content="([^"]+)">', page).group(1)  # type: ignore[union-attr]
+        number = re.search(r'data-number="(\d+)"', page).group(1)  # type: ignore[union-attr]
+        remake(log, "r", 5)  # while the page is open
+        form = {"run": "r", "at": 2, "new": "b", "number": int(number)}
+        status, body, _ = get(f"{url}/run/fork", {"x-eventlog-write": key}, json.dumps(form).encode())
+        assert status == 409 and "deleted and made again" in body
+        assert "b" not in log.runs()
+        _, page, _ = get(f"{url}/run?id=r")
+        assert f'data-number="{log.run_info("r").number}"' in page
+
+
+@given(
+    chunk=st.integers(1, 4),
+    n=st.integers(1, 8),
+    taken=st.integers(1, 8),  # a read starts at its first entry
+    how=st.sampled_from([*HOW, "none"]),
+    m=st.integers(3, 9),
+)
+def test_a_read_is_a_prefix_of_one_life_then_done_or_refused(chunk: int, n: int, taken: int, how: str, m: int) -> None:
+    """However chunks fall and wherever the run is made again, a read yields a prefix of the
+    life it started on, in order, and then ends with that life's last entry or RunReplacedError."""
+    from eventlog.store import MemoryStore
+
+    saved = _limits.read_chunk_entries
+    _limits.read_chunk_entries = chunk
+    try:
+        log = eventlog.EventLog(MemoryStore())
+        number = make(log, "r", n)
+        it = log.read("r")
+        got = [e for _, e in zip(range(min(taken, n)), it, strict=False)]
+        if how != "none":
+            remake(log, "r", m, how)
+        try:
+            got += list(it)
+            refused = False
+        except eventlog.RunReplacedError:
+            refused = True
+    finally:
+        _limits.read_chunk_entries = saved
+    assert [(e.offset, e.event.node, e.run_number) for e in got] == [
+        (i, f"old{i}", number) for i in range(1, len(got) + 1)
+    ]
+    assert refused or len(got) == n
+    assert not refused or how != "none"

@@ -6,6 +6,7 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -169,6 +170,8 @@ class _ForkForm(msgspec.Struct):
     run: str
     at: int
     new: str
+    number: int | None = None
+    """The run number of the life of the run the page shows: a fork of another life is refused."""
 
 
 def _json_response(doc: Any) -> Response:
@@ -350,7 +353,8 @@ def create_app(
         run_id, at, new_id = form.run, form.at, form.new.strip()
         if not new_id:
             raise HTTPException(400, "a fork needs the new run's id")
-        created = await anyio.to_thread.run_sync(lambda: log.fork(run_id, at=at, new_run_id=new_id))
+        fork = partial(log.fork, run_id, at=at, new_run_id=new_id, run_number=form.number)
+        created = await anyio.to_thread.run_sync(fork)
         return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
 
     def error(request: Request, status: int, message: str) -> Response:

@@ -178,7 +178,12 @@
       e.preventDefault();
       const key = document.querySelector('meta[name="eventlog-write"]');
       const out = form.querySelector(".fork-result");
-      const body = JSON.stringify({ run: form.dataset.run, at: Number(form.dataset.at), new: form.elements.new.value });
+      const body = JSON.stringify({
+        run: form.dataset.run,
+        at: Number(form.dataset.at),
+        new: form.elements.new.value,
+        number: Number(root.dataset.number), // the life of the run this page shows, and no other
+      });
       const response = await fetch("/run/fork", {
         method: "POST",
         credentials: "same-origin",
