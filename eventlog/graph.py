@@ -289,7 +289,8 @@ class CompiledGraph:
             self._append(rec, [Resumed(value=value, nodes=list(state.paused_nodes))])
         elif value is not _MISSING:
             raise RunNotPausedError(f"run {run_id!r} is {state.status} at offset {rec.offset}, not paused; drop value=")
-        return self._drive(rec, superstep_from_log(self.log, self.reducer, run_id, rec.state))
+        assert rec.run_number is not None  # the run has events
+        return self._drive(rec, superstep_from_log(self.log, self.reducer, run_id, rec.state, rec.run_number))
 
     def update_state(self, run_id: str, values: Mapping[str, Any], as_node: str | None = None) -> int:
         """Edit the run's values by hand (a StateUpdated event); return its offset.
