@@ -17,6 +17,8 @@ from typing import Any, TypeVar, overload
 from . import _limits, events
 from .checkpoints import Checkpoint, Checkpoints
 from .errors import (
+    AccessDeniedError,
+    AlreadyOpenError,
     CheckpointNotFoundError,
     ClosedError,
     ConflictError,
@@ -56,8 +58,10 @@ Recorder = RunWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AgentReducer",
     "AgentState",
+    "AlreadyOpenError",
     "Checkpoint",
     "CheckpointNotFoundError",
     "CheckpointPolicy",
@@ -170,8 +174,10 @@ def open(
     `map_size_bytes` and `map_size_bytes_max` (LMDB): the map's first and largest size.
     `pool_size` (PostgreSQL): connections kept open at most (default 8).
     `clock` returns nanoseconds since the epoch and `ids` returns new unique id strings:
-    inject them to make a run replay exactly. `key`: a 32-byte key that encrypts every
-    record (AES-GCM; needs `pip install 'eventlog[crypto]'`); the key is never stored.
+    inject them to make a run replay exactly. `key`: a 32-byte key that seals every
+    record, bound to its place (AES-GCM; needs `pip install 'eventlog[crypto]'`); the key is
+    never stored. A log is sealed when it is created with a key, and only then: a key for a
+    log that is not sealed, none for a sealed log and a wrong key are KeyMismatchError.
     `reducer` is the default for state_at and checkpoints (AgentReducer unless given).
     An option that does not apply to the chosen store is refused (InvalidArgumentError).
     """

@@ -32,13 +32,14 @@ class Dictionaries:
     def load(self, dict_id: int) -> bytes | None:
         """A dictionary's bytes from the log's meta, or None when it is missing."""
         raw = self._store.read(lambda txn: txn.get("meta", dict_key(dict_id)))
-        return None if raw is None else self._codec.payload(raw, _limits.dictionary_size_bytes * 4)
+        place = ("meta", dict_key(dict_id))
+        return None if raw is None else self._codec.payload(raw, place, _limits.dictionary_size_bytes * 4)
 
     def open(self, txn: Txn) -> None:
         """Make every stored dictionary known to the codec and read the schedule (at open)."""
         for key, raw in txn.scan("meta", META_DICT, META_DICT + b"\xff"):
             try:
-                data = self._codec.payload(raw, _limits.dictionary_size_bytes * 4)
+                data = self._codec.payload(raw, ("meta", key), _limits.dictionary_size_bytes * 4)
             except CorruptRecordError:
                 continue  # verify names it; records that use it fail by name when read
             self._codec.add_dictionary(from_u64(key[len(META_DICT) :]), data)
@@ -81,7 +82,7 @@ class Dictionaries:
                 if value is None:
                     continue
                 try:
-                    payload = self._codec.payload(value)
+                    payload = self._codec.payload(value, ("events", ref))
                 except CorruptRecordError:
                     continue
                 samples.append(payload)
@@ -102,7 +103,8 @@ class Dictionaries:
             if trained is None:
                 self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, position * 2)
                 return position * 2, False
-            txn.put("meta", dict_key(current + 1), self._codec.compress(trained, 0))
+            key = dict_key(current + 1)
+            txn.put("meta", key, self._codec.compress(trained, 0, ("meta", key)))
             self._runs.put_meta_int(txn, META_DICT_CURRENT, current + 1)
             upcoming = position * _limits.dictionary_retrain_factor
             self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, upcoming)

@@ -23,6 +23,8 @@ META_DICT_NEXT_TRY = b"dict.next_try"
 META_DICT = b"dict:"
 META_RECORD_SIZE_MAX = b"limit.record_size_bytes_max"
 META_KEY_CHECK = b"key.check"
+META_LOG_ID = b"log.id"  # the log's 16 random bytes, drawn when it is created (format 3 on)
+META_SEALED = b"sealed"  # 1 when the log is sealed, 0 when not: fixed when it is created (format 3 on)
 META_REMOVING = b"removing:"  # + run number: offsets up to the value (u64) and a flag byte are being removed
 
 

@@ -5,7 +5,7 @@ The checks at the bottom run at import time so that limits that disagree fail lo
 
 from __future__ import annotations
 
-format_version = 2
+format_version = 3
 """Version of the log's layout written by this code (the `format` meta record). A log written by a
 newer version is refused; a log of an older version is migrated when opened for writing."""
 
@@ -33,6 +33,14 @@ record_size_bytes_max = 16 * 1024 * 1024
 
 snapshot_size_bytes_max = 1024 * 1024 * 1024
 """Limit on one encoded snapshot of a state (before compression)."""
+
+nesting_depth_max = 256
+"""Deepest nesting of lists, maps and structs (the event itself is level 1) in an event, its
+meta or a checkpoint's metadata the log writes. msgspec's decoders stop about 1,000 levels
+below the caller's stack, so what is written reads back in any caller; deeper input to a
+decoder (an import file, a fork request) is refused by name. A state is folded from such
+events and must read back where it is written (walking every state would cost more than
+encoding it)."""
 
 batch_events_max = 100_000
 """Most events one `append_many` call may commit at once."""
@@ -140,3 +148,4 @@ assert dictionary_train_records_min <= dictionary_sample_records_max
 assert map_size_bytes_initial <= map_size_bytes_max
 assert record_header_size_bytes < compress_size_bytes_min <= compress_nodict_size_bytes_min
 assert dictionary_retrain_factor >= 2
+assert 16 <= nesting_depth_max <= 512  # well inside msgspec's recursion limit

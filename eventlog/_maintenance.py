@@ -103,10 +103,11 @@ class Maintenance:
                 if rec.number != number or rec.base != old_base or base > rec.head:
                     return None  # the run changed since the plan: plan again
                 self._runs.keep_position(txn)
-                txn.put("snapshots", snapshot_key(number, base, tag), snapshot)
+                key = snapshot_key(number, base, tag)
+                txn.put("snapshots", key, self._codec.place_frame(snapshot, ("snapshots", key)))
                 start, stop = run_range(number)
                 for key, value in scan_chunks(txn, "checkpoints", start, stop):
-                    cp = self._checkpoints.record(run_id, value)
+                    cp = self._checkpoints.record(run_id, key, value)
                     if cp.offset < base:
                         txn.delete("checkpoints", key)
                         txn.delete("checkpoint_ids", u64(number) + cp.checkpoint_id.encode())
@@ -128,8 +129,8 @@ class Maintenance:
         rec = self._runs.require(txn, run_id)
         start, stop = run_range(rec.number)
         keep = None
-        for _, value in scan_chunks(txn, "checkpoints", start, stop):
-            cp = self._checkpoints.record(run_id, value)
+        for key, value in scan_chunks(txn, "checkpoints", start, stop):
+            cp = self._checkpoints.record(run_id, key, value)
             if cp.offset <= before and cp.reducer == reducer.name and cp.reducer_version == reducer.version:
                 keep = cp.offset if keep is None else max(keep, cp.offset)
         if keep is None and again and rec.base:
@@ -218,7 +219,7 @@ class Maintenance:
                 txn.delete("events", key)
                 size += len(value)
                 try:
-                    position, _ = self._codec.decode_entry_id(value)  # the event itself is not needed
+                    position, _ = self._codec.decode_entry_id(value, key)  # the event itself is not needed
                 except CorruptRecordError:
                     damaged = True
                     continue

@@ -7,21 +7,35 @@ short by a crash runs again at the next open (docs/format.md, "Versions").
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 
 from . import _limits
 from ._dictionaries import Dictionaries
-from ._keys import META_FORMAT, META_KEY_CHECK, META_RECORD_SIZE_MAX, from_u64, id_key
+from ._keys import (
+    META_FORMAT,
+    META_KEY_CHECK,
+    META_LOG_ID,
+    META_RECORD_SIZE_MAX,
+    META_SEALED,
+    from_u64,
+    id_key,
+)
 from ._runs import Runs
-from .codec import Codec
+from .codec import RAW, Codec, frame, unframe
 from .errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NoLogError, NotALogError
 from .store._base import Store, Txn
 
+_LOG_ID_BYTES = 16
+
+KEY_SOURCES = "eventlog.open(path, key=...); on the command line --key-file PATH or EVENTLOG_KEY_FILE"
+"""Where a key is given, as errors name it."""
+
 
 def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries) -> int:
-    """Check (or write, for a new log) the format, adopt the stored limits, migrate an older
-    format when the log is writable. Returns the log's format version after opening."""
+    """Check (or write, for a new log) the format and the seal, adopt the stored limits, migrate an
+    older format when the log is writable. Returns the log's format version after opening."""
 
     def check(txn: Txn) -> tuple[int, int]:
         raw = txn.get("meta", META_FORMAT)
@@ -39,28 +53,20 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
                 f"the log was written in format version {version}; this eventlog reads up to "
                 f"{_limits.format_version}. Upgrade eventlog to open it"
             )
-        check_key(txn, codec)
+        check_seal(txn, codec, runs, version)
         dictionaries.open(txn)
         return version, stored_limit
 
     version, stored_limit = store.read(check)
+    if version == 0:
+        if store.readonly:
+            raise NoLogError("there is no log to open read-only")
+        store.write(partial(_create, codec=codec, runs=runs))
+        version, stored_limit = store.read(check)  # the log as created, by this process or another
     # Records written under a larger limit than this process's stay readable.
     codec.read_size_bytes_max = max(codec.record_size_bytes_max, stored_limit or _limits.record_size_bytes_max)
     if store.readonly:
-        if version == 0:
-            raise NoLogError("there is no log to open read-only")
         return version
-    if version == 0:
-
-        def init(txn: Txn) -> None:
-            if txn.get("meta", META_FORMAT) is None:
-                runs.put_meta_int(txn, META_FORMAT, _limits.format_version)
-                runs.put_meta_int(txn, META_RECORD_SIZE_MAX, codec.record_size_bytes_max)
-                if codec.sealed:
-                    txn.put("meta", META_KEY_CHECK, codec.compress(_KEY_CHECK, 0))
-
-        store.write(init)
-        return _limits.format_version
     for target, migrate in _MIGRATIONS:
         if version < target:
             migrate(store, codec, runs)
@@ -71,24 +77,99 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
     return version
 
 
+def _create(txn: Txn, codec: Codec, runs: Runs) -> None:
+    """Write a new log's meta: format, limit, id and seal, once (another process may have been first)."""
+    if txn.get("meta", META_FORMAT) is not None:
+        return
+    runs.put_meta_int(txn, META_FORMAT, _limits.format_version)
+    runs.put_meta_int(txn, META_RECORD_SIZE_MAX, codec.record_size_bytes_max)
+    _seal(txn, codec, runs, _new_log_id(txn))
+
+
+def _new_log_id(txn: Txn) -> bytes:
+    log_id = os.urandom(_LOG_ID_BYTES)
+    txn.put("meta", META_LOG_ID, frame(log_id, RAW, 0))
+    return log_id
+
+
+def _seal(txn: Txn, codec: Codec, runs: Runs, log_id: bytes) -> None:
+    """Record whether the log is sealed and, when it is, the key check bound to the log."""
+    runs.put_meta_int(txn, META_SEALED, int(codec.sealed))
+    if codec.sealed:
+        codec.bind(log_id, unbound=False)
+        txn.put("meta", META_KEY_CHECK, codec.compress(_KEY_CHECK_BOUND, 0, ("meta", META_KEY_CHECK)))
+
+
 _KEY_CHECK = b"eventlog key check"
+"""The sealed content of `key.check` in a log sealed before format 3 (bound to nothing)."""
+_KEY_CHECK_BOUND = b"eventlog key check; values bound to their place"
+"""The sealed content of `key.check` once every value is bound to its place: a log whose key.check
+says so never reads an unbound value again, whatever its format record says."""
 
 
-def check_key(txn: Txn, codec: Codec) -> None:
-    """Raise KeyMismatchError unless the log is encrypted exactly when a key was given, with that key."""
-    raw = txn.get("meta", META_KEY_CHECK)
-    if raw is None:
-        if codec.sealed and txn.scan("runs", b"", None, limit=1):
-            raise KeyMismatchError("the log is not encrypted; open it without a key")
+def check_seal(txn: Txn, codec: Codec, runs: Runs, version: int) -> None:
+    """Refuse, by name, every mismatch between the log's seal and the key given (none, or another),
+    and bind the codec to the log. A log is sealed when it is created with a key, and only then;
+    before format 3 that was recorded by the presence of `key.check`."""
+    log_id = _log_id(txn)
+    if version >= 3:
+        if log_id is None:
+            raise NotALogError("the log's id (meta log.id) is missing or damaged")
+        try:
+            sealed = runs.meta_int(txn, META_SEALED)
+        except CorruptRecordError as exc:
+            raise NotALogError(f"the log's seal record (meta sealed) is damaged ({exc.what})") from None
+        if txn.get("meta", META_SEALED) is None or sealed not in (0, 1):
+            raise NotALogError("the log's seal record (meta sealed) is missing or damaged")
+    else:
+        sealed = int(txn.get("meta", META_KEY_CHECK) is not None)
+    if not sealed:
+        if txn.get("meta", META_KEY_CHECK) is not None:
+            raise NotALogError(
+                "the log's seal record (meta sealed) says it is not sealed, but it holds a key check "
+                "(meta key.check): the seal record was damaged or changed"
+            )
+        if codec.sealed:
+            raise KeyMismatchError(
+                "a key was given, but the log is not sealed (not encrypted): it was created without a key, and whether "
+                "a log is sealed is fixed when it is created; open it without a key"
+            )
+        codec.bind(log_id or b"", unbound=False)
         return
     if not codec.sealed:
-        raise KeyMismatchError("the log is encrypted; open it with its key (eventlog.open(path, key=...))")
+        raise KeyMismatchError(f"the log is sealed (encrypted); open it with its key ({KEY_SOURCES})")
+    raw = txn.get("meta", META_KEY_CHECK)
+    if raw is None:
+        raise NotALogError("the log is sealed but its key check (meta key.check) is missing")
+    codec.bind(log_id or b"", unbound=False)
+    if log_id is not None and _opens(codec, raw) == _KEY_CHECK_BOUND:
+        return  # bound: every value is, and an unbound one is refused
+    if version < 3:
+        codec.bind(log_id or b"", unbound=True)  # sealed before format 3: read as it is, migrated to write
+        if _opens(codec, raw) == _KEY_CHECK:
+            return
+    raise KeyMismatchError(
+        "the key does not open this log's key check (meta key.check): the log was sealed with "
+        "another key, or key.check was damaged or copied from another log"
+    )
+
+
+def _opens(codec: Codec, raw: bytes) -> bytes | None:
     try:
-        ok = codec.payload(raw) == _KEY_CHECK
+        return codec.payload(raw, ("meta", META_KEY_CHECK))
     except CorruptRecordError:
-        ok = False
-    if not ok:
-        raise KeyMismatchError("the key does not open this log: it was encrypted with another key")
+        return None
+
+
+def _log_id(txn: Txn) -> bytes | None:
+    raw = txn.get("meta", META_LOG_ID)
+    if raw is None:
+        return None
+    try:
+        compression, _, log_id = unframe(raw)
+    except CorruptRecordError:
+        return None
+    return log_id if compression == RAW and len(log_id) == _LOG_ID_BYTES else None
 
 
 def _index_every_event_id(store: Store, codec: Codec, runs: Runs) -> None:
@@ -101,7 +182,7 @@ def _index_every_event_id(store: Store, codec: Codec, runs: Runs) -> None:
             pairs = txn.scan("events", start, None, limit=_limits.migrate_chunk_entries)
             for key, value in pairs:
                 try:
-                    _, event_id = codec.decode_entry_id(value)
+                    _, event_id = codec.decode_entry_id(value, key)
                 except CorruptRecordError:
                     continue  # verify names it
                 index = id_key(from_u64(key[:8]), event_id)
@@ -115,5 +196,37 @@ def _index_every_event_id(store: Store, codec: Codec, runs: Runs) -> None:
         start = following
 
 
-_MIGRATIONS: list[tuple[int, Callable[[Store, Codec, Runs], None]]] = [(2, _index_every_event_id)]
+def _bind_seals(store: Store, codec: Codec, runs: Runs) -> None:
+    """Format 2 -> 3: the log gets an id and records whether it is sealed; in a sealed log every
+    sealed value (bound to nothing before) is sealed again bound to the log, its table and its key,
+    in transactions of 4,096 values; the key check is sealed again last, and from then on no
+    unbound value is read. A value that does not open is left as it is (verify names it)."""
+    log_id = store.write(lambda txn: _log_id(txn) or _new_log_id(txn))
+    if codec.sealed:
+        codec.bind(log_id, unbound=True)
+        for table in ("meta", "runs", "events", "checkpoints", "snapshots"):
+            start = b""
+            while True:
+
+                def chunk(txn: Txn, table: str = table, start: bytes = start) -> bytes | None:
+                    pairs = txn.scan(table, start, None, limit=_limits.migrate_chunk_entries)
+                    for key, value in pairs:
+                        if table == "meta" and key == META_KEY_CHECK:
+                            continue  # sealed again last
+                        try:
+                            bound = codec.reseal(value, (table, key))
+                        except CorruptRecordError:
+                            continue
+                        if bound is not None:
+                            txn.put(table, key, bound)
+                    return pairs[-1][0] + b"\x00" if len(pairs) == _limits.migrate_chunk_entries else None
+
+                following = store.write(chunk)
+                if following is None:
+                    break
+                start = following
+    store.write(lambda txn: _seal(txn, codec, runs, log_id))
+
+
+_MIGRATIONS: list[tuple[int, Callable[[Store, Codec, Runs], None]]] = [(2, _index_every_event_id), (3, _bind_seals)]
 """(format version, migration to it), in order."""

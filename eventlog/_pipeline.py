@@ -11,6 +11,10 @@ Every value the log stores is a *frame* (docs/format.md, "Frames")::
 `frame` and `unframe` are the two halves, side by side; `unframe` checks the version, the
 length and the checksum before anything else, and `Zstd.payload` refuses a zstd frame whose
 declared content size is unknown or over the limit before decompressing it.
+
+A sealed payload is bound to its place: the AES-GCM associated data is bytes 4-9 of the
+header, the log's id and the value's table and key (`associated_data`), so a value moved,
+swapped or replayed under another key, table or log does not open (docs/format.md, "Encryption").
 """
 
 from __future__ import annotations
@@ -26,7 +30,19 @@ import zstandard
 from . import _limits
 from .errors import CorruptRecordError
 
-__all__ = ["RAW", "SEALED", "ZSTD", "ZSTD_DICT", "Cipher", "Zstd", "frame", "train_dictionary", "unframe"]
+__all__ = [
+    "RAW",
+    "SEALED",
+    "ZSTD",
+    "ZSTD_DICT",
+    "Cipher",
+    "Place",
+    "Zstd",
+    "associated_data",
+    "frame",
+    "train_dictionary",
+    "unframe",
+]
 
 RAW, ZSTD, ZSTD_DICT = 0, 1, 2
 SEALED = 16
@@ -34,14 +50,17 @@ _HEADER = struct.Struct(">IBBI")
 _PREFIX = struct.Struct(">BBI")
 assert _HEADER.size == _limits.record_header_size_bytes
 
+Place = tuple[str, bytes]
+"""Where a value is stored: (table, key)."""
+
 
 class Cipher(Protocol):
     """Seals and opens payloads (encryption at rest); `eventlog.crypto.AESGCMCipher` is one."""
 
-    def seal(self, payload: bytes, header: bytes) -> bytes:
-        """The payload encrypted and authenticated, with `header` as associated data."""
+    def seal(self, payload: bytes, associated: bytes) -> bytes:
+        """The payload encrypted and authenticated, with `associated` as associated data."""
 
-    def open(self, sealed: bytes, header: bytes) -> bytes:
+    def open(self, sealed: bytes, associated: bytes) -> bytes:
         """The payload back; raises CorruptRecordError when it does not authenticate."""
 
 
@@ -57,6 +76,19 @@ def frame(payload: bytes, compression: int, dict_id: int) -> bytes:
 
 _prefix_crcs: dict[tuple[int, int], int] = {}
 """CRC-32 of each header prefix seen (bytes 4-9), from which a frame's checksum continues."""
+
+
+def associated_data(prefix: bytes, log_id: bytes, place: Place) -> bytes:
+    """What a sealed value is bound to: the header's bytes 4-9, the log's 16-byte id, the table
+    name's length (a byte) and name, then the key (docs/format.md, "Encryption")."""
+    table, key = place
+    name = table.encode("ascii")
+    return prefix + log_id + bytes([len(name)]) + name + bytes(key)
+
+
+def where(place: Place) -> str:
+    """A place as it is named in errors: `table` key hex."""
+    return f"{place[0]} key {bytes(place[1]).hex()}"
 
 
 def unframe(value: bytes) -> tuple[int, int, bytes]:
@@ -89,12 +121,18 @@ class Zstd:
         self._dictionary = dictionary
         self._read_size_bytes_max = read_size_bytes_max
         self.cipher = cipher
+        self.log_id = b""
+        """The log's id (16 bytes; set at open): sealed values are bound to it."""
+        self.unbound = False
+        """True while a log sealed before format 3 is read or migrated: a value whose associated
+        data is the header alone (bound to nothing) is accepted too."""
         self._level = level
         self._dicts: dict[int, zstandard.ZstdCompressionDict] = {}
         self._local = threading.local()
 
-    def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
-        """Compress when that makes the record smaller, seal when the log has a key, then frame."""
+    def compress(self, payload: bytes, dict_id: int, place: Place | None, level: int | None = None) -> bytes:
+        """Compress when that makes the record smaller, seal when the log has a key, then frame.
+        `place` None leaves the frame open, to be sealed by `place_frame` once its key is known."""
         method = RAW
         if len(payload) >= (_limits.compress_size_bytes_min if dict_id else _limits.compress_nodict_size_bytes_min):
             compressed = self._compressor(dict_id, self._level if level is None else level).compress(payload)
@@ -102,23 +140,63 @@ class Zstd:
                 payload, method = compressed, ZSTD_DICT if dict_id else ZSTD
         if method != ZSTD_DICT:
             dict_id = 0
-        if self.cipher is None:
+        if self.cipher is None or place is None:
             return frame(payload, method, dict_id)
-        header = _PREFIX.pack(_limits.record_format_version, method | SEALED, dict_id)
-        return frame(self.cipher.seal(payload, header), method | SEALED, dict_id)
+        return self._seal(payload, method, dict_id, place)
+
+    def place_frame(self, value: bytes, place: Place) -> bytes:
+        """An open frame from `compress(..., place=None)`, sealed for `place` when the log has a key."""
+        if self.cipher is None:
+            return value
+        method, dict_id, payload = unframe(value)
+        assert not method & SEALED, "the frame is sealed already"
+        return self._seal(payload, method, dict_id, place)
+
+    def _seal(self, payload: bytes, method: int, dict_id: int, place: Place) -> bytes:
+        assert self.cipher is not None and len(self.log_id) == 16, "a sealed log's id is known before it writes"
+        prefix = _PREFIX.pack(_limits.record_format_version, method | SEALED, dict_id)
+        return frame(self.cipher.seal(payload, associated_data(prefix, self.log_id, place)), method | SEALED, dict_id)
+
+    def reseal(self, value: bytes, place: Place) -> bytes | None:
+        """A value sealed bound to nothing (before format 3), sealed again bound to `place`; None
+        when it is bound already or is not sealed. Raises CorruptRecordError when it does not open."""
+        compression, dict_id, payload = unframe(value)
+        if not compression & SEALED or self._open(payload, compression, dict_id, place, unbound=False) is not None:
+            return None
+        opened = self._open(payload, compression, dict_id, place, unbound=True)
+        if opened is None:
+            raise CorruptRecordError(f"the sealed value at {where(place)} does not authenticate")
+        return self._seal(opened, compression & ~SEALED, dict_id, place)
+
+    def _open(self, payload: bytes, compression: int, dict_id: int, place: Place, unbound: bool) -> bytes | None:
+        """The payload opened with the associated data of `place` (or of nothing, `unbound`); None when it does not."""
+        assert self.cipher is not None
+        prefix = _PREFIX.pack(_limits.record_format_version, compression, dict_id)
+        try:
+            return self.cipher.open(payload, prefix if unbound else associated_data(prefix, self.log_id, place))
+        except CorruptRecordError:
+            return None
 
     # -- decode ------------------------------------------------------------------------
 
-    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
+    def payload(self, value: bytes, place: Place, size_bytes_max: int | None = None) -> bytes:
         """Unframe, open and decompress, bounded. Raises CorruptRecordError."""
         compression, dict_id, payload = unframe(value)
         if compression & SEALED:
             if self.cipher is None:
-                raise CorruptRecordError("the record is encrypted; open the log with its key")
-            payload = self.cipher.open(payload, _PREFIX.pack(_limits.record_format_version, compression, dict_id))
+                raise CorruptRecordError(f"a sealed value at {where(place)} in a log that is not sealed")
+            opened = self._open(payload, compression, dict_id, place, unbound=False) if self.log_id else None
+            if opened is None and self.unbound:
+                opened = self._open(payload, compression, dict_id, place, unbound=True)
+            if opened is None:
+                raise CorruptRecordError(
+                    f"the sealed value at {where(place)} does not authenticate: damaged, moved or copied "
+                    "from another place or log, or sealed with another key"
+                )
+            payload = opened
             compression &= ~SEALED
         elif self.cipher is not None:
-            raise CorruptRecordError("the record is not encrypted, but the log was opened with a key")
+            raise CorruptRecordError(f"a value that is not sealed at {where(place)} in a sealed log")
         if compression == RAW:
             return payload
         limit = self._read_size_bytes_max() if size_bytes_max is None else size_bytes_max

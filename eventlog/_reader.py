@@ -11,7 +11,7 @@ import datetime as _dt
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -59,16 +59,31 @@ def check_range(run_id: str, rec: RunRecord, after: int, upto: int | None) -> in
     return rec.head if upto is None else check_offset(run_id, "upto", upto, rec.head)
 
 
+class Piece(NamedTuple):
+    """Stored values of consecutive offsets, read in one transaction."""
+
+    owner: str
+    """The run that stores them: the run read, or a run it was forked from."""
+    number: int
+    """The owner's run number (their keys are made of it)."""
+    first: int
+    """Offset of the first value."""
+    values: list[bytes]
+    life: int
+    """The run number of the run read, the same for every piece of one read."""
+
+
 class Reader:
     """Reads entries of runs and of the feed."""
 
     def __init__(self, store: Store, codec: Codec, runs: Runs) -> None:
         self._store, self._codec, self._runs = store, codec, runs
 
-    def decode(self, run_id: str, offset: int, value: bytes, position: int | None = None) -> Any:
-        """A stored entry, decoded; damage is named by run and offset."""
+    def decode(self, run_id: str, key: bytes, value: bytes, position: int | None = None) -> Any:
+        """The entry stored under `events` key `key`, decoded; damage is named by run and offset."""
+        offset = from_u64(key[8:16])
         try:
-            return self._codec.decode_entry(value)
+            return self._codec.decode_entry(value, key)
         except CorruptRecordError as exc:
             raise exc.at(run_id, offset, position) from None
         except UnknownKindError as exc:
@@ -76,9 +91,9 @@ class Reader:
 
     def chunks(
         self, run_id: str, after: int, upto: int | None, chunk: int, number: int | None = None
-    ) -> Iterator[tuple[int, str, int, list[bytes]]]:
-        """Stored values of offsets (after, upto] as (run number, owner run id, first offset, values)
-        pieces, each chunk read in its own read transaction.
+    ) -> Iterator[Piece]:
+        """Stored values of offsets (after, upto] in pieces by the run that stores them, each chunk
+        read in its own read transaction.
 
         Every chunk is of the run number the first one read (or `number`): RunReplacedError when
         the run is deleted, or deleted and made again, between two chunks."""
@@ -87,7 +102,7 @@ class Reader:
 
             def read(
                 txn: Txn, after: int = after, end: int | None = end, number: int | None = number
-            ) -> tuple[int, int, list[tuple[str, int, list[bytes]]]]:
+            ) -> tuple[int, int, list[tuple[str, int, int, list[bytes]]]]:
                 rec = self._runs.require(txn, run_id, number)
                 stop = check_range(run_id, rec, after, end)
                 return rec.number, stop, self.pieces(txn, run_id, rec, after, stop, chunk)
@@ -95,8 +110,8 @@ class Reader:
             number, stop, pieces = self._store.read(read)
             end = stop
             last = after
-            for owner, first, values in pieces:
-                yield number, owner, first, values
+            for owner, owner_number, first, values in pieces:
+                yield Piece(owner, owner_number, first, values, number)
                 last = first + len(values) - 1
             if not pieces or last >= stop:
                 return
@@ -104,9 +119,9 @@ class Reader:
 
     def pieces(
         self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int, room: int
-    ) -> list[tuple[str, int, list[bytes]]]:
+    ) -> list[tuple[str, int, int, list[bytes]]]:
         """At most `room` stored values of offsets (after, upto], read in `txn`, in pieces by owner."""
-        out: list[tuple[str, int, list[bytes]]] = []
+        out: list[tuple[str, int, int, list[bytes]]] = []
         for link in self._runs.segments(txn, run_id, rec, after, upto):
             if room <= 0:
                 break
@@ -122,15 +137,17 @@ class Reader:
                         break
                     expected += 1
                 raise CorruptRecordError(f"offset {expected} is missing", link.run_id, expected)
-            out.append((link.run_id, lo + 1, values))
+            out.append((link.run_id, number, lo + 1, values))
             room -= want
         return out
 
     def read(self, run_id: str, after: int = 0, upto: int | None = None, number: int | None = None) -> Iterator[Entry]:
         """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
-        for life, owner, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries, number):
+        for owner, owner_number, first, values, life in self.chunks(
+            run_id, after, upto, _limits.read_chunk_entries, number
+        ):
             for i, value in enumerate(values):
-                r = self.decode(owner, first + i, value)
+                r = self.decode(owner, event_key(owner_number, first + i), value)
                 yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
@@ -191,7 +208,7 @@ class Reader:
             value = txn.get("events", ref)
             if value is None:
                 raise CorruptRecordError("the feed points at a missing entry", run_id, offset, position)
-            r = self.decode(run_id, offset, value, position)
+            r = self.decode(run_id, ref, value, position)
             if r.position != position:
                 raise CorruptRecordError(
                     f"the feed points at an entry of position {r.position}", run_id, offset, position

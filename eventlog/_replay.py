@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from . import _limits
-from ._keys import check_int, check_offset, from_u64, snapshot_key, u64
+from ._keys import check_int, check_offset, event_key, from_u64, snapshot_key, u64
 from ._reader import Reader
 from ._records import RunRecord, SnapshotRecord
 from ._runs import Runs
@@ -30,8 +30,10 @@ class Replay:
 
     # -- snapshots ---------------------------------------------------------------------------
 
-    def find_snapshot(self, txn: Txn, run_id: str, rec: RunRecord, offset: int, tag: bytes) -> tuple[int, bytes] | None:
-        """The nearest snapshot at or below `offset` made by the reducer `tag`: (offset, stored value)."""
+    def find_snapshot(
+        self, txn: Txn, run_id: str, rec: RunRecord, offset: int, tag: bytes
+    ) -> tuple[int, bytes, bytes] | None:
+        """The nearest snapshot at or below `offset` made by the reducer `tag`: (offset, key, stored value)."""
         for link in self._runs.lineage(txn, run_id, rec):
             offset = min(offset, link.hi)
             lo = max(link.lo, link.rec.base)
@@ -43,20 +45,20 @@ class Replay:
                 found = txn.scan("snapshots", prefix + u64(lo), stop, reverse=True, limit=16)
                 for key, value in found:
                     if key[16:] == tag:
-                        return from_u64(key[8:16]), value
+                        return from_u64(key[8:16]), bytes(key), value
                 if len(found) < 16:
                     break
                 stop = found[-1][0]  # exclusive: go on below the last key seen
         return None
 
-    def load_snapshot(self, run_id: str, value: bytes, reducer: Reducer[Any]) -> tuple[int, bytes, Any]:
-        """(offset, canonical state bytes, state) of a stored snapshot."""
+    def load_snapshot(self, run_id: str, key: bytes, value: bytes, reducer: Reducer[Any]) -> tuple[int, bytes, Any]:
+        """(offset, canonical state bytes, state) of the snapshot stored under `key`."""
         try:
-            snap = self._codec.decode_value(value, SnapshotRecord)
+            snap = self._codec.decode_value(value, SnapshotRecord, ("snapshots", key))
             state = msgspec.msgpack.decode(snap.state, type=reducer.state_type)
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
-        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+        except (msgspec.DecodeError, ValueError, TypeError, RecursionError) as exc:
             raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id) from None
         return snap.offset, bytes(snap.state), state
 
@@ -64,7 +66,7 @@ class Replay:
         """A snapshot record, framed, of a state that reads back equal (else UnencodableValueError)."""
         raw = self._codec.encode_checked(f"the state of reducer {reducer.name!r}", state, reducer.state_type)
         record = SnapshotRecord(reducer.name, reducer.version, offset, msgspec.Raw(raw))
-        return self._codec.encode_value(record, level=_limits.snapshot_compression_level)
+        return self._codec.encode_value(record, None, level=_limits.snapshot_compression_level)
 
     def snapshot_due(self, run_id: str, offset: int, reducer: Reducer[Any]) -> bool:
         """Materialize when the events since the nearest snapshot take `snapshot_event_bytes_ratio`
@@ -76,7 +78,7 @@ class Replay:
             found = self.find_snapshot(txn, run_id, rec, offset, tag)
             if found is None:
                 return True
-            snap_offset, value = found
+            snap_offset, _, value = found
             return (
                 snap_offset != offset
                 and self.bytes_since(
@@ -108,7 +110,7 @@ class Replay:
         if offset is not None:
             check_int("offset", offset, -(1 << 64), 1 << 64)
 
-        def plan(txn: Txn) -> tuple[int, int, tuple[int, bytes] | None, tuple[int, bytes, bytes] | None]:
+        def plan(txn: Txn) -> tuple[int, int, tuple[int, bytes, bytes] | None, tuple[int, bytes, bytes] | None]:
             rec = self._runs.require(txn, run_id, number)
             target = rec.head if offset is None else check_offset(run_id, "offset", offset, rec.head)
             if target < rec.base:
@@ -129,7 +131,7 @@ class Replay:
         if found is None:
             return number, target, 0, reducer.initial()
         try:
-            snap_offset, _, state = self.load_snapshot(run_id, found[1], reducer)
+            snap_offset, _, state = self.load_snapshot(run_id, found[1], found[2], reducer)
         except CorruptRecordError as exc:
             raise exc.at(run_id, found[0]) from None  # name the snapshot's offset
         return number, target, snap_offset, state
@@ -137,17 +139,18 @@ class Replay:
     def _older_base(
         self, txn: Txn, run_id: str, rec: RunRecord, base: int, reducer: Reducer[Any]
     ) -> tuple[int, bytes, bytes] | None:
-        """(base, tag, stored value) of a snapshot at the pruned base by another version of the reducer."""
+        """(base, key, stored value) of a snapshot at the pruned base by another version of the reducer."""
         for link in self._runs.lineage(txn, run_id, rec):
             if link.rec.base != base:
                 continue
             prefix = snapshot_key(link.rec.number, base, reducer.name.encode() + b"@")
             for key, value in txn.scan("snapshots", prefix, prefix + b"\xff"):
-                return base, bytes(key[16:]), value
+                return base, bytes(key), value
         return None
 
     def _upgrade(self, run_id: str, older: tuple[int, bytes, bytes], reducer: Reducer[Any]) -> Any:
-        base, tag, value = older
+        base, key, value = older
+        tag = key[16:]
         upgrade = getattr(reducer, "upgrade", None)
         if upgrade is None:
             raise PrunedError(
@@ -158,11 +161,11 @@ class Replay:
                 f"{reducer.name}@{reducer.version} has no upgrade(state, from_version) to read it",
             )
         try:
-            snap = self._codec.decode_value(value, SnapshotRecord)
+            snap = self._codec.decode_value(value, SnapshotRecord, ("snapshots", key))
             old_state = msgspec.msgpack.decode(snap.state)
         except CorruptRecordError as exc:
             raise exc.at(run_id, base) from None
-        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+        except (msgspec.DecodeError, ValueError, TypeError, RecursionError) as exc:
             raise CorruptRecordError(f"undecodable snapshot state: {exc}", run_id, base) from None
         try:
             return upgrade(old_state, snap.reducer_version)
@@ -175,15 +178,16 @@ class Replay:
         """The state after folding the events (after, upto] of run number `number` into `state`."""
         apply = reducer.apply
         decode = self._codec.decode_entry_event
-        for _, owner, first, values in self._reader.chunks(run_id, after, upto, _limits.fold_chunk_entries, number):
-            value = b""
+        for owner, owner_number, first, values, _ in self._reader.chunks(
+            run_id, after, upto, _limits.fold_chunk_entries, number
+        ):
+            offset = first
             try:
-                for value in values:
-                    state = apply(state, decode(value))
+                for offset, value in enumerate(values, first):
+                    state = apply(state, decode(value, event_key(owner_number, offset)))
             except (CorruptRecordError, UnknownKindError) as exc:
-                raise exc.at(owner, first + values.index(value)) from None
+                raise exc.at(owner, offset) from None
             except Exception as exc:
-                offset = first + values.index(value)
                 raise ReducerError(
                     f"run {run_id!r} offset {offset}: reducer {reducer.name}@{reducer.version} raised {exc!r}"
                 ) from exc

@@ -43,7 +43,7 @@ class Runs:
         if raw is None:
             return None
         try:
-            rec: RunRecord = self._codec.decode_value(raw, RunRecord)
+            rec: RunRecord = self._codec.decode_value(raw, RunRecord, ("runs", run_key(run_id)))
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         return rec
@@ -62,7 +62,8 @@ class Runs:
         return rec
 
     def put(self, txn: Txn, run_id: str, rec: RunRecord) -> None:
-        txn.put("runs", run_key(run_id), self._codec.encode_value(rec))
+        key = run_key(run_id)
+        txn.put("runs", key, self._codec.encode_value(rec, ("runs", key)))
 
     def create(self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0) -> RunRecord:
         """A new run record with the next run number (the caller puts it)."""
@@ -78,7 +79,7 @@ class Runs:
         for key, value in txn.scan("runs", start, None, limit=limit):
             if b"\xff" in key:  # a long id, keyed by its hash: its full id is in run_numbers
                 try:
-                    number = self._codec.decode_value(value, RunRecord).number
+                    number = self._codec.decode_value(value, RunRecord, ("runs", key)).number
                 except CorruptRecordError as exc:
                     raise exc.at(bytes(key[:64]).decode("utf-8", "replace") + "…", None) from None
                 full = txn.get("run_numbers", u64(number))

@@ -41,12 +41,12 @@ def _event_sizes(store: Store, codec: Codec) -> tuple[int, int]:
             return txn.scan("events", start, None, limit=_SCAN_CHUNK)
 
         pairs = store.read(chunk)
-        for _, value in pairs:
+        for key, value in pairs:
             stored += len(value)
             try:
                 compression, _, payload = unframe(value)
                 if compression & SEALED:
-                    payload, compression = codec.payload(value), RAW
+                    payload, compression = codec.payload(value, ("events", key)), RAW
                 encoded += len(payload) if compression == RAW else max(zstandard.frame_content_size(payload), 0)
             except Exception:  # noqa: BLE001,S112 - verify names damage; a size is not worth failing over
                 continue

@@ -145,11 +145,11 @@ class Verifier:
         self._compare(run_id, rec, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
         pending = 0
         try:
-            for _, owner, first, values in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
+            for owner, number, first, values, _ in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
                 for i, value in enumerate(values):
                     offset = first + i
                     try:
-                        event = self._codec.decode_entry_event(value)
+                        event = self._codec.decode_entry_event(value, event_key(number, offset))
                     except CorruptRecordError as exc:
                         problems.append(Problem(owner, offset, "corrupt", str(exc.at(owner, offset))))
                         return own
@@ -189,7 +189,7 @@ class Verifier:
         for key, value in scan_chunks(txn, "checkpoints", start, stop):
             seen += 1
             try:
-                cp = self._checkpoints.record(run_id, value)
+                cp = self._checkpoints.record(run_id, key, value)
             except CorruptRecordError as exc:
                 report.problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
                 continue
@@ -211,13 +211,12 @@ class Verifier:
         self, run_id: str, rec: RunRecord, offset: int, reducer: Reducer[Any], report: VerifyReport
     ) -> bytes | None:
         """The canonical bytes of the run's snapshot at `offset` by `reducer`; a damaged one is reported."""
-        value = self._store.read(
-            lambda txn: txn.get("snapshots", snapshot_key(rec.number, offset, reducer_tag(reducer)))
-        )
+        key = snapshot_key(rec.number, offset, reducer_tag(reducer))
+        value = self._store.read(lambda txn: txn.get("snapshots", key))
         if value is None:
             return None
         try:
-            return self._replay.load_snapshot(run_id, value, reducer)[1]
+            return self._replay.load_snapshot(run_id, key, value, reducer)[1]
         except CorruptRecordError as exc:
             report.problems.append(Problem(run_id, offset, "corrupt", f"snapshot at offset {offset}: {exc.what}"))
             return None
@@ -240,7 +239,7 @@ class Verifier:
                     last = key
                     offset = from_u64(key[8:])
                     try:  # position and id only: the fold decodes the event
-                        position, event_id = self._codec.decode_entry_id(value)
+                        position, event_id = self._codec.decode_entry_id(value, key)
                     except CorruptRecordError:
                         continue  # named by the fold
                     if txn.get("feed", u64(position)) != key:
@@ -294,8 +293,8 @@ class Verifier:
             )
         summarize = getattr(reducer, "summarize", None)
         keys = checkpoints.get(offset, [])
-        records = self._store.read(lambda txn: [txn.get("checkpoints", key) for key in keys]) if keys else []
-        for cp in (self._checkpoints.record(run_id, value) for value in records if value is not None):
+        records = self._store.read(lambda txn: [(key, txn.get("checkpoints", key)) for key in keys]) if keys else []
+        for cp in (self._checkpoints.record(run_id, key, value) for key, value in records if value is not None):
             if cp.reducer != reducer.name or cp.reducer_version != reducer.version or summarize is None:
                 continue
             try:

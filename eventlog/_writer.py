@@ -15,11 +15,21 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from . import _limits
-from ._keys import IdSource, check_id, check_int, check_run_id, check_time_ns, event_key, id_key, u64
+from ._keys import (
+    META_RUN_NUMBER,
+    IdSource,
+    check_id,
+    check_int,
+    check_run_id,
+    check_time_ns,
+    event_key,
+    id_key,
+    u64,
+)
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
+from .errors import ConflictError, CorruptRecordError, EventLogError, InvalidArgumentError, RunReplacedError
 from .store._base import KeyExistsError, Store, Txn
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
@@ -252,9 +262,7 @@ class Writer:
         Returns the last position given and whether a checkpoint was written."""
         rec = records[r.run_id]
         if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
-            raise RunReplacedError(
-                r.run_id, r.expected_number, None if rec is None else rec.number, "a run writer used it"
-            )
+            raise RunReplacedError(r.run_id, r.expected_number, None if rec is None else rec.number, "a writer used it")
         head = 0 if rec is None else rec.head
         number = 0 if rec is None else rec.number
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
@@ -278,15 +286,21 @@ class Writer:
                 first_of[given] = i
             fresh.append(i)
         self._draw_ids(txn, r, rec, ids, first_of, checked)
+        if rec is None:  # the number the run is given below: each value is sealed for its key
+            number = self._runs.meta_int(txn, META_RUN_NUMBER) + 1
         values = []
         for n, i in enumerate(fresh):
             event_id = cast(str, ids[i])  # every id was given or drawn above
-            value = self._codec.encode_entry(position + 1 + n, r.time_ns, event_id, r.meta, r.event_bytes[i], dict_id)
-            values.append(value)
+            key = event_key(number, head + 1 + n)
+            values.append(
+                self._codec.encode_entry(
+                    position + 1 + n, r.time_ns, event_id, r.meta, r.event_bytes[i], dict_id, ("events", key)
+                )
+            )
         r.writing = True
         if rec is None:
             rec = self._runs.create(txn, r.run_id, r.time_ns)
-        number = rec.number
+        assert rec.number == number and rec.head == head
         put = txn.put
         written = 0
         for i, value in zip(fresh, values, strict=True):
@@ -310,18 +324,39 @@ class Writer:
 
     def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
         """{id: offset} of those of `event_ids` the run holds (a fork's shared events included),
-        looked up together: one round trip per run of the lineage."""
+        looked up together: one round trip per run of the lineage (and one more when some are held)."""
         found: dict[str, int] = {}
         wanted = list(dict.fromkeys(event_ids))
         for link in self._runs.lineage(txn, run_id, rec):
             values = txn.get_many("event_ids", [id_key(link.rec.number, i) for i in wanted])
-            for event_id, value in zip(wanted, values, strict=True):
-                if value is not None and int.from_bytes(value, "big") <= link.hi:
-                    found[event_id] = int.from_bytes(value, "big")
+            held = {
+                event_id: int.from_bytes(value, "big")
+                for event_id, value in zip(wanted, values, strict=True)
+                if value is not None and int.from_bytes(value, "big") <= link.hi
+            }
+            if held:
+                self._check_indexed(txn, link.run_id, link.rec.number, held)
+                found.update(held)
             wanted = [i for i in wanted if i not in found]
             if not wanted or rec.parent is None:
                 break
         return found
+
+    def _check_indexed(self, txn: Txn, run_id: str, number: int, held: dict[str, int]) -> None:
+        """Raise CorruptRecordError when the (plaintext) id index points an id at an entry of
+        another id: a repeated append is a no-op only for the entry that holds its id."""
+        keys = [event_key(number, offset) for offset in held.values()]
+        for (event_id, offset), key, value in zip(held.items(), keys, txn.get_many("events", keys), strict=True):
+            if value is None:
+                continue  # pruned: ids stay indexed after their entries are gone
+            try:
+                _, stored = self._codec.decode_entry_id(value, key)
+            except CorruptRecordError as exc:
+                raise exc.at(run_id, offset) from None
+            if stored != event_id:
+                raise CorruptRecordError(
+                    f"the event id index points {event_id!r} at the entry of id {stored!r}", run_id, offset
+                )
 
     def _draw_ids(
         self, txn: Txn, r: Request, rec: RunRecord | None, ids: list[str | None], taken: dict[str, int], checked: bool

@@ -8,6 +8,7 @@ linear when a checkpoint is taken at every step (docs/architecture.md, "Checkpoi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -175,7 +176,7 @@ class Checkpoints(Generic[S]):
     def check_metadata(self, metadata: object) -> dict[str, Any]:
         """Checkpoint metadata as a dict that reads back equal; else UnencodableValueError."""
         meta: Any = {} if metadata is None else metadata
-        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any])
+        self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any], bounded=True)
         return dict(meta)
 
     def put(self, txn: Txn, rec: RunRecord, pending: Pending) -> None:
@@ -188,12 +189,13 @@ class Checkpoints(Generic[S]):
             record.checkpoint_id = self._free_id(txn, rec.number)
         elif txn.get("checkpoint_ids", id_key(rec.number, record.checkpoint_id)) is not None:
             raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
-        value = self._codec.encode_value(record)
         rec.checkpoint_seq += 1
-        txn.put("checkpoints", u64(rec.number) + u64(rec.checkpoint_seq), value)
+        key = u64(rec.number) + u64(rec.checkpoint_seq)
+        txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
         txn.put("checkpoint_ids", id_key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
         if pending.snapshot is not None:
-            txn.put("snapshots", snapshot_key(rec.number, record.offset, pending.tag), pending.snapshot)
+            key = snapshot_key(rec.number, record.offset, pending.tag)
+            txn.put("snapshots", key, self._codec.place_frame(pending.snapshot, ("snapshots", key)))
 
     def _free_id(self, txn: Txn, number: int) -> str:
         for _ in range(_limits.id_draws_max):
@@ -203,10 +205,10 @@ class Checkpoints(Generic[S]):
             self._ids.taken(candidate, "a checkpoint id")
         raise self._ids.exhausted()
 
-    def record(self, run_id: str, value: bytes) -> CheckpointRecord:
-        """A stored checkpoint record, decoded; damage names the run."""
+    def record(self, run_id: str, key: bytes, value: bytes) -> CheckpointRecord:
+        """A checkpoint record stored under `key`, decoded; damage names the run."""
         try:
-            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord)
+            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord, ("checkpoints", key))
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         return rec
@@ -278,22 +280,17 @@ class Checkpoints(Generic[S]):
     def _update_metadata(
         self, run_id: str, checkpoint_id: str, metadata: dict[str, Any], reducer: Reducer[Any], number: int | None
     ) -> Checkpoint[S] | None:
-        def write(txn: Txn) -> tuple[int, CheckpointRecord] | None:
-            rec = self._runs.require(txn, run_id, number, "a checkpoint of it was saved")
-            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
-            if seq is None:
+        def write(txn: Txn) -> tuple[int, bytes, CheckpointRecord] | None:
+            found = self._by_id(txn, run_id, checkpoint_id, number, "a checkpoint of it was saved")
+            if found is None:
                 return None
-            key = u64(rec.number) + seq
-            value = txn.get("checkpoints", key)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            record = self.record(run_id, value)
+            life, key, record = found
             record.metadata = metadata
-            txn.put("checkpoints", key, self._codec.encode_value(record))
-            return rec.number, record
+            txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
+            return life, key, record
 
         found = self._store.write(write)
-        return None if found is None else self._wrap(run_id, found[0], found[1], reducer)
+        return None if found is None else self._wrap(run_id, found[0], found[2], reducer)
 
     def load(
         self,
@@ -310,20 +307,29 @@ class Checkpoints(Generic[S]):
         check_id("checkpoint_id", checkpoint_id)
         run_number = check_run_number(run_number)
 
-        def find(txn: Txn) -> tuple[int, CheckpointRecord | None]:
-            rec = self._runs.require(txn, run_id, run_number)
-            seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
-            if seq is None:
-                return rec.number, None
-            value = txn.get("checkpoints", u64(rec.number) + seq)
-            if value is None:
-                raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
-            return rec.number, self.record(run_id, value)
-
-        number, found = self._store.read(find)
+        found = self._store.read(lambda txn: self._by_id(txn, run_id, checkpoint_id, run_number))
         if found is None:
             raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        return self._wrap(run_id, number, found, reducer)
+        return self._wrap(run_id, found[0], found[2], reducer)
+
+    def _by_id(
+        self, txn: Txn, run_id: str, checkpoint_id: str, number: int | None, doing: str = "it was read"
+    ) -> tuple[int, bytes, CheckpointRecord] | None:
+        """(run number, key, record) of the run's checkpoint with this id, found by the id index (None:
+        there is none); CorruptRecordError when the index points at a missing record or at another
+        checkpoint. With `number`, of that life of the run only (else RunReplacedError)."""
+        rec = self._runs.require(txn, run_id, number, doing)
+        seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
+        if seq is None:
+            return None
+        key = u64(rec.number) + seq
+        value = txn.get("checkpoints", key)
+        if value is None:
+            raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
+        record = self.record(run_id, key, value)
+        if record.checkpoint_id != checkpoint_id:
+            raise _misindexed(run_id, checkpoint_id, record.checkpoint_id)
+        return rec.number, key, record
 
     def load_latest(
         self, run_id: str, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
@@ -350,13 +356,13 @@ class Checkpoints(Generic[S]):
         limit = check_limit(limit)
         run_number = check_run_number(run_number)
 
-        def scan(txn: Txn) -> tuple[int, list[bytes]]:
+        def scan(txn: Txn) -> tuple[int, list[tuple[bytes, bytes]]]:
             rec = self._runs.require(txn, run_id, run_number)
             start, stop = run_range(rec.number)
-            return rec.number, [value for _, value in txn.scan("checkpoints", start, stop, reverse=True, limit=limit)]
+            return rec.number, txn.scan("checkpoints", start, stop, reverse=True, limit=limit)
 
-        number, values = self._store.read(scan)
-        out = [self._wrap(run_id, number, self.record(run_id, v), reducer) for v in values]
+        number, pairs = self._store.read(scan)
+        out = [self._wrap(run_id, number, self.record(run_id, k, v), reducer) for k, v in pairs]
         if not newest_first:
             out.reverse()
         return out
@@ -378,8 +384,8 @@ class Checkpoints(Generic[S]):
 
         while True:
             number, pairs = self._store.read(chunk)
-            for _, value in pairs:
-                yield self._wrap(run_id, number, self.record(run_id, value), reducer)
+            for key, value in pairs:
+                yield self._wrap(run_id, number, self.record(run_id, key, value), reducer)
             if len(pairs) < _limits.read_chunk_entries:
                 return
             after = pairs[-1][0] + b"\x00"
@@ -394,8 +400,16 @@ class Checkpoints(Generic[S]):
             seq = txn.get("checkpoint_ids", key)
             if seq is None:
                 raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+            where = u64(rec.number) + seq
+            value = txn.get("checkpoints", where)
+            found = checkpoint_id
+            if value is not None:
+                with contextlib.suppress(CorruptRecordError):  # a damaged record is deleted all the same
+                    found = self.record(run_id, where, value).checkpoint_id
+            if found != checkpoint_id:
+                raise _misindexed(run_id, checkpoint_id, found)  # the index names another: it is not deleted
             txn.delete("checkpoint_ids", key)
-            txn.delete("checkpoints", u64(rec.number) + seq)
+            txn.delete("checkpoints", where)
 
         self._store.write(write)
 
@@ -406,3 +420,7 @@ class Checkpoints(Generic[S]):
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self._reducer)
+
+
+def _misindexed(run_id: str, checkpoint_id: str, found: str) -> CorruptRecordError:
+    return CorruptRecordError(f"the checkpoint id index points {checkpoint_id!r} at checkpoint {found!r}", run_id)

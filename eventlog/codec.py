@@ -18,7 +18,7 @@ from typing import Any, Union
 import msgspec
 
 from . import _limits, events
-from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Zstd, frame, train_dictionary, unframe
+from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Place, Zstd, frame, train_dictionary, unframe
 from .errors import (
     CorruptRecordError,
     InvalidEventError,
@@ -35,14 +35,46 @@ __all__ = [
     "Cipher",
     "Codec",
     "EntryRecord",
+    "Place",
     "frame",
     "same",
+    "too_deep",
     "train_dictionary",
     "unframe",
 ]
 
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+_CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"  # msgpack's map and array headers
+
+
+def too_deep(value: object, data: bytes | None = None) -> bool:
+    """Whether `value` nests lists, maps and structs deeper than `nesting_depth_max`.
+
+    With `data`, its msgpack bytes, a value whose bytes hold fewer map and array headers than
+    the limit is known at C speed to be shallow enough (each level takes one header)."""
+    limit = _limits.nesting_depth_max
+    if data is not None and len(data) - len(data.translate(None, _CONTAINER_BYTES)) < limit:
+        return False
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            children = item
+        elif isinstance(item, msgspec.Struct):
+            children = [getattr(item, f) for f in item.__struct_fields__]
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _depth_message(what: str) -> str:
+    return f"{what} nests lists, maps and structs deeper than {_limits.nesting_depth_max} levels"
 
 
 class EntryRecord(msgspec.Struct, array_like=True, gc=False):
@@ -110,6 +142,19 @@ class Codec:
         """True when records are encrypted."""
         return self._zstd.cipher is not None
 
+    def bind(self, log_id: bytes, *, unbound: bool) -> None:
+        """Seal and open values bound to the log `log_id` (16 bytes); `unbound`: also accept values
+        sealed bound to nothing (a log sealed before format 3, read as it is or being migrated)."""
+        self._zstd.log_id, self._zstd.unbound = log_id, unbound
+
+    def place_frame(self, value: bytes, place: Place) -> bytes:
+        """An open frame (`encode_value(..., place=None)`) sealed for `place` when the log has a key."""
+        return self._zstd.place_frame(value, place)
+
+    def reseal(self, value: bytes, place: Place) -> bytes | None:
+        """A value sealed bound to nothing, sealed again bound to `place`; None when nothing is to do."""
+        return self._zstd.reseal(value, place)
+
     # -- encode ------------------------------------------------------------------------
 
     def check_event(self, event: object) -> None:
@@ -126,8 +171,12 @@ class Codec:
         self.check_event(event)
         try:
             data = self._encoder.encode(event)
+        except RecursionError:
+            raise InvalidEventError(_depth_message(type(event).__name__)) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"{type(event).__name__} cannot be encoded: {exc}{_VALUES}") from None
+        if too_deep(event, data):
+            raise InvalidEventError(_depth_message(type(event).__name__))
         self._refresh()
         assert self._event_decoder is not None
         try:
@@ -142,8 +191,12 @@ class Codec:
         """The msgpack bytes of an entry's meta (None or a dict with string keys) that reads back equal."""
         try:
             data = self._encoder.encode(meta)
+        except RecursionError:
+            raise InvalidEventError(_depth_message("meta")) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"meta cannot be encoded: {exc}{_VALUES}") from None
+        if too_deep(meta, data):
+            raise InvalidEventError(_depth_message("meta"))
         try:
             back = self._meta_decoder.decode(data)
         except _DECODE_ERRORS as exc:
@@ -153,7 +206,7 @@ class Codec:
         return data
 
     def encode_entry(
-        self, position: int, time_ns: int, event_id: str, meta: bytes, event: bytes, dict_id: int
+        self, position: int, time_ns: int, event_id: str, meta: bytes, event: bytes, dict_id: int, place: Place
     ) -> bytes:
         """Frame an entry from the encoded meta and event (`encode_meta`, `encode_event`).
         Raises RecordTooLargeError over the record limit."""
@@ -164,7 +217,7 @@ class Codec:
                 f"the entry {event_id!r} encodes to {len(payload)} bytes, over the record limit of "
                 f"{self.record_size_bytes_max} bytes; store large payloads elsewhere and reference them"
             )
-        return self.compress(payload, dict_id)
+        return self.compress(payload, dict_id, place)
 
     def check_entry_size(self, kind: str, meta: bytes, event: bytes) -> None:
         """Raise RecordTooLargeError when an entry would encode over the record limit whatever its
@@ -179,14 +232,21 @@ class Codec:
     def encode_state(self, state: object) -> bytes:
         """The canonical bytes of a state: what determinism is checked on."""
         try:
-            return self._state_encoder.encode(state)
+            data = self._state_encoder.encode(state)
+        except RecursionError:
+            raise UnencodableValueError(f"the {type(state).__name__} nests deeper than msgpack can encode") from None
         except _ENCODE_ERRORS as exc:
             raise UnencodableValueError(f"cannot encode {type(state).__name__} canonically: {exc}") from None
+        return data
 
-    def encode_checked(self, what: str, value: object, type_: Any) -> bytes:
+    def encode_checked(self, what: str, value: object, type_: Any, *, bounded: bool = False) -> bytes:
         """The canonical bytes of a state or metadata that decodes as `type_` back to an equal value;
-        else UnencodableValueError."""
+        else UnencodableValueError. `bounded`: also refuse nesting deeper than `nesting_depth_max`
+        (a caller's value; a state a reducer folds from bounded events is bounded by what
+        msgpack reads back, and is not walked: that would cost more than encoding it)."""
         data = self.encode_state(value)
+        if bounded and too_deep(value, data):
+            raise UnencodableValueError(_depth_message(what))
         try:
             back = msgspec.msgpack.decode(data, type=type_)
         except _DECODE_ERRORS as exc:
@@ -199,49 +259,55 @@ class Codec:
         return data
 
     def encode_value(
-        self, value: object, size_bytes_max: int = _limits.snapshot_size_bytes_max, level: int | None = None
+        self,
+        value: object,
+        place: Place | None,
+        size_bytes_max: int = _limits.snapshot_size_bytes_max,
+        level: int | None = None,
     ) -> bytes:
-        """Encode, compress and frame any msgspec-encodable value deterministically (states, run records)."""
+        """Encode, compress and frame any msgspec-encodable value deterministically (states, run
+        records), sealed for `place` (None: left open for `place_frame`)."""
         payload = self.encode_state(value)
         if len(payload) > size_bytes_max:
             raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
-        return self.compress(payload, 0, level)
+        return self.compress(payload, 0, place, level)
 
-    def compress(self, payload: bytes, dict_id: int, level: int | None = None) -> bytes:
-        """Compress when that makes the record smaller, seal when the log has a key, then frame."""
-        return self._zstd.compress(payload, dict_id, level)
+    def compress(self, payload: bytes, dict_id: int, place: Place | None, level: int | None = None) -> bytes:
+        """Compress when that makes the record smaller, seal for `place` when the log has a key, then frame."""
+        return self._zstd.compress(payload, dict_id, place, level)
 
-    def payload(self, value: bytes, size_bytes_max: int | None = None) -> bytes:
-        """Unframe, open and decompress, bounded. Raises CorruptRecordError."""
-        return self._zstd.payload(value, size_bytes_max)
+    def payload(self, value: bytes, place: Place, size_bytes_max: int | None = None) -> bytes:
+        """Unframe, open (bound to `place`) and decompress, bounded. Raises CorruptRecordError."""
+        return self._zstd.payload(value, place, size_bytes_max)
 
     def add_dictionary(self, dict_id: int, data: bytes) -> None:
         """Make a dictionary known without reading it from the log."""
         self._zstd.add_dictionary(dict_id, data)
 
-    def decode_entry(self, value: bytes) -> EntryRecord:
-        """Decode a stored entry. Raises CorruptRecordError or UnknownKindError (the caller adds run and offset)."""
+    def decode_entry(self, value: bytes, key: bytes) -> EntryRecord:
+        """Decode a stored entry under `events` key `key`. Raises CorruptRecordError or
+        UnknownKindError (the caller adds run and offset)."""
         self._refresh()
-        payload = self.payload(value)
+        payload = self.payload(value, ("events", key))
         try:
             record: EntryRecord = self._entry_decoder.decode(payload)  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
             record = self._recover(payload, exc)
         return record
 
-    def decode_entry_event(self, value: bytes) -> Any:
+    def decode_entry_event(self, value: bytes, key: bytes) -> Any:
         """Decode only the event of a stored entry (folds need nothing else)."""
         self._refresh()
-        payload = self.payload(value)
+        payload = self.payload(value, ("events", key))
         try:
             return self._fold_decoder.decode(payload).event  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
             return self._recover(payload, exc).event
 
-    def decode_entry_id(self, value: bytes) -> tuple[int, str]:
+    def decode_entry_id(self, value: bytes, key: bytes) -> tuple[int, str]:
         """(position, event id) of a stored entry, whatever its event's kind."""
         try:
-            record = _id_decoder.decode(self.payload(value))
+            record = _id_decoder.decode(self.payload(value, ("events", key)))
         except _DECODE_ERRORS as exc:
             raise CorruptRecordError(f"undecodable entry: {exc}") from None
         return record.position, record.event_id
@@ -254,9 +320,11 @@ class Codec:
         except _DECODE_ERRORS as exc:
             return self._recover_event(_untyped(data, exc), exc)
 
-    def decode_value(self, value: bytes, type: Any, size_bytes_max: int = _limits.snapshot_size_bytes_max) -> Any:
-        """Decode a value framed by `encode_value`."""
-        payload = self.payload(value, size_bytes_max)
+    def decode_value(
+        self, value: bytes, type: Any, place: Place, size_bytes_max: int = _limits.snapshot_size_bytes_max
+    ) -> Any:
+        """Decode a value framed by `encode_value`, stored at `place`."""
+        payload = self.payload(value, place, size_bytes_max)
         try:
             return msgspec.msgpack.decode(payload, type=type)
         except _DECODE_ERRORS as exc:

@@ -2,10 +2,10 @@
 
     log = eventlog.open("runs.lmdb", key=key)   # key: 32 random bytes, kept by the caller
 
-The key is never stored. Each record gets a fresh 96-bit nonce; the frame header is
-authenticated with it, so a record cannot be moved to another compression or dictionary.
-Keys of the tables (run ids, event ids, offsets) are not encrypted; record contents are
-(docs/format.md, "Encryption"). Needs the `cryptography` package: `pip install 'eventlog[crypto]'`.
+The key is never stored. Each record gets a fresh 96-bit nonce; the frame header, the log's
+id and the record's table and key are authenticated with it, so a record cannot be moved to
+another place, log, compression or dictionary. Keys of the tables (run ids, event ids,
+offsets) are not encrypted; record contents are (docs/format.md, "Encryption"). Needs the `cryptography` package: `pip install 'eventlog[crypto]'`.
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ class AESGCMCipher:
             ) from exc
         self._aead: Any = AESGCM(bytes(key))
 
-    def seal(self, payload: bytes, header: bytes) -> bytes:
+    def seal(self, payload: bytes, associated: bytes) -> bytes:
         nonce = os.urandom(_NONCE_BYTES)
-        sealed: bytes = self._aead.encrypt(nonce, payload, header)
+        sealed: bytes = self._aead.encrypt(nonce, payload, associated)
         return nonce + sealed
 
-    def open(self, sealed: bytes, header: bytes) -> bytes:
+    def open(self, sealed: bytes, associated: bytes) -> bytes:
         if len(sealed) < _NONCE_BYTES + _TAG_BYTES:
             raise CorruptRecordError("sealed record shorter than its nonce and tag")
         from cryptography.exceptions import InvalidTag
 
         try:
-            out: bytes = self._aead.decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], header)
+            out: bytes = self._aead.decrypt(sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:], associated)
         except InvalidTag:
             raise CorruptRecordError("the record does not authenticate: damaged, or sealed with another key") from None
         return out

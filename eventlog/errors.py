@@ -5,7 +5,12 @@ Each message names the run, the offset and what to do where they apply.
 
 from __future__ import annotations
 
+import errno
+import os
+
 __all__ = [
+    "AccessDeniedError",
+    "AlreadyOpenError",
     "CheckpointNotFoundError",
     "ClosedError",
     "ConflictError",
@@ -203,6 +208,16 @@ class LogFullError(EventLogError):
     """The disk or the largest allowed map is full; nothing of the failed write was kept."""
 
 
+class AlreadyOpenError(EventLogError):
+    """The LMDB log is already open in this process: LMDB allows one open per process, so use
+    the EventLog that opened it (or close it first)."""
+
+
+class AccessDeniedError(EventLogError, PermissionError):
+    """The process may not read the log's files, or write a file it was asked to write (their
+    permissions, or the directory's)."""
+
+
 class ClosedError(EventLogError):
     """The log was closed."""
 
@@ -217,3 +232,22 @@ class CheckpointNotFoundError(EventLogError, LookupError):
 
 class ForkDependencyError(EventLogError):
     """The operation would remove events that a fork of the run still reads."""
+
+
+def named_os_error(exc: OSError, path: str | os.PathLike[str], *, writing: bool, log: bool = True) -> EventLogError:
+    """An OS error met on a file of a log (`log=False`: a file written for the caller, an
+    export), named by what it means: a full disk, a permission, a missing or wrong path."""
+    code, reason = exc.errno, exc.strerror or str(exc)
+    if code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return LogFullError(f"{path}: the disk is full ({reason}); nothing was kept. Free disk space and retry")
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if writing and log:
+            return ReadOnlyError(
+                f"{path}: this process may not write the log ({reason}); open it with readonly=True to read it"
+            )
+        return AccessDeniedError(f"{path}: this process may not {'write' if writing else 'read'} it ({reason})")
+    if log and code == errno.ENOENT:
+        return NoLogError(f"no log at {path} ({reason})")
+    if log and code in (errno.ENOTDIR, errno.ELOOP, errno.EISDIR, errno.EEXIST):
+        return NotALogError(f"{path} cannot be used as a log directory: {reason}")
+    return EventLogError(f"{path}: {reason}")

@@ -356,11 +356,13 @@ def register(
             f"{kind.__name__}: an event kind is a map tagged by its `kind` field; "
             "do not set tag_field or array_like on it"
         )
+    if upcasters is not None and not isinstance(upcasters, Mapping):
+        raise InvalidEventError(f"{kind.__name__}: upcasters maps old tags (strings) to functions, not {upcasters!r}")
     old_tags = dict(upcasters or {})
     for old, fn in old_tags.items():
         if not isinstance(old, str) or not old or not callable(fn):
             raise InvalidEventError(f"{kind.__name__}: upcasters maps old tags (strings) to functions")
-        if old in _registry or (old in _upcasters and _upcasters[old][0] is not kind):
+        if old == tag or old in _registry or (old in _upcasters and _upcasters[old][0] is not kind):
             raise InvalidEventError(f"{kind.__name__}: the old tag {old!r} names another kind")
     known = _registry.get(tag)
     if known is kind:
@@ -374,9 +376,11 @@ def register(
         union = Union[(*_registry.values(), kind)]  # type: ignore[valid-type]
         msgspec.msgpack.Decoder(union)
         msgspec.json.Decoder(union)
-        msgspec.msgpack.Encoder().encode(kind.__struct_fields__)
-    except (TypeError, ValueError) as exc:
-        raise InvalidEventError(f"{kind.__name__} cannot be decoded beside the other event kinds: {exc}") from None
+        msgspec.msgpack.Encoder().encode([tag, *old_tags, *kind.__struct_fields__, *kind.__struct_encode_fields__])
+    except Exception as exc:  # noqa: BLE001 - any bad kind class (an annotation naming no type: NameError) is refused
+        raise InvalidEventError(
+            f"{kind.__name__} cannot be decoded beside the other event kinds: {type(exc).__name__}: {exc}"
+        ) from None
     _registry[tag] = kind
     _upcasters.update({old: (kind, fn) for old, fn in old_tags.items()})
     _generation += 1

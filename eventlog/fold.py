@@ -55,6 +55,8 @@ def check_reducer(reducer: object) -> None:
     name, version = getattr(reducer, "name", None), getattr(reducer, "version", None)
     if not isinstance(name, str) or not name or "@" in name or len(name.encode("utf-8", "replace")) > 128:
         raise InvalidArgumentError(f"a reducer needs a `name`: a short string without '@', not {name!r}")
+    if not name.isprintable():  # a lone surrogate, a control character
+        raise InvalidArgumentError(f"a reducer's `name` must be printable unicode text, not {name!r}")
     if type(version) is not int or not 0 <= version < 1 << 32:
         raise InvalidArgumentError(f"reducer {name!r} needs an integer `version` in 0..2**32-1, not {version!r}")
     if not callable(getattr(reducer, "initial", None)) or not callable(getattr(reducer, "apply", None)):

@@ -84,7 +84,7 @@ class RunWriter(Generic[S]):
             if rec is None:
                 return None, 0, 0
             found = self._replay.find_snapshot(txn, self.run_id, rec, rec.head, tag)
-            start, size = (0, 0) if found is None else (found[0], len(found[1]))
+            start, size = (0, 0) if found is None else (found[0], len(found[2]))
             return rec, size, self._replay.bytes_since(txn, self.run_id, rec, start, rec.head, None)
 
         for attempt in range(_limits.replaced_retries_max + 1):

@@ -36,7 +36,10 @@ class RunView(Protocol):
         """The run's history, oldest first: column names and one row (plain data) per checkpoint."""
 
     def state(self, log: EventLog[Any], run_id: str, offset: int) -> Any:
-        """The run's state after its first `offset` events, as plain data (JSON-encodable)."""
+        """The run's state after its first `offset` events, as plain data (JSON-encodable).
+
+        A view never imports or calls what stored bytes name (docs/durability.md, guarantee 7):
+        a framework payload is decoded only into known types, any other shown as data."""
 
 
 _loaded: list[RunView] | None = None

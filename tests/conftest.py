@@ -36,11 +36,18 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def open_log(backend: str, tmp_path: Path) -> Iterator[Callable[..., eventlog.EventLog]]:
-    """`open_log(**kw)` opens the same log each call (a reopen keeps what was written; memory: same store)."""
+    """`open_log(**kw)` opens the same log each call (a reopen keeps what was written; memory: same store).
+    `key=` and `readonly=` (not on memory) apply to every store, as they do to `eventlog.open`."""
     opened: list[eventlog.EventLog] = []
     memory_store: list[Any] = []
 
     def make(**kw: Any) -> eventlog.EventLog:
+        if backend != "lmdb" and "key" in kw:
+            from eventlog.crypto import AESGCMCipher
+
+            key = kw.pop("key")
+            if key is not None:
+                kw["cipher"] = AESGCMCipher(key)
         if backend == "memory":
             from eventlog.store import MemoryStore
 
@@ -55,8 +62,13 @@ def open_log(backend: str, tmp_path: Path) -> Iterator[Callable[..., eventlog.Ev
             from eventlog.store.postgres import PostgresStore
 
             schema = f"t_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
-            store = PostgresStore(os.environ["EVENTLOG_TEST_PG_DSN"], schema=schema)
-            log = eventlog.EventLog(store, **kw)
+            readonly = kw.pop("readonly", False)
+            store = PostgresStore(os.environ["EVENTLOG_TEST_PG_DSN"], schema=schema, readonly=readonly)
+            try:
+                log = eventlog.EventLog(store, **kw)
+            except BaseException:
+                store.close()
+                raise
         opened.append(log)
         return log
 

@@ -155,3 +155,48 @@ def test_executors_and_integrations_do_not_import_the_facade() -> None:
             if isinstance(node, ast.Import) and any(a.name == "eventlog" for a in node.names):
                 wrong.append(f"{name}: import eventlog")
     assert not wrong, f"import the modules they use, not eventlog itself: {wrong}"
+
+
+# Names that import, call or unpickle what data names, and the only modules that may use them:
+# every framework value is read through langgraph/_serde.py's SafeSerializer, a WayFlow
+# restore through wayflow/_serialize.py after its type check, and `--kinds` imports the
+# modules a user names on the command line (docs/durability.md, guarantee 7).
+DECODERS_ALLOWED = {
+    "JsonPlusSerializer": {"langgraph._serde"},
+    "EncryptedSerializer": set(),
+    "Reviver": {"langgraph._serde"},
+    "import_module": {"langgraph._serde", "cli._common"},
+    "__import__": set(),
+    "autodeserialize": set(),
+    "autodeserialize_from_dict": {"wayflow._serialize"},
+    "autodeserialize_any_from_dict": set(),
+    "deserialize": set(),
+    "deserialize_from_dict": set(),
+    "pickle": set(),
+    "cloudpickle": set(),
+    "dill": set(),
+    "marshal": set(),
+    "shelve": set(),
+    "unsafe_load": set(),
+    "full_load": set(),
+    "eval": set(),
+    "exec": set(),
+}
+
+
+def test_no_decoder_can_import_or_call() -> None:
+    """Only the modules above use a decoder that could import or call what stored bytes name."""
+    wrong = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            used: list[str] = []
+            if isinstance(node, ast.Name):
+                used = [node.id]
+            elif isinstance(node, ast.Attribute):
+                used = [node.attr]
+            elif isinstance(node, ast.ImportFrom):
+                used = [*(node.module or "").split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                used = [part for a in node.names for part in a.name.split(".")]
+            wrong += [f"{name}:{node.lineno} uses {u}" for u in used if name not in DECODERS_ALLOWED.get(u, {name})]
+    assert not wrong, wrong

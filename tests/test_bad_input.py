@@ -282,7 +282,7 @@ def test_a_log_of_a_newer_format_version_is_refused(open_log: OpenLog) -> None:
     log = open_log()
     log.append("r", step(1))
     newer = eventlog._limits.format_version + 1
-    log.store.write(lambda txn: txn.put("meta", b"format", log.codec.compress(u64(newer), 0)))
+    log.store.write(lambda txn: txn.put("meta", b"format", log.codec.compress(u64(newer), 0, None)))
     log.close()
     with pytest.raises(eventlog.FormatVersionError) as info:
         open_log()
@@ -292,7 +292,7 @@ def test_a_log_of_a_newer_format_version_is_refused(open_log: OpenLog) -> None:
 def test_a_newer_lmdb_log_is_refused_by_open(tmp_path: Path) -> None:
     with eventlog.open(tmp_path / "log") as log:
         log.append("r", step(1))
-        log.store.write(lambda txn: txn.put("meta", b"format", log.codec.compress(u64(99), 0)))
+        log.store.write(lambda txn: txn.put("meta", b"format", log.codec.compress(u64(99), 0, None)))
     with pytest.raises(eventlog.FormatVersionError, match="99"):
         eventlog.open(tmp_path / "log")
     with pytest.raises(eventlog.FormatVersionError):

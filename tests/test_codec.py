@@ -126,6 +126,7 @@ def entry(c: Codec, record: EntryRecord, dict_id: int) -> bytes:
         c.encode_meta(record.meta),
         c.encode_event(record.event),
         dict_id,
+        ("events", b"k"),
     )
 
 
@@ -169,7 +170,7 @@ def test_every_kind_round_trips_through_an_entry(
     record = EntryRecord(position, time_ns, event_id, meta, event)
     for dict_id in (0, 1):
         stored = entry(c, record, dict_id)
-        back = c.decode_entry(stored)
+        back = c.decode_entry(stored, b"k")
         assert type(back.event) is kind
         assert canonical(back) == canonical(record)
         assert canonical(back.event) == canonical(event)
@@ -196,7 +197,7 @@ def test_any_registered_kind_round_trips(data: st.DataObject) -> None:
     kind = data.draw(st.sampled_from(sorted(supported, key=lambda k: k.__struct_config__.tag)))  # type: ignore[union-attr]
     event = data.draw(event_strategy(kind))
     c = codec()
-    back = c.decode_entry(entry(c, EntryRecord(1, 0, "e", None, event), 0))
+    back = c.decode_entry(entry(c, EntryRecord(1, 0, "e", None, event), 0), b"k")
     assert canonical(back.event) == canonical(event)
 
 
@@ -219,10 +220,10 @@ def test_long_messages_are_compressed_and_round_trip() -> None:
     stored = entry(c, EntryRecord(1, 2, "id", None, event), 0)
     assert len(stored) < len(canonical(event)) // 4
     assert unframe(stored)[0] == ZSTD
-    assert c.decode_entry(stored).event == event
+    assert c.decode_entry(stored, b"k").event == event
     with_dict = entry(c, EntryRecord(1, 2, "id", None, event), 1)
     assert unframe(with_dict)[:2] == (ZSTD_DICT, 1) and len(with_dict) <= len(stored)
-    assert codec().decode_entry(with_dict).event == event  # a fresh codec loads the dictionary by its id
+    assert codec().decode_entry(with_dict, b"k").event == event  # a fresh codec loads the dictionary by its id
 
 
 # -- frames ------------------------------------------------------------------------------
@@ -264,9 +265,9 @@ def test_a_truncated_or_extended_frame_is_refused(payload: bytes, data: st.DataO
 @given(payload=st.binary(max_size=5000) | st.text(max_size=3000).map(str.encode))
 def test_compress_then_payload_round_trips(payload: bytes) -> None:
     c = codec()
-    stored = c.compress(payload, 0)
+    stored = c.compress(payload, 0, None)
     assert len(stored) <= len(payload) + eventlog._limits.record_header_size_bytes
-    assert bytes(c.payload(stored)) == payload
+    assert bytes(c.payload(stored, ("events", b"k"))) == payload
 
 
 def test_a_frame_of_another_format_version_is_refused() -> None:
@@ -275,7 +276,7 @@ def test_a_frame_of_another_format_version_is_refused() -> None:
 
     for value in (zlib.crc32(body).to_bytes(4, "big") + body, frame(b"payload", 7, 0), frame(b"payload", RAW, 5)):
         with pytest.raises(eventlog.CorruptRecordError):
-            codec().payload(value)
+            codec().payload(value, ("events", b"k"))
 
 
 # -- bounded decompression -----------------------------------------------------------------
@@ -293,7 +294,7 @@ def test_hand_made_zstd_frame_is_valid_when_honest() -> None:
     honest = _zstd_frame_declaring(5, b"hello")
     assert zstandard.frame_content_size(honest) == 5
     assert zstandard.ZstdDecompressor().decompress(honest) == b"hello"
-    assert bytes(codec().payload(frame(honest, ZSTD, 0))) == b"hello"
+    assert bytes(codec().payload(frame(honest, ZSTD, 0), ("events", b"k"))) == b"hello"
 
 
 @pytest.mark.parametrize("declared", [eventlog._limits.record_size_bytes_max + 1, 2**40, 2**62])
@@ -301,16 +302,16 @@ def test_zstd_frame_declaring_a_huge_size_is_refused_before_decompression(declar
     bomb = frame(_zstd_frame_declaring(declared, b"hello"), ZSTD, 0)
     # A decompressor would fail differently (the block holds 5 bytes); the declared size is refused first.
     with pytest.raises(eventlog.CorruptRecordError, match=f"declares {declared} bytes, over the limit"):
-        codec().payload(bomb)
+        codec().payload(bomb, ("events", b"k"))
     with pytest.raises(eventlog.CorruptRecordError, match="over the limit"):
-        codec().decode_entry(bomb)
+        codec().decode_entry(bomb, b"k")
 
 
 def test_a_real_decompression_bomb_is_refused() -> None:
     zeros = zstandard.ZstdCompressor().compress(bytes(eventlog._limits.record_size_bytes_max + 1024))
     assert len(zeros) < 4096
     with pytest.raises(eventlog.CorruptRecordError, match="over the limit"):
-        codec().decode_entry(frame(zeros, ZSTD, 0))
+        codec().decode_entry(frame(zeros, ZSTD, 0), b"k")
 
 
 def test_zstd_frame_without_a_content_size_is_refused() -> None:
@@ -318,18 +319,18 @@ def test_zstd_frame_without_a_content_size_is_refused() -> None:
     blob = zstandard.ZstdCompressor(write_content_size=False).compress(data)
     assert zstandard.frame_content_size(blob) == -1
     with pytest.raises(eventlog.CorruptRecordError, match="content size"):
-        codec().payload(frame(blob, ZSTD, 0))
+        codec().payload(frame(blob, ZSTD, 0), ("events", b"k"))
 
 
 def test_zstd_frame_whose_content_differs_from_its_declared_size_is_refused() -> None:
     liar = _zstd_frame_declaring(10, b"hello")
     with pytest.raises(eventlog.CorruptRecordError):
-        codec().payload(frame(liar, ZSTD, 0))
+        codec().payload(frame(liar, ZSTD, 0), ("events", b"k"))
 
 
 def test_missing_dictionary_is_a_corrupt_record() -> None:
     with pytest.raises(eventlog.CorruptRecordError, match="dictionary 3"):
-        codec().payload(frame(_zstd_frame_declaring(5, b"hello"), ZSTD_DICT, 3))
+        codec().payload(frame(_zstd_frame_declaring(5, b"hello"), ZSTD_DICT, 3), ("events", b"k"))
 
 
 # -- arbitrary bytes ---------------------------------------------------------------------
@@ -341,7 +342,7 @@ def test_missing_dictionary_is_a_corrupt_record() -> None:
 @example(value=bytes(10))
 def test_arbitrary_bytes_raise_only_corrupt_record(value: bytes) -> None:
     with pytest.raises(eventlog.CorruptRecordError):
-        codec().decode_entry(value)
+        codec().decode_entry(value, b"k")
 
 
 @settings(max_examples=500)
@@ -354,7 +355,7 @@ def test_arbitrary_payloads_with_a_good_checksum_raise_only_corrupt_record(paylo
     """A frame whose checksum is right but whose payload is garbage: every layer below must refuse it by name."""
     value = frame(payload, compression, 9 if compression == ZSTD_DICT else 0)
     try:
-        record = codec().decode_entry(value)
+        record = codec().decode_entry(value, b"k")
     except (eventlog.CorruptRecordError, eventlog.UnknownKindError):
         return
     # A payload that happens to be a valid entry must decode to a registered kind.
@@ -373,7 +374,7 @@ def test_mutated_valid_entries_raise_only_corrupt_record(data: st.DataObject) ->
     cut = data.draw(st.integers(1, len(payload)))
     value = frame(bytes(payload[:cut]), RAW, 0)
     try:
-        record = codec().decode_entry(value)
+        record = codec().decode_entry(value, b"k")
     except (eventlog.CorruptRecordError, eventlog.UnknownKindError):  # a changed tag reads as an unknown kind
         return
     assert isinstance(record.event, eventlog.Event)
@@ -476,7 +477,7 @@ def test_user_kind_round_trips() -> None:
     event = Approved(
         by="ann", amount=INT_MAX, ratio=-math.inf, tags=["x", "ü"], extra={"n": [1, None]}, blob=b"\x00\xff", note="ok"
     )
-    back = c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0)).event
+    back = c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0), b"k").event
     assert back == event and type(back) is Approved
 
 
@@ -484,7 +485,7 @@ def test_user_kind_round_trips() -> None:
 @given(event=event_strategy(Approved))
 def test_user_kind_round_trips_for_any_value(event: Approved) -> None:
     c = codec()
-    assert canonical(c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0)).event) == canonical(event)
+    assert canonical(c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0), b"k").event) == canonical(event)
 
 
 def test_user_kind_in_a_real_log(tmp_path: Path) -> None:
@@ -523,7 +524,7 @@ def test_register_refuses_what_is_not_a_kind() -> None:
 def test_decoding_an_unregistered_tag_is_an_unknown_kind_not_corruption() -> None:
     payload = msgspec.msgpack.encode([1, 2, "e", None, {"kind": "nobody.knows", "x": 1}])
     with pytest.raises(eventlog.UnknownKindError, match="nobody.knows") as info:
-        codec().decode_entry(frame(payload, RAW, 0))
+        codec().decode_entry(frame(payload, RAW, 0), b"k")
     assert not isinstance(info.value, eventlog.CorruptRecordError) and info.value.kind == "nobody.knows"
 
 
@@ -531,5 +532,5 @@ def test_nan_survives_bit_for_bit() -> None:
     c = codec()
     weird_nan = struct.unpack(">d", bytes.fromhex("7ff8000000000123"))[0]
     event = ev.ToolCallCompleted(call_id="c", tool="t", output=[weird_nan, math.nan], latency_ms=math.nan)
-    back = c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0)).event
+    back = c.decode_entry(entry(c, EntryRecord(1, 1, "e", None, event), 0), b"k").event
     assert canonical(back) == canonical(event)

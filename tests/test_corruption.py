@@ -146,10 +146,10 @@ def test_every_single_byte_damage_of_every_record_kind_is_detected(path: Path) -
     from eventlog._records import CheckpointRecord, RunRecord, SnapshotRecord
 
     decoders = {
-        "event": codec.decode_entry,
-        "snapshot": lambda v: codec.decode_value(v, SnapshotRecord),
-        "checkpoint": lambda v: codec.decode_value(v, CheckpointRecord),
-        "run": lambda v: codec.decode_value(v, RunRecord),
+        "event": lambda v: codec.decode_entry(v, prefix + u64(5)),
+        "snapshot": lambda v: codec.decode_value(v, SnapshotRecord, ("snapshots", b"")),
+        "checkpoint": lambda v: codec.decode_value(v, CheckpointRecord, ("checkpoints", b"")),
+        "run": lambda v: codec.decode_value(v, RunRecord, ("runs", b"c")),
     }
     injected = 0
     for kind, value in values.items():
@@ -294,7 +294,7 @@ def test_damaged_format_record_refuses_to_open(path: Path) -> None:
 def test_format_record_of_a_newer_version_refuses_to_open(path: Path) -> None:
     with eventlog.open(path) as log:
         codec = Codec(lambda _: None, 1 << 20)
-        log.store.write(lambda txn: txn.put("meta", b"format", codec.compress(u64(99), 0)))
+        log.store.write(lambda txn: txn.put("meta", b"format", codec.compress(u64(99), 0, None)))
     out = _probe(path)
     assert out["open_error"] == "FormatVersionError"
 
@@ -354,7 +354,7 @@ def test_direct_frames_with_a_bad_header_are_refused() -> None:
     good = frame(b"\x90", 0, 0)
     for damaged in (b"", good[:9], bytes([2]) + good[1:], good[:1] + bytes([7]) + good[2:]):
         with pytest.raises(CorruptRecordError):
-            codec.decode_entry(damaged)
+            codec.decode_entry(damaged, b"")
 
 
 def test_tables_named_in_the_format_are_the_tables_of_the_log(path: Path) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import eventlog
-from eventlog._keys import u64
+from eventlog._keys import event_key, u64
+from eventlog.codec import RAW, SEALED, frame, unframe
 from eventlog.events import StepCompleted, UserMessage
 from eventlog.transfer import export_runs, import_runs
 
@@ -95,3 +98,361 @@ def test_export_and_import_of_an_encrypted_log(tmp_path: Path) -> None:
         assert [(e.event, e.meta) for e in copy.read("r")] == entries
         assert copy.verify().ok
     assert SECRET.encode() not in (tmp_path / "b" / "data.mdb").read_bytes()
+
+
+# -- whether a log is sealed is recorded once (every store) -------------------------------------
+
+OTHER = bytes(range(100, 132))
+
+
+def _opens(backend: str) -> list[dict[str, Any]]:
+    """The ways of opening a log again: to write, and read-only where the store has that."""
+    return [{}] if backend == "memory" else [{}, {"readonly": True}]
+
+
+def test_a_key_given_to_a_plaintext_log_is_refused_even_before_its_first_run(
+    open_log: Callable[..., eventlog.EventLog[Any]], backend: str
+) -> None:
+    open_log().close()  # created without a key; no run yet
+    for kw in _opens(backend):
+        with pytest.raises(eventlog.KeyMismatchError, match="not sealed"):
+            open_log(key=KEY, **kw)
+    log = open_log()
+    log.append("r", UserMessage(content="plain"))
+    log.close()
+    for kw in _opens(backend):
+        with pytest.raises(eventlog.KeyMismatchError, match="not sealed"):
+            open_log(key=KEY, **kw)
+
+
+def test_a_sealed_log_refuses_no_key_and_another_key_by_name(
+    open_log: Callable[..., eventlog.EventLog[Any]], backend: str
+) -> None:
+    open_log(key=KEY).close()  # sealed from its creation, though it holds no run
+    for kw in _opens(backend):
+        with pytest.raises(eventlog.KeyMismatchError, match="sealed.*--key-file PATH or EVENTLOG_KEY_FILE"):
+            open_log(**kw)
+        with pytest.raises(eventlog.KeyMismatchError, match="another key"):
+            open_log(key=OTHER, **kw)
+    log = open_log(key=KEY)
+    log.append("r", UserMessage(content=SECRET))
+    assert log.entry("r", 1).event == UserMessage(content=SECRET)
+
+
+def test_the_seal_record_and_the_key_check_must_agree(
+    open_log: Callable[..., eventlog.EventLog[Any]], backend: str
+) -> None:
+    log = open_log(key=KEY)
+    log.append("r", UserMessage(content=SECRET))
+    log.store.write(lambda txn: txn.put("meta", b"sealed", frame(u64(0), RAW, 0)))  # "not sealed", by hand
+    log.close()
+    for kw in _opens(backend):
+        with pytest.raises(eventlog.NotALogError, match="key check"):
+            open_log(**kw)  # no key: refused rather than writing plaintext beside sealed values
+
+
+def _events_value(log: eventlog.EventLog[Any], run_id: str, offset: int) -> tuple[bytes, bytes]:
+    key = event_key(_number(log, run_id), offset)
+    return key, log.store.read(lambda txn: txn.get("events", key))
+
+
+def test_a_plaintext_value_in_a_sealed_log_and_a_sealed_value_in_a_plaintext_log_are_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = open_log(key=KEY)
+    log.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)])
+    key, _ = _events_value(log, "r", 2)
+    with eventlog.open(":memory:") as plain:  # the same entry, not sealed, at the same key
+        plain.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)])
+        _, value = _events_value(plain, "r", 2)
+    log.store.write(lambda txn: txn.put("events", key, value))
+    with pytest.raises(eventlog.CorruptRecordError, match="not sealed .* in a sealed log") as caught:
+        list(log.read("r"))
+    assert (caught.value.run_id, caught.value.offset) == ("r", 2)
+    assert [(p.run_id, p.offset) for p in log.verify().problems] == [("r", 2)]
+
+
+def test_a_sealed_value_in_a_plaintext_log_is_refused(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
+    log = open_log()
+    log.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)])
+    key, _ = _events_value(log, "r", 3)
+    with eventlog.open(":memory:", key=KEY) as sealed:
+        sealed.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)])
+        _, value = _events_value(sealed, "r", 3)
+    log.store.write(lambda txn: txn.put("events", key, value))
+    with pytest.raises(eventlog.CorruptRecordError, match="sealed value .* not sealed") as caught:
+        log.entry("r", 3)
+    assert (caught.value.run_id, caught.value.offset) == ("r", 3)
+    assert [(p.run_id, p.offset) for p in log.verify().problems] == [("r", 3)]
+
+
+# -- a sealed value is bound to its place (every store) ------------------------------------------
+
+
+def _number(log: eventlog.EventLog[Any], run_id: str) -> int:
+    return log.store.read(lambda txn: log._runs.require(txn, run_id)).number
+
+
+def _sealed_pair(open_log: Callable[..., eventlog.EventLog[Any]]) -> eventlog.EventLog[Any]:
+    """A sealed log with runs "a" and "b", each with checkpoints and at least two snapshots."""
+    log = open_log(key=KEY)
+    for run_id in ("a", "b"):
+        w = log.writer(run_id, policy=eventlog.CheckpointPolicy.every(2))
+        for i in range(1, 9):
+            w.append(UserMessage(content=f"{run_id} {i}"), meta={"pad": os.urandom(400).hex()})
+    return log
+
+
+def _swap(log: eventlog.EventLog[Any], table: str, one: bytes, two: bytes) -> None:
+    def swap(txn: Any) -> None:
+        first, second = txn.get(table, one), txn.get(table, two)
+        assert first is not None and second is not None
+        txn.put(table, one, second)
+        txn.put(table, two, first)
+
+    log.store.write(swap)
+
+
+def _copy(log: eventlog.EventLog[Any], table: str, source: bytes, dest: bytes) -> None:
+    log.store.write(lambda txn: txn.put(table, dest, txn.get(table, source)))
+
+
+def _problems(log: eventlog.EventLog[Any]) -> set[tuple[str, int | None]]:
+    report = log.verify()
+    assert not report.ok
+    return {(p.run_id, p.offset) for p in report.problems}
+
+
+def test_an_event_moved_between_runs_fails_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
+    log = _sealed_pair(open_log)
+    _copy(log, "events", event_key(_number(log, "a"), 1), event_key(_number(log, "b"), 1))
+    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+        list(log.read("b"))
+    assert (caught.value.run_id, caught.value.offset) == ("b", 1)
+    with pytest.raises(eventlog.CorruptRecordError) as caught:
+        list(log.feed())
+    assert (caught.value.run_id, caught.value.offset) == ("b", 1)
+    assert ("b", 1) in _problems(log)
+    assert [e.offset for e in log.read("a")] == list(range(1, 9))  # the source is untouched
+
+
+def test_two_offsets_swapped_in_one_run_fail_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
+    log = _sealed_pair(open_log)
+    number = _number(log, "a")
+    _swap(log, "events", event_key(number, 3), event_key(number, 4))
+    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+        log.entry("a", 4)
+    assert (caught.value.run_id, caught.value.offset) == ("a", 4)
+    with pytest.raises(eventlog.CorruptRecordError) as caught:
+        log.state_at("a", 3)
+    assert caught.value.run_id == "a"
+    assert ("a", 3) in _problems(log)
+
+
+def test_an_older_snapshot_replayed_under_a_newer_key_fails_to_open(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = _sealed_pair(open_log)
+    number = _number(log, "a")
+    keys = log.store.read(lambda txn: txn.keys("snapshots", u64(number), u64(number + 1), 100))
+    assert len(keys) >= 2
+    older, newer = keys[0], keys[-1]
+    _copy(log, "snapshots", older, newer)
+    offset = int.from_bytes(newer[8:16], "big")
+    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+        log.state_at("a", offset)
+    assert (caught.value.run_id, caught.value.offset) == ("a", offset)
+    assert ("a", offset) in _problems(log)
+
+
+def test_a_run_record_moved_to_another_run_fails_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
+    log = _sealed_pair(open_log)
+    _copy(log, "runs", b"a", b"b")
+    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+        log.run_info("b")
+    assert caught.value.run_id == "b"
+    assert ("b", None) in _problems(log)
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["within-a-run", "between-runs"])
+def test_a_checkpoint_record_moved_fails_to_open(open_log: Callable[..., eventlog.EventLog[Any]], across: bool) -> None:
+    log = _sealed_pair(open_log)
+    a, b = _number(log, "a"), _number(log, "b")
+    if across:
+        _copy(log, "checkpoints", u64(a) + u64(1), u64(b) + u64(1))
+    else:
+        _swap(log, "checkpoints", u64(a) + u64(1), u64(a) + u64(2))
+    victim = "b" if across else "a"
+    with pytest.raises(eventlog.CorruptRecordError, match="checkpoints key") as caught:
+        log.checkpoints.list(victim)
+    assert caught.value.run_id == victim
+    assert victim in {run_id for run_id, _ in _problems(log)}
+
+
+def test_a_key_check_copied_from_another_log_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]], backend: str
+) -> None:
+    log = _sealed_pair(open_log)
+    with eventlog.open(":memory:", key=KEY) as other:  # another log, sealed with the same key
+        copied = other.store.read(lambda txn: txn.get("meta", b"key.check"))
+    log.store.write(lambda txn: txn.put("meta", b"key.check", copied))
+    log.close()
+    for kw in _opens(backend):
+        with pytest.raises(eventlog.KeyMismatchError, match="key.check"):
+            open_log(key=KEY, **kw)
+
+
+def test_a_value_copied_from_another_log_with_the_same_key_fails_to_open(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = _sealed_pair(open_log)
+    with eventlog.open(":memory:", key=KEY) as other:
+        other.append("a", UserMessage(content="from another log"))
+        _, value = _events_value(other, "a", 1)
+    key, _ = _events_value(log, "a", 1)
+    assert key == event_key(1, 1)  # the same table and key in both logs: only the log id differs
+    log.store.write(lambda txn: txn.put("events", key, value))
+    with pytest.raises(eventlog.CorruptRecordError, match="another place or log") as caught:
+        log.entry("a", 1)
+    assert (caught.value.run_id, caught.value.offset) == ("a", 1)
+
+
+# -- a log sealed before values were bound to their place (format 2) -----------------------------
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sealed-log-f83f4b8"
+FIXTURE_KEY = bytes(range(32))
+
+
+def _read_all(log: eventlog.EventLog[Any]) -> dict[str, Any]:
+    """What tests/fixtures/make_sealed_log_f83f4b8.py recorded, read the same way."""
+    out: dict[str, Any] = {"runs": log.runs(), "feed": [[e.run_id, e.offset, e.position] for e in log.feed()]}
+    for run_id in log.runs():
+        info = log.run_info(run_id)
+        out[run_id] = {
+            "head": info.head,
+            "base": info.base,
+            "entries": msgspec.to_builtins(list(log.read(run_id, after=info.base))),
+            "state": msgspec.to_builtins(log.state_at(run_id)),
+            "checkpoints": [[c.checkpoint_id, c.offset, c.metadata] for c in log.checkpoints.list(run_id)],
+        }
+    return msgspec.json.decode(msgspec.json.encode(out))  # type: ignore[no-any-return]
+
+
+def _values(log: eventlog.EventLog[Any]) -> dict[tuple[str, bytes], bytes]:
+    """Every framed value of the log by (table, key)."""
+    return {
+        (table, bytes(k)): bytes(v)
+        for table in ("meta", "runs", "events", "checkpoints", "snapshots")
+        for k, v in log.store.read(lambda txn, table=table: txn.scan(table, b"", None))
+    }
+
+
+@pytest.fixture
+def old_sealed(tmp_path: Path) -> Path:
+    copy = tmp_path / "log"
+    copy.mkdir(mode=0o700)
+    (copy / "data.mdb").write_bytes((FIXTURE / "data.mdb").read_bytes())
+    return copy
+
+
+def _format(log: eventlog.EventLog[Any]) -> int:
+    return log.store.read(lambda txn: log._runs.meta_int(txn, b"format"))
+
+
+def test_a_log_sealed_by_f83f4b8_reads_as_it_is_and_is_bound_when_opened_to_write(old_sealed: Path) -> None:
+    expected = msgspec.json.decode((FIXTURE.parent / "sealed-log-f83f4b8.json").read_bytes())
+    with pytest.raises(eventlog.KeyMismatchError, match="sealed"):
+        eventlog.open(old_sealed, readonly=True)
+    with pytest.raises(eventlog.KeyMismatchError, match="another key"):
+        eventlog.open(old_sealed, key=OTHER, readonly=True)
+    with eventlog.open(old_sealed, key=FIXTURE_KEY, readonly=True) as log:  # as it is: format 2, unbound
+        assert _format(log) == 2
+        assert _read_all(log) == expected
+        unbound = _values(log)
+    assert ("meta", b"dict:\x00\x00\x00\x01") in unbound  # a sealed dictionary is bound too
+    with eventlog.open(old_sealed, key=FIXTURE_KEY) as log:  # to write: every value sealed again, bound
+        assert _format(log) == eventlog._limits.format_version
+        assert _read_all(log) == expected
+        assert log.verify().ok
+        log.append("chat", UserMessage(content="after the migration"))
+        again = _values(log)
+        sealed = [place for place, value in unbound.items() if unframe(value)[0] & SEALED]
+        assert len(sealed) > 200 and all(again[place] != unbound[place] for place in sealed)
+        # No downgrade: an unbound value from before the migration, put back at its own place, is refused.
+        key = event_key(_number(log, "chat"), 5)
+        log.store.write(lambda txn: txn.put("events", key, unbound[("events", key)]))
+        with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+            log.entry("chat", 5)
+        assert (caught.value.run_id, caught.value.offset) == ("chat", 5)
+        assert {(p.run_id, p.offset) for p in log.verify().problems} == {("chat", 5)}  # read by chat-b too
+        # Nor when the format record is set back to 2 and the log opened read-only: the key check says "bound".
+        log.store.write(lambda txn: log._runs.put_meta_int(txn, b"format", 2))
+    with eventlog.open(old_sealed, key=FIXTURE_KEY, readonly=True) as log:
+        with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate"):
+            log.entry("chat", 5)
+        assert log.entry("chat", 6).offset == 6
+
+
+@pytest.mark.parametrize("writes", [1, 3, 5, 6, 7])
+def test_a_migration_cut_short_reads_whole_and_finishes_at_the_next_open(old_sealed: Path, writes: int) -> None:
+    from eventlog.crypto import AESGCMCipher
+    from eventlog.store import LMDBStore
+
+    class CutStore(LMDBStore):
+        """Dies (as a killed process would) before its write transaction number `writes` + 1."""
+
+        left = writes
+
+        def write(self, fn: Callable[[Any], Any]) -> Any:
+            if self.left == 0:
+                raise KeyboardInterrupt
+            self.left -= 1
+            return super().write(fn)
+
+    expected = msgspec.json.decode((FIXTURE.parent / "sealed-log-f83f4b8.json").read_bytes())
+    store = CutStore(old_sealed)
+    with pytest.raises(KeyboardInterrupt):
+        eventlog.EventLog(store, cipher=AESGCMCipher(FIXTURE_KEY))
+    store.close()
+    with eventlog.open(old_sealed, key=FIXTURE_KEY, readonly=True) as log:  # part bound, part not
+        assert _format(log) == 2
+        assert _read_all(log) == expected
+    with eventlog.open(old_sealed, key=FIXTURE_KEY) as log:
+        assert _format(log) == eventlog._limits.format_version
+        assert _read_all(log) == expected
+        assert log.verify().ok
+
+
+def test_a_checkpoint_id_index_pointed_at_another_checkpoint_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = _sealed_pair(open_log)
+    first, second = (c.checkpoint_id for c in log.checkpoints.list("a")[:2])
+    number = _number(log, "a")
+    _copy(log, "checkpoint_ids", u64(number) + second.encode(), u64(number) + first.encode())
+    for act in (
+        lambda: log.checkpoints.load("a", first),
+        lambda: log.checkpoints.delete("a", first),
+        lambda: log.checkpoints.save("a", 2, checkpoint_id=first, metadata={"x": 1}),
+    ):
+        with pytest.raises(eventlog.CorruptRecordError, match="index points") as caught:
+            act()
+        assert caught.value.run_id == "a"
+    assert [c.checkpoint_id for c in log.checkpoints.list("a")][:2] == [first, second]  # nothing deleted
+    assert "a" in {run_id for run_id, _ in _problems(log)}
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "plaintext"])
+def test_an_event_id_index_pointed_at_another_entry_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]], sealed: bool
+) -> None:
+    log = open_log(key=KEY if sealed else None)
+    log.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)], event_ids=["e1", "e2", "e3"])
+    assert log.append("r", StepCompleted(node="a", superstep=2), event_id="e2") == 2  # a repeat: a no-op
+    number = _number(log, "r")
+    _copy(log, "event_ids", u64(number) + b"e3", u64(number) + b"e2")  # "e2" now says offset 3
+    with pytest.raises(eventlog.CorruptRecordError, match="index points 'e2'") as caught:
+        log.append("r", StepCompleted(node="a", superstep=2), event_id="e2")
+    assert (caught.value.run_id, caught.value.offset) == ("r", 3)
+    assert log.head("r") == 3
+    assert ("r", 2) in _problems(log)

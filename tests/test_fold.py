@@ -355,11 +355,11 @@ def test_verify_finds_a_damaged_snapshot() -> None:
         ((key, value),) = txn.scan("snapshots", b"", None)
         from eventlog._records import SnapshotRecord
 
-        snap = log.codec.decode_value(value, SnapshotRecord)
+        snap = log.codec.decode_value(value, SnapshotRecord, ("snapshots", key))
         fake = SnapshotRecord(
             snap.reducer, snap.reducer_version, snap.offset, msgspec.Raw(log.codec.encode_state(other))
         )
-        txn.put("snapshots", key, log.codec.encode_value(fake))
+        txn.put("snapshots", key, log.codec.encode_value(fake, ("snapshots", key)))
 
     log.store.write(tamper)
     report = log.verify()

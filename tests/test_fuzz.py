@@ -175,10 +175,10 @@ def test_any_stored_checkpoint_or_snapshot_is_a_named_corrupt_record(
 def test_the_codec_decoders_raise_only_corrupt_record(value: bytes) -> None:
     codec = Codec(lambda _: None, 1 << 20)
     for decode in (
-        codec.decode_entry,
-        lambda v: codec.decode_value(v, RunRecord),
-        lambda v: codec.decode_value(v, CheckpointRecord),
-        lambda v: codec.decode_value(v, SnapshotRecord),
+        lambda v: codec.decode_entry(v, b""),
+        lambda v: codec.decode_value(v, RunRecord, ("runs", b"")),
+        lambda v: codec.decode_value(v, CheckpointRecord, ("checkpoints", b"")),
+        lambda v: codec.decode_value(v, SnapshotRecord, ("snapshots", b"")),
         codec.decode_event,
     ):
         try:
@@ -205,7 +205,7 @@ def test_a_huge_declared_size_is_refused_before_decompressing(declared: int) -> 
     tracemalloc.start()
     try:
         with pytest.raises(CorruptRecordError, match="declares"):
-            codec.payload(frame(_zstd_header(declared), ZSTD, 0))
+            codec.payload(frame(_zstd_header(declared), ZSTD, 0), ("events", b"k"))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -762,6 +762,191 @@ def test_deep_nesting_is_refused_by_name(log: eventlog.EventLog[Any]) -> None:
     assert log.runs() == []
 
 
+def _nested(depth: int, leaf: Any = "leaf", as_map: bool = False) -> Any:
+    for _ in range(depth):
+        leaf = {"k": leaf} if as_map else [leaf]
+    return leaf
+
+
+class DeepReducer:
+    name, version, state_type = "deep", 1, Any
+
+    def initial(self) -> Any:
+        return []
+
+    def apply(self, state: Any, event: eventlog.Event) -> Any:
+        return _nested(5_000)
+
+
+@pytest.mark.parametrize("depth", [300, 5_000])
+def test_nesting_is_bounded_on_every_value_the_log_writes(log: eventlog.EventLog[Any], depth: int) -> None:
+    """Over `nesting_depth_max` (256) a value is refused by name, whether or not msgspec's own limit is met."""
+    from eventlog import _limits
+
+    assert _limits.nesting_depth_max < 300
+    for as_map in (False, True):
+        deep = _nested(depth, as_map=as_map)
+        with pytest.raises(eventlog.InvalidEventError, match="deeper"):
+            log.append("r", StepCompleted(node="a", superstep=1, update={"deep": deep}))
+        with pytest.raises(eventlog.InvalidEventError, match="deeper"):
+            log.append("r", UserMessage(content="ok"), meta={"deep": deep})
+    assert log.runs() == []
+    log.append("r", StepCompleted(node="a", superstep=1, update={"ok": _nested(200)}))  # well inside the bound
+    assert log.state_at("r").values == {"ok": _nested(200)}
+    with pytest.raises(eventlog.UnencodableValueError, match="deeper"):
+        log.checkpoints.save("r", metadata={"deep": _nested(depth)})
+    with pytest.raises(eventlog.UnencodableValueError, match="deeper"):  # a state: bounded by what msgpack reads back
+        log.checkpoints.save("r", reducer=DeepReducer())
+    assert log.checkpoints.list("r") == [] and log.verify().ok
+
+
+@pytest.mark.parametrize("where", ["event", "meta", "metadata", "msgpack", "line"])
+@pytest.mark.parametrize("depth", [300, 10_000])
+def test_an_import_nested_too_deep_is_refused_by_name(tmp_path: Path, where: str, depth: int) -> None:
+    import base64
+    import json
+
+    from eventlog.transfer import ExportFileError, export_runs, import_runs
+
+    with eventlog.open(":memory:") as log:
+        log.append("r", StepCompleted(node="n", superstep=1, update={"u": 1}))
+        log.checkpoints.save("r", metadata={"k": "v"})
+        export_runs(log, tmp_path / "x.jsonl")
+    text = (tmp_path / "x.jsonl").read_text()
+    deep = "[" * depth + "]" * depth
+    if where == "event":
+        text = text.replace('"update":{"u":1}', '"update":{"u":' + deep + "}")
+    elif where == "meta":
+        text = text.replace('"meta":null', '"meta":{"a":' + deep + "}")
+    elif where == "metadata":
+        text = text.replace('"metadata":{"k":"v"}', '"metadata":{"k":' + deep + "}")
+    elif where == "msgpack":
+        packed = b"\x92\xc0" + b"\x91" * depth + b"\x90"  # [meta, event]: the event a list nested `depth` deep
+        text = text.replace('"meta":null', f'"msgpack":{json.dumps(base64.b64encode(packed).decode())},"meta":null')
+    else:
+        text = text.replace('{"type":"end"', '{"pad":' + deep + ',"type":"end"')
+    (tmp_path / "y.jsonl").write_text(text)
+    target = eventlog.open(tmp_path / "log")
+    if where == "line" and depth == 300:  # a field no line has, nested within the decoder's reach: ignored
+        import_runs(target, tmp_path / "y.jsonl")
+        assert target.runs() == ["r"]
+    else:
+        with pytest.raises(ExportFileError, match="line"):
+            import_runs(target, tmp_path / "y.jsonl")
+        assert target.runs() == []
+    target.close()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda: type("K", (eventlog.Event,), {"__annotations__": {"a": "Nowhere"}}, frozen=True, tag="t.k1"),
+            id="undefined-name",
+        ),
+        pytest.param(
+            lambda: type("K", (eventlog.Event,), {"__annotations__": {"a": "list[Nowhere]"}}, frozen=True, tag="t.k2"),
+            id="undefined-inner",
+        ),
+        pytest.param(
+            lambda: type("K", (eventlog.Event,), {"__annotations__": {"a": "threading.Lock"}}, frozen=True, tag="t.k4"),
+            id="no-module",
+        ),
+        pytest.param(
+            lambda: type("K", (eventlog.Event,), {"__annotations__": {"a": int}}, frozen=True, tag="t.\ud800"),
+            id="surrogate-tag",
+        ),
+        pytest.param(
+            lambda: type("K", (eventlog.Event,), {"__annotations__": {"a": "1 +"}}, frozen=True, tag="t.k5"),
+            id="syntax-error",
+        ),
+    ],
+)
+def test_register_refuses_any_bad_kind_class_by_name(make: Callable[[], Any]) -> None:
+    before = eventlog.events.kinds()
+    with pytest.raises(eventlog.InvalidEventError):
+        eventlog.register(make())
+    assert eventlog.events.kinds() == before
+
+
+@pytest.mark.parametrize("upcasters", [{"\ud800": len}, {"t.k6": len}, {1: len}, {"old": 1}, 5, "ab", [("a", len)]])
+def test_register_refuses_upcasters_that_are_not_old_tags_to_functions(upcasters: Any) -> None:
+    kind = type("K", (eventlog.Event,), {"__annotations__": {"a": int}}, frozen=True, tag="t.k6")
+    with pytest.raises(eventlog.InvalidEventError):
+        eventlog.register(kind, upcasters=upcasters)
+    assert "t.k6" not in eventlog.events.kinds()
+
+
+@pytest.mark.parametrize("name", ["a\ud800", "\udfff", "tab\there", "nul\x00", "esc\x1b[31m"])
+def test_a_reducer_name_that_is_not_printable_text_is_refused_everywhere(
+    seeded: eventlog.EventLog[Any], name: str
+) -> None:
+    class Odd(eventlog.AgentReducer):
+        pass
+
+    Odd.name = name
+    reducer = Odd()
+    calls = [
+        lambda: seeded.state_at("r", reducer=reducer),
+        lambda: seeded.checkpoints.save("r", reducer=reducer),
+        lambda: seeded.checkpoints.load_latest("r", reducer=reducer),
+        lambda: seeded.writer("w", reducer=reducer),
+        lambda: seeded.prune("r", 1, reducer=reducer),
+        lambda: seeded.verify(reducer=reducer),
+        lambda: eventlog.open(":memory:", reducer=reducer),
+    ]
+    before = visible(seeded)
+    for call in calls:
+        with pytest.raises(eventlog.InvalidArgumentError, match="name"):
+            call()
+    assert visible(seeded) == before
+
+
+@pytest.mark.parametrize("rest", ["[" * 10_000 + "]" * 10_000, "not json", '["only-one"]', "[[1], 2]", '{"a": 1}'])
+def test_a_wayflow_step_key_that_does_not_decode_is_named(rest: str) -> None:
+    pytest.importorskip("wayflowcore")
+    from eventlog.wayflow._serialize import _STEP_KEY, _step_key
+
+    with pytest.raises(eventlog.EventLogError, match="does not decode"):
+        _step_key(_STEP_KEY + rest, {}, False, "conv-1")
+
+
+_ODD_CHARS = ["\ud800", "\udfff", "\x00", "\x1b", "\t", "\u202e", "@", "|", "/", "é", "a"]
+_ODD_TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(_ODD_CHARS), st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())
+    ),
+    max_size=6,
+).map("".join)  # st.text leaves lone surrogates out
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=_ODD_TEXT, key=_ODD_TEXT)
+def test_odd_text_anywhere_is_refused_by_name_or_kept(seeded: eventlog.EventLog[Any], text: str, key: str) -> None:
+    """Lone surrogates, control characters, empty strings: in a run id, an event or checkpoint
+    id, a meta or metadata key, a reducer name or a kind tag, only EventLogError leaves."""
+
+    class Odd(eventlog.AgentReducer):
+        pass
+
+    Odd.name = text
+    calls: list[Callable[[], Any]] = [
+        lambda: seeded.append(text, UserMessage(content=text)),
+        lambda: seeded.append("r", UserMessage(content="x"), event_id=text, meta={key: text}),
+        lambda: seeded.checkpoints.save("r", checkpoint_id=text, metadata={key: text}),
+        lambda: seeded.checkpoints.load("r", text),
+        lambda: seeded.fork("r", 1, text),
+        lambda: seeded.state_at("r", reducer=Odd()),
+        lambda: list(seeded.read(text)),
+        lambda: eventlog.register(type("K", (eventlog.Event,), {}, frozen=True, tag=text)),
+    ]
+    for call in calls:
+        try:
+            call()
+        except eventlog.EventLogError:
+            pass
+
+
 # -- upgrades --------------------------------------------------------------------------------------
 
 _WRITE_OLD_SHAPE = textwrap.dedent(

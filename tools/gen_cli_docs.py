@@ -41,6 +41,29 @@ missing.
 Runs of your own event kinds decode once the module that registers them is imported:
 `--kinds myapp.events` (repeatable), or `EVENTLOG_KINDS=myapp.events,otherapp.events`.
 
+## Sealed logs
+
+A log created with a key (`eventlog.open(path, key=...)`, see
+[Durability](durability.md#encryption-at-rest)) is opened by every command (all but `demo`,
+which makes a log of its own) with the key read from a file: `--key-file PATH` (before or
+after the command name), or the environment variable `EVENTLOG_KEY_FILE` naming the file.
+The key itself is never given on the command line, where other users of the machine could
+read it in the process list. The file holds
+the key's 16, 24 or 32 bytes as they are, or as 32, 48 or 64 hexadecimal digits
+(whitespace around them is ignored); `head -c 32 /dev/urandom > log.key` makes one, and
+`chmod 600 log.key` keeps it yours.
+
+```sh
+eventlog --log runs.lmdb --key-file log.key verify
+EVENTLOG_KEY_FILE=log.key eventlog --log runs.lmdb export -o runs.jsonl
+EVENTLOG_KEY_FILE=new.key eventlog --log copy.lmdb import runs.jsonl   # a new log, sealed with new.key
+```
+
+A sealed log opened without a key, a log that is not sealed opened with one, and a wrong
+key are each refused by name (exit 1) before anything is read or written; `import` into a
+new log seals it when a key is given. Whether a log is sealed is fixed when it is created.
+An export file is plain JSON whatever the log: keep it as you keep the key.
+
 ## Output
 
 Listings are tables with a header row, for people. Every command that prints something
@@ -89,6 +112,10 @@ times, metadata, event bytes) and the same state at every offset of every run, f
 included. The creation time of a fork and the save time of a checkpoint are those of the
 import. A pruned run cannot be exported (its first events are gone). The library
 functions are `eventlog.transfer.export_runs` and `eventlog.transfer.import_runs`.
+An export is written to a new file of a unique name beside the destination, created
+exclusively and readable by its owner only, then renamed over the destination: a link
+planted in the directory is never followed, and a destination that is a symbolic link is
+replaced by the export, never written through.
 
 ## Commands
 """

@@ -30,6 +30,7 @@ from ._common import (
     _emit_json,
     _Fail,
     _fields,
+    _key,
     _kind,
     _log_path,
     _open,
@@ -421,6 +422,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
             token=args.token or os.environ.get("EVENTLOG_UI_TOKEN") or None,
             open_browser=args.open,
             ready=ready,
+            key=_key(args),
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how the server is stopped

@@ -27,6 +27,8 @@ EXIT_CORRUPT = 5
 """A damaged record, `verify` found problems, or an import file that does not decode."""
 _ENV_LOG = "EVENTLOG_PATH"
 _ENV_KINDS = "EVENTLOG_KINDS"
+_ENV_KEY_FILE = "EVENTLOG_KEY_FILE"
+_KEY_FILE_BYTES_MAX = 4096
 
 
 class _Usage(Exception):
@@ -149,12 +151,41 @@ def _log_path(args: argparse.Namespace) -> str:
 
 
 def _open(args: argparse.Namespace, *, write: bool = False, create: bool = False, durability: str = "sync") -> Any:
-    """The log named by --log (a directory or a PostgreSQL URL); NoLogError unless it exists or `create`."""
+    """The log named by --log (a directory or a PostgreSQL URL), with the key of --key-file;
+    NoLogError unless it exists or `create`."""
     import eventlog
 
     path = _log_path(args)
     local = "://" not in path and path != ":memory:"
-    return eventlog.open(path, readonly=not write, create=create, durability=durability if local else None)
+    key = _key(args)
+    return eventlog.open(path, readonly=not write, create=create, durability=durability if local else None, key=key)
+
+
+def _key(args: argparse.Namespace) -> bytes | None:
+    """The key of a sealed log, read from the file --key-file or $EVENTLOG_KEY_FILE names (never
+    from the command line itself); None when neither is given. The file holds the key's 16, 24
+    or 32 bytes, or those bytes as hexadecimal digits (whitespace around them is ignored)."""
+    path = getattr(args, "key_file", None) or os.environ.get(_ENV_KEY_FILE)
+    if not path:
+        return None
+    where = f"the key file {path} (--key-file or {_ENV_KEY_FILE})"
+    try:
+        with open(path, "rb") as file:
+            data = file.read(_KEY_FILE_BYTES_MAX + 1)
+    except FileNotFoundError:
+        raise _Fail(f"{where} does not exist", EXIT_NOT_FOUND) from None
+    except OSError as exc:
+        raise _Fail(f"cannot read {where}: {exc.strerror or exc}", EXIT_ERROR) from None
+    text = data.strip()
+    if len(text) in (32, 48, 64) and re.fullmatch(rb"[0-9a-fA-F]+", text):
+        return bytes.fromhex(text.decode("ascii"))
+    if len(data) in (16, 24, 32):
+        return data
+    raise _Fail(
+        f"{where} holds {len(data)} bytes: it must hold the key's 16, 24 or 32 bytes, or 32, 48 or 64 "
+        "hexadecimal digits (make one with: head -c 32 /dev/urandom > FILE)",
+        EXIT_USAGE,
+    )
 
 
 def _load_kinds(modules: Sequence[str]) -> None:

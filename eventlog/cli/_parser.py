@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from .. import __version__
-from ._common import _ENV_KINDS, _ENV_LOG, _Usage
+from ._common import _ENV_KEY_FILE, _ENV_KINDS, _ENV_LOG, _Usage
 
 _HELP_WIDTH = 88
 
@@ -41,7 +41,8 @@ Inspect, debug and administer an eventlog log: list runs and their events, read 
 at any offset or checkpoint, diff two points of a run, fork, verify, prune, delete,
 export and import runs, and see the log's sizes.
 
-The log is --log PATH or the environment variable EVENTLOG_PATH. Reading commands take
+The log is --log PATH or the environment variable EVENTLOG_PATH; a sealed log's key is
+read from the file --key-file PATH or EVENTLOG_KEY_FILE names. Reading commands take
 --json for scripts. Exit codes: 0 ok, 1 other error, 2 usage error, 3 not found,
 4 conflict, 5 corruption (or verify found problems).
 """
@@ -68,7 +69,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "state",
         "show a run's state at an offset or checkpoint",
-        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot. A LangGraph thread shows its channel values, decoded\nthrough LangGraph's serializer.",
+        "Show the state of a run after its first OFFSET events (default: its head), or at a\ncheckpoint. Any offset works, not only those of checkpoints: the log folds the events\nafter the nearest snapshot. A LangGraph thread shows its channel values; a type that\nis not allowed shows as data, never constructed (docs/durability.md, guarantee 7).",
         "eventlog state run-1\neventlog state run-1 --at 3\neventlog state run-1 --checkpoint 5f2c... --json",
     ),
     (
@@ -200,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
         "--log", metavar="PATH", default=argparse.SUPPRESS, help=f"the log directory (default: ${_ENV_LOG})"
+    )
+    common.add_argument(
+        "--key-file",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help=f"the file holding a sealed log's key (default: ${_ENV_KEY_FILE}); never the key itself",
     )
     common.add_argument(
         "--kinds",

@@ -26,15 +26,18 @@ checkpoint namespaces (one per subgraph call), is a run of the log:
   log materializes snapshots among them so that any checkpoint is restored by loading one
   snapshot and folding a bounded number of events after it.
 
-Values go through `self.serde` (`dumps_typed`/`loads_typed`): `EncryptedSerializer` and
-strict msgpack keep working, and nothing is pickled. List values are compared item by
+Values go through `self.serde` (`dumps_typed`/`loads_typed`), by default `SafeSerializer()`:
+reading constructs only LangChain's messages and the types LangGraph allows in its strict
+mode, and never imports or calls what stored bytes name (another type reads as its data); a
+wider list is an explicit opt-in (`SafeSerializer(allowed_modules=[...])`, or a serializer of
+your own). `EncryptedSerializer(cipher, SafeSerializer())` keeps working, and nothing is pickled. List values are compared item by
 item by identity with the value the saver last stored or returned: a node that changes an
 item of a list in place, rather than returning a new item, has that change stored only
 once the item is replaced.
 
 The package: `_events` (the event kinds and the fold), `_threads` (run ids and the saver's
 run cache), `_values` (the serializer), `_read` and `_write` (the sync core), `_rewrite` and
-`_admin` (delete, copy and prune), `_workers` (the worker threads and the async twins),
+`_admin` (delete, copy and prune), `_serde` (the decoder that cannot import or call), `_workers` (the worker threads and the async twins),
 `_saver` (`EventLogSaver`) and `_view` (the command line's view).
 """
 
@@ -51,6 +54,7 @@ from ._events import (
     WriteValue,
 )
 from ._saver import EventLogSaver
+from ._serde import RefusedValueError, SafeSerializer
 from ._threads import run_id_of, thread_of
 from ._view import VIEW as VIEW
 
@@ -59,6 +63,8 @@ __all__ = [
     "CheckpointSaved",
     "EventLogSaver",
     "LangGraphThreadError",
+    "RefusedValueError",
+    "SafeSerializer",
     "ThreadReducer",
     "ThreadState",
     "Write",

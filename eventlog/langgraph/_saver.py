@@ -25,6 +25,7 @@ from ._admin import Admin
 from ._events import ThreadReducer
 from ._read import Reader
 from ._rewrite import Rewriter
+from ._serde import SafeSerializer
 from ._threads import Threads
 from ._values import Values
 from ._workers import Workers, async_iter_twin, async_twin
@@ -55,7 +56,14 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     share between threads: the log is used from `workers` threads of the saver's own (a
     PostgreSQL log then holds that many connections). `cache_size` bounds how many runs keep
     their folded state in memory.
+
+    Values are read with `SafeSerializer()` unless `serde` is given: stored bytes construct only
+    LangChain's messages and the types LangGraph allows in its strict mode, never import or call
+    anything else. A wider list is an explicit opt-in: `serde=SafeSerializer(allowed_modules=[...])`,
+    or any serializer of your own (LangGraph's `JsonPlusSerializer()` imports whatever the bytes name).
     """
+
+    serde: SerializerProtocol = SafeSerializer()
 
     def __init__(
         self,
@@ -65,7 +73,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         cache_size: int = 128,
         workers: int = 4,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde if serde is not None else SafeSerializer())
         self._workers = Workers(workers)
         self.log = log
         self.reducer = ThreadReducer()

@@ -1,5 +1,6 @@
 """LangGraph's values as the saver stores them, and back: `Blob`s made and read with the saver's
-serializer (`serde.dumps_typed` / `loads_typed`), and the `CheckpointTuple` of a folded state.
+serializer (`serde.dumps_typed` / `loads_typed`; `SafeSerializer` unless the user gave another),
+and the `CheckpointTuple` of a folded state.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._events import Blob, ThreadState, Write
+from ._serde import RefusedValueError
 from ._threads import Run
 
 __all__ = ["Values"]
@@ -29,6 +31,13 @@ class Values:
     def load(self, blob: Blob) -> Any:
         """The value a blob holds."""
         return self.serde.loads_typed((blob.type, blob.data))
+
+    def mapping(self, blob: Blob, what: str) -> dict[str, Any]:
+        """A blob that must hold a dict (a checkpoint's metadata, its extra keys); RefusedValueError if not."""
+        value = self.load(blob)
+        if not isinstance(value, dict):
+            raise RefusedValueError(f"the {what} stored is a {type(value).__name__}, not a mapping")
+        return value
 
     def value(self, chunks: list[Blob], cache: dict[int, tuple[Blob, Any]] | None = None) -> Any:
         """A channel value from its stored blobs (a list's pieces are concatenated)."""
@@ -61,7 +70,25 @@ class Values:
     ) -> CheckpointTuple:
         """The tuple LangGraph reads of a checkpoint: `state` folded up to it, its metadata and the
         writes pending on it. With `head` (the run's current checkpoint), list values come from
-        the run's decoded copies; `cache` shares decoded blobs between tuples of one listing."""
+        the run's decoded copies; `cache` shares decoded blobs between tuples of one listing. A
+        value the serializer refuses is named with its thread, namespace and checkpoint."""
+        try:
+            return self._tuple(run, state, metadata, late, head=head, cache=cache)
+        except RefusedValueError as exc:
+            raise RefusedValueError(
+                f"thread {run.thread_id!r}, namespace {run.ns!r}, checkpoint {state.checkpoint_id!r}: {exc}"
+            ) from None
+
+    def _tuple(
+        self,
+        run: Run,
+        state: ThreadState,
+        metadata: Blob,
+        late: list[Write] | None,
+        *,
+        head: bool,
+        cache: dict[int, tuple[Blob, Any]] | None,
+    ) -> CheckpointTuple:
         values: dict[str, Any] = {}
         for ch, chunks in state.values.items():
             if not head:
@@ -85,13 +112,13 @@ class Values:
             "updated_channels": None if state.updated is None else list(state.updated),
         }
         if state.extra is not None:
-            checkpoint.update(self.load(state.extra))
+            checkpoint.update(self.mapping(state.extra, "checkpoint's extra keys"))
         writes = sorted([*state.writes, *(late or ())], key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         conf = {"thread_id": run.thread_id, "checkpoint_ns": run.ns}
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": state.checkpoint_id}},
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=self.load(metadata),
+            metadata=self.mapping(metadata, "checkpoint metadata"),  # type: ignore[arg-type]
             parent_config=(
                 {"configurable": {**conf, "checkpoint_id": state.parent_id}} if state.parent_id is not None else None
             ),

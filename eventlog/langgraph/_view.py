@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..log import EventLog
 from ._events import Blob, ThreadReducer, ThreadState
+from ._serde import SafeSerializer
 from ._threads import mark_of, thread_of
 
 __all__ = ["VIEW"]
@@ -58,14 +57,15 @@ class _View:
     kind_prefix = "langgraph."
 
     def __init__(self) -> None:
-        self.serde: SerializerProtocol = JsonPlusSerializer()
+        self.serde = SafeSerializer(tag_unknown=True)
+        """Constructs only allowed types; any other shows as `{"unknown_type": ..., "data": ...}`."""
         self.fold = ThreadReducer()
         """The reducer a thread's runs fold with."""
 
     def _load(self, blob: Blob) -> Any:
         try:
             return self.serde.loads_typed((blob.type, blob.data))
-        except Exception:  # noqa: BLE001 - an encrypted or foreign value is shown, not decoded
+        except Exception:  # noqa: BLE001 - an encrypted, refused or foreign value is shown, not decoded
             return f"<{blob.type}, {len(blob.data)} bytes>"
 
     def history(self, log: EventLog[Any], run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:

@@ -21,23 +21,23 @@ import lmdb
 
 from .. import _limits
 from ..errors import (
+    AccessDeniedError,
     ClosedError,
     CorruptRecordError,
-    EventLogError,
     InvalidArgumentError,
     LockFileError,
     LogFullError,
-    NoLogError,
     NotALogError,
     ReadOnlyError,
+    named_os_error,
 )
 from ._base import TABLES, KeyExistsError
 from ._gate import Gate
+from ._lmdb_files import check_directory, is_errno, translate
 
 T = TypeVar("T")
 
 DURABILITY = ("sync", "batch", "none")
-_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 class _LMDBTxn:
@@ -200,7 +200,7 @@ class LMDBStore:
         self._broken: str | None = None
         self._write_lock = threading.Lock()
         self._writes = 0
-        self._check_path(create)
+        check_directory(self.path, readonly=readonly, create=create)
         self._env = self._open_env(map_size_bytes)
         self._lock_id: tuple[int, int] | None = None
         self._lock_path = os.fspath(self.path / "lock.mdb")
@@ -217,25 +217,6 @@ class LMDBStore:
 
     # -- opening -----------------------------------------------------------------------
 
-    def _check_path(self, create: bool) -> None:
-        p = self.path
-        try:
-            if p.exists() and not p.is_dir():
-                raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
-            if p.is_dir() and not (p / "data.mdb").exists():
-                if any(p.iterdir()):
-                    raise NotALogError(
-                        f"{p} is a non-empty directory without a log in it; choose an empty or new directory"
-                    )
-                if self.readonly or not create:
-                    raise NoLogError(f"no log at {p} (the directory holds none)")
-            if not p.exists():
-                if self.readonly or not create:
-                    raise NoLogError(f"no log at {p}")
-                p.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise NotALogError(f"{p} cannot be used as a log directory: {exc.strerror or exc}") from None
-
     def _open_env(self, map_size_bytes: int) -> lmdb.Environment:
         kwargs: dict[str, Any] = dict(
             map_size=map_size_bytes,
@@ -249,18 +230,36 @@ class LMDBStore:
             max_spare_txns=4,
         )
         try:
-            try:
-                return lmdb.open(str(self.path), **kwargs)
-            except lmdb.Error as exc:
-                if not self.readonly or not _is_errno(exc, errno.EACCES, errno.EROFS):
-                    raise
-                return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
+            while True:
+                try:
+                    return lmdb.open(str(self.path), **kwargs)
+                except lmdb.MapResizedError:
+                    continue  # another process grew the map while this one opened it: open again, at its size
+                except lmdb.Error as exc:
+                    if not self.readonly or not is_errno(exc, errno.EACCES, errno.EROFS):
+                        raise
+                try:
+                    return lmdb.open(str(self.path), lock=False, **kwargs)  # a directory we may not write
+                except lmdb.MapResizedError:
+                    continue
         except lmdb.Error as exc:
-            if not self.readonly and _is_errno(exc, errno.EACCES, errno.EROFS):
+            if is_errno(exc, errno.EACCES, errno.EPERM, errno.EROFS):
+                if self.readonly:
+                    raise AccessDeniedError(f"{self.path}: this process may not read the log ({exc})") from None
                 raise ReadOnlyError(
                     f"{self.path}: this process may not write the log ({exc}); open it with readonly=True to read it"
                 ) from None
-            raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
+            raise translate(exc, self.path, opening=True) from None
+
+    def _at_open(self, fn: Callable[[], T]) -> T:
+        """`fn` (a transaction at open), again after adopting a map another process grew meanwhile."""
+        while True:
+            try:
+                return fn()
+            except lmdb.MapResizedError:
+                self._env.set_mapsize(0)
+            except lmdb.Error as exc:
+                raise translate(exc, self.path, opening=True) from None
 
     def _guard(self) -> None:
         """Note which `lock.mdb` this process uses, and open `data.mdb` for the writers' flock."""
@@ -270,7 +269,11 @@ class LMDBStore:
             return  # opened without a lock file (read-only, in a directory we may not write)
         self._lock_id = (st.st_dev, st.st_ino)
         if not self.readonly:
-            self._data_fd = os.open(self.path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
+            data = self.path / "data.mdb"
+            try:
+                self._data_fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError as exc:
+                raise named_os_error(exc, data, writing=True) from None
 
     def _check_lock_file(self) -> None:
         if self._broken is not None:
@@ -304,41 +307,46 @@ class LMDBStore:
             need = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
             return os.stat(data).st_size, need
 
-        try:
-            if self.readonly:
-                size, need = shortfall()
-                if size < need:
-                    raise CorruptRecordError(
-                        f"{data} is {size} bytes but the log's pages reach {need} bytes: the file was "
-                        "truncated; restore it from a copy (or, if it only ends in unwritten free pages, "
-                        "open it once writable)"
-                    )
-                return
+        if self.readonly:
+            size, need = self._at_open(shortfall)
+            if size < need:
+                raise CorruptRecordError(
+                    f"{data} is {size} bytes but the log's pages reach {need} bytes: the file was "
+                    "truncated; restore it from a copy (or, if it only ends in unwritten free pages, "
+                    "open it once writable)"
+                )
+            return
+
+        def pad() -> None:
             with self._writing(), self._env.begin(write=True):  # no other process extends the file now
                 size, need = shortfall()
                 if size < need:
                     os.truncate(data, need)  # grows only: `need` is above the size read under the lock
-        except (lmdb.Error, OSError) as exc:
-            raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
+
+        try:
+            self._at_open(pad)
+        except OSError as exc:
+            raise named_os_error(exc, data, writing=True) from None
 
     def _open_dbs(self) -> dict[str, Any]:
-        try:
+        def names() -> set[bytes]:
             with self._env.begin() as txn:
-                names = {bytes(k) for k, _ in txn.cursor()}
-        except lmdb.Error as exc:
-            raise NotALogError(f"{self.path} cannot be read as a log: {exc}") from None
+                return {bytes(k) for k, _ in txn.cursor()}
+
+        found = self._at_open(names)
         ours = {name.encode() for name in TABLES}
-        if names - ours:
+        if found - ours:
             raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log")
         if self.readonly:
-            if names != ours:
+            if found != ours:
                 raise NotALogError(f"{self.path} is not a complete eventlog log (missing tables)")
-            return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
-        try:
+            return self._at_open(lambda: {name: self._env.open_db(name.encode(), create=False) for name in TABLES})
+
+        def create() -> dict[str, Any]:
             with self._writing(), self._env.begin(write=True) as txn:
                 return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
-        except lmdb.Error as exc:
-            raise _translate(exc, self.path) from None
+
+        return self._at_open(create)
 
     # -- transactions ------------------------------------------------------------------
 
@@ -357,7 +365,7 @@ class LMDBStore:
             except lmdb.MapResizedError:
                 pass
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from None
+                raise translate(exc, self.path) from None
             finally:
                 self._gate.leave()
             self._adopt_map_size()
@@ -381,7 +389,7 @@ class LMDBStore:
             except lmdb.MapFullError:
                 grow = True
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from None
+                raise translate(exc, self.path) from None
             finally:
                 self._gate.leave()
             if grow:
@@ -413,7 +421,7 @@ class LMDBStore:
             try:
                 self._env.sync(True)
             except lmdb.Error as exc:
-                raise _translate(exc, self.path) from None
+                raise translate(exc, self.path) from None
 
     def close(self) -> None:
         if self._closed:
@@ -423,7 +431,7 @@ class LMDBStore:
             if not self.readonly and self.durability != "sync" and self._broken is None:
                 self._env.sync(True)
         except lmdb.Error as exc:
-            raise _translate(exc, self.path) from None
+            raise translate(exc, self.path) from None
         finally:
             self._release()
 
@@ -448,23 +456,3 @@ class LMDBStore:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the log is closed; open it again with eventlog.open(...)")
-
-
-def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
-    text = str(exc)
-    return any(os.strerror(code) in text for code in codes)
-
-
-def _translate(exc: lmdb.Error, path: Path) -> EventLogError:
-    """Every LMDB error as a named eventlog error."""
-    if isinstance(exc, (lmdb.MapFullError, lmdb.TxnFullError)) or _is_errno(exc, *_FULL_ERRNOS):
-        return LogFullError(
-            f"{path}: no space for this write ({exc}); nothing of it was kept. Free disk space and retry"
-        )
-    if isinstance(exc, lmdb.ReadonlyError) or _is_errno(exc, errno.EACCES, errno.EROFS):
-        return ReadOnlyError(f"{path}: cannot write ({exc})")
-    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.PanicError)):
-        return CorruptRecordError(f"LMDB reports {exc}")
-    if isinstance(exc, lmdb.BadValsizeError):
-        return InvalidArgumentError(f"{path}: a key or value LMDB cannot hold ({exc})")
-    return EventLogError(f"{path}: LMDB error: {exc}")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import msgspec
 
-from ..errors import UnknownRunError
+from ..errors import UnknownRunError, named_os_error
 from ..log import EventLog
 from ._format import (
     FORMAT,
@@ -70,7 +72,7 @@ def _entry_line(entry: Any) -> bytes:
     try:
         back = [_meta_json.decode(line.meta), decode_event.decode(line.event)]
         same = _mp.encode(back) == exact
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         same = False
     if not same:
         line.msgpack = base64.b64encode(exact).decode()
@@ -91,7 +93,7 @@ def _checkpoint_line(cp: Any) -> bytes:
     exact = _mp.encode(metadata)
     try:
         same = _mp.encode(_metadata_json.decode(line.metadata)) == exact
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         same = False
     if not same:
         line.msgpack = base64.b64encode(exact).decode()
@@ -107,8 +109,10 @@ def export_runs(
 ) -> TransferSummary:
     """Write runs (default: every run) and the runs they fork from to a JSON Lines file.
 
-    `dest` is a path (written to a temporary file beside it, readable by its owner only,
-    then renamed into place) or a binary file object. Each run is exported up to its head when the export reaches it.
+    `dest` is a path or a binary file object. A path is written to a new file of a unique
+    name beside it, created exclusively (never through a link planted there) and readable by
+    its owner only, then renamed over `dest`: a `dest` that is a symbolic link is replaced,
+    never followed. Each run is exported up to its head when the export reaches it.
     Raises UnknownRunError for a run that does not exist and NotExportableError for a
     pruned run.
     """
@@ -119,21 +123,39 @@ def export_runs(
             raise NotExportableError(info.run_id, info.base)
     total = sum(info.head - info.fork_offset for info in infos)
     if isinstance(dest, (str, os.PathLike)):
-        path = Path(dest)
-        tmp = path.with_name(path.name + ".part")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)  # an export holds every prompt and output: its owner alone reads it
-            with os.fdopen(fd, "wb") as f:
-                summary = _export(log, f, infos, total, progress)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return summary
+        return _export_to_path(Path(dest), lambda f: _export(log, f, infos, total, progress))
     return _export(log, dest, infos, total, progress)
+
+
+def _export_to_path(path: Path, write: Callable[[IO[bytes]], TransferSummary]) -> TransferSummary:
+    """`write` into a new file of a unique name in `path`'s directory, then that file renamed to `path`."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    except OSError as exc:
+        raise named_os_error(exc, path.parent, writing=True, log=False) from None
+    try:
+        os.fchmod(fd, 0o600)  # an export holds every prompt and output: its owner alone reads it
+        with os.fdopen(fd, "wb") as f:
+            summary = write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
+        _sync_directory(path.parent)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise named_os_error(exc, path, writing=True, log=False) from None
+        raise
+    return summary
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _export(

@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 
-from .. import events
+from .. import _limits, events
 from .._keys import check_id, check_run_id, check_time_ns
-from ..errors import EventLogError, RunExistsError
+from ..errors import EventLogError, RunExistsError, named_os_error
 from ..fold import Reducer
 from ..log import EventLog
 from ._format import (
@@ -37,10 +37,18 @@ from ._format import (
 
 # -- import --------------------------------------------------------------------------------
 
+_too_deep_text = (
+    f"nested deeper than the decoder allows; the log holds values nested at most {_limits.nesting_depth_max} levels"
+)
+
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, decoded line) of an export file; the header is checked here."""
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise named_os_error(exc, path, writing=False, log=False) from None
+    with f:
         for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -48,6 +56,8 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                 line = _line_decoder.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise ExportFileError(f"{path} line {number}: not an export line ({exc})") from None
+            except RecursionError:
+                raise ExportFileError(f"{path} line {number}: {_too_deep_text}") from None
             if number == 1:
                 if not isinstance(line, _Header) or line.format != FORMAT:
                     raise ExportFileError(f"{path} is not an eventlog export (no header line)")
@@ -67,6 +77,10 @@ def _decode_entry(path: Path, number: int, line: _Entry) -> tuple[dict[str, Any]
             meta, event = decode_mp.decode(base64.b64decode(line.msgpack, validate=True))
             return meta, event
         return _meta_json.decode(line.meta), decode_event.decode(line.event)
+    except RecursionError:
+        raise ExportFileError(
+            f"{path} line {number}: run {line.run_id!r} offset {line.offset}: {_too_deep_text}"
+        ) from None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         raise ExportFileError(
             f"{path} line {number}: run {line.run_id!r} offset {line.offset}: the event does not decode ({exc}); "
@@ -79,6 +93,8 @@ def _decode_metadata(path: Path, number: int, line: _Checkpoint) -> dict[str, An
         if line.msgpack is not None:
             return _metadata_mp.decode(base64.b64decode(line.msgpack, validate=True))
         return _metadata_json.decode(line.metadata)
+    except RecursionError:
+        raise ExportFileError(f"{path} line {number}: checkpoint metadata: {_too_deep_text}") from None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         raise ExportFileError(f"{path} line {number}: checkpoint metadata does not decode ({exc})") from None
 
@@ -155,7 +171,10 @@ def _check(log: EventLog[Any], path: Path) -> TransferSummary:
                 raise ExportFileError(
                     f"{where}: checkpoint {line.checkpoint_id!r} of run {line.run_id!r} is out of place"
                 )
-            _decode_metadata(path, number, line)
+            try:
+                log.checkpoints.check_metadata(_decode_metadata(path, number, line))
+            except EventLogError as exc:
+                raise ExportFileError(f"{where}: checkpoint {line.checkpoint_id!r}: {exc}") from None
             if line.checkpoint_id in checkpoint_ids[line.run_id]:
                 raise ExportFileError(f"{where}: run {line.run_id!r} holds checkpoint {line.checkpoint_id!r} twice")
             checkpoint_ids[line.run_id].add(line.checkpoint_id)

@@ -69,13 +69,14 @@ def serve(
     token: str | None = None,
     open_browser: bool = False,
     ready: Callable[[str], None] | None = None,
+    key: bytes | None = None,
 ) -> None:
     """Serve the UI over the log at `path` until interrupted.
 
     A `host` that is not a loopback address needs `allow_remote`, and every request must
     then carry a token (`token`, or a new random one); `ready` is called with the URL to
     open (the token in it) once the port listens. Without `allow_writes` the log is opened
-    read-only; a log that does not exist is not created (NoLogError).
+    read-only; a log that does not exist is not created (NoLogError). `key` opens a sealed log.
     """
     import uvicorn
 
@@ -87,7 +88,7 @@ def serve(
     if not loopback and not token:
         token = secrets.token_urlsafe(24)
     with (
-        eventlog.open(path, readonly=not allow_writes, create=False) as log,
+        eventlog.open(path, readonly=not allow_writes, create=False, key=key) as log,
         contextlib.closing(_listen(host, port)) as sock,
     ):
         shown = f"[{host.strip('[]')}]" if ":" in host else host

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import anyio.to_thread
 import msgspec
@@ -54,17 +55,33 @@ _HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+_FORK_BODY_BYTES_MAX = 64 * 1024
 
 
 def is_loopback(host: str) -> bool:
-    """True for a host name or address that only this machine reaches."""
-    if host == "localhost":
+    """True for a host name or address that only this machine reaches: `localhost`, any
+    address of 127.0.0.0/8, and ::1. The same test decides at start whether the UI is bound
+    to this machine only and, then, which Host headers a request may name."""
+    name = host.strip().lower().rstrip(".")
+    if name == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).is_loopback
     except ValueError:
         return False
+
+
+def _host_name(header: str) -> str:
+    """The host of a Host header, without its port: `[::1]:80` is `[::1]`, `a:80` is `a`."""
+    if header.startswith("["):
+        return header[: header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _same_site(path: str) -> str:
+    """A path this site serves, for a redirect: one leading slash, the rest percent-encoded, so
+    that `//other.example/`, `/\\other.example` or a scheme never lead off the site."""
+    return "/" + quote(path.lstrip("/\\"), safe="/:@!$&'()*+,;=-._~")
 
 
 class UI:
@@ -98,7 +115,7 @@ class UI:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             given = query.pop("token", None)
             if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
-                target = scope["path"] + ("?" + urlencode(query) if query else "")
+                target = _same_site(scope["path"]) + ("?" + urlencode(query) if query else "")
                 cookie = f"{_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
                 await _redirect(send, target, cookie)
                 return
@@ -114,8 +131,7 @@ class UI:
         await self.app(scope, receive, secure)
 
     def _host_ok(self, host: str) -> bool:
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return name in _LOOPBACK_NAMES
+        return is_loopback(_host_name(host))
 
     def _token_ok(self, headers: dict[str, str]) -> bool:
         assert self.token is not None
@@ -149,21 +165,38 @@ def _url(path: str, **params: Any) -> str:
     return path + ("?" + query if query else "")
 
 
-def _int(request: Request, name: str, default: int | None = None) -> int | None:
+_NUMBER = re.compile(r"[0-9]{1,19}")
+
+
+def _int(request: Request, name: str, default: int | None = None, *, high: int | None = None) -> int | None:
+    """The parameter `name` as a whole number from 0 to `high` (an empty one, or `head`: the
+    default); anything else is a 400 before the route answers."""
     raw = request.query_params.get(name)
     if raw is None or raw in ("", "head"):
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise HTTPException(400, f"{name} must be a whole number, not {raw!r}") from None
+    value = int(raw) if _NUMBER.fullmatch(raw) else -1
+    if value < 0 or (high is not None and value > high):
+        upto = f" to {high}" if high is not None else ""
+        raise HTTPException(400, f"{name} must be a whole number from 0{upto}, not {raw[:40]!r}")
+    return value
 
 
-def _run_id(request: Request) -> str:
-    run_id = request.query_params.get("id")
+def _run_id(request: Request, name: str = "id") -> str:
+    """The run named by the parameter `name` (the route then finds it, or answers 404)."""
+    run_id = request.query_params.get(name)
     if not run_id:
-        raise HTTPException(400, "no run given: ?id=RUN")
+        raise HTTPException(400, f"no run given: ?{name}=RUN")
     return run_id
+
+
+def _in_run(request: Request, name: str, run_id: str, base: int, head: int) -> int | None:
+    """The parameter `name` as an offset of the run: from `base` to `head` (else 404), or None."""
+    value = _int(request, name)
+    if value is not None and not base <= value <= head:
+        if value < base:
+            raise PrunedError(run_id, value, base)
+        raise OffsetOutOfRangeError(run_id, value, head)
+    return value
 
 
 class _ForkForm(msgspec.Struct):
@@ -213,7 +246,7 @@ def create_app(
 
     def runs_page(request: Request) -> HTMLResponse:
         query = request.query_params.get("q", "").strip()
-        number = max(_int(request, "page", 0) or 0, 0)
+        number = _int(request, "page", 0) or 0
         position = feed_end(log)
         rows, total = model.run_summaries(log, query, number)
         pages = max(1, -(-total // model.runs_page_max))
@@ -234,10 +267,8 @@ def create_app(
         position = feed_end(log)  # before the window: an entry committed meanwhile comes again, never not at all
         info = model.run_page(log, run_id)
         head, base = info.summary.info.head, info.summary.info.base
-        at = _int(request, "at")
-        if at is not None and not base <= at <= head:
-            raise OffsetOutOfRangeError(run_id, at, head)
-        win = model.window(log, run_id, head, base, _int(request, "after"), at)
+        at, after, b = (_in_run(request, name, run_id, base, head) for name in ("at", "after", "b"))
+        win = model.window(log, run_id, head, base, after, at)
         view_chat = None
         if info.view is not None:  # an integration's run: its view's messages, as a chat
             view_chat = readings.view_transcript(info.view.state(log, run_id, head if at is None else at))
@@ -252,7 +283,7 @@ def create_app(
             "readings": ways,
             "reading": reading,
             "at": head if at is None else at,
-            "b": _int(request, "b"),
+            "b": b,
             "position": position,
             "page_events": model.page_events,
         }
@@ -269,11 +300,8 @@ def create_app(
 
     def _offset(request: Request, name: str, run_id: str) -> int:
         head = log.run_info(run_id).head
-        value = _int(request, name, head)
-        assert value is not None
-        if not 0 <= value <= head:
-            raise OffsetOutOfRangeError(run_id, value, head)
-        return value
+        value = _in_run(request, name, run_id, 0, head)
+        return head if value is None else value
 
     def state_fragment(request: Request) -> Response:
         run_id = _run_id(request)
@@ -321,24 +349,34 @@ def create_app(
             parameters=model.pretty(event.parameters),
         )
 
+    def stream_from(request: Request) -> tuple[str | None, int]:
+        """The stream's run (which must exist) and position (0 to the feed's end), checked before it answers."""
+        run_id = _run_id(request, "run") if "run" in request.query_params else None
+        if run_id is not None:
+            log.run_info(run_id)
+        end = feed_end(log)
+        after = _int(request, "position", end, high=end)
+        assert after is not None
+        return run_id, after
+
     async def stream(request: Request) -> Response:
-        run_id = request.query_params.get("run") or None
-        after = _int(request, "position")
-        if after is None:
-            after = await anyio.to_thread.run_sync(feed_end, log)
+        run_id, after = await anyio.to_thread.run_sync(stream_from, request)
 
         async def changes() -> AsyncIterator[bytes]:
             yield b"retry: 1000\n\n"
-            async for batch in follow(log, after, stop=lambda: guard.stopping):
-                if run_id is None:
-                    yield _sse("runs", {"runs": sorted({e.run_id for e in batch}), "position": batch[-1].position})
-                    continue
-                mine = [e for e in batch if e.run_id == run_id]
-                if mine:
-                    last = mine[-1]
-                    status = model.status_after(last.event)
-                    change = {"head": last.offset, "status": status, "position": batch[-1].position}
-                    yield _sse("run", {**change, "number": last.run_number})  # another: the run was made again
+            try:
+                async for batch in follow(log, after, stop=lambda: guard.stopping):
+                    if run_id is None:
+                        yield _sse("runs", {"runs": sorted({e.run_id for e in batch}), "position": batch[-1].position})
+                        continue
+                    mine = [e for e in batch if e.run_id == run_id]
+                    if mine:
+                        last = mine[-1]
+                        status = model.status_after(last.event)
+                        change = {"head": last.offset, "status": status, "position": batch[-1].position}
+                        yield _sse("run", {**change, "number": last.run_number})  # another: the run was made again
+            except EventLogError as exc:  # the answer has begun: say why it ends, and the page stops asking
+                yield _sse("end", {"message": str(exc)})
 
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)
@@ -346,9 +384,14 @@ def create_app(
     async def fork(request: Request) -> Response:
         if not hmac.compare_digest(request.headers.get(_WRITE_HEADER, "").encode(), write_key.encode()):
             raise HTTPException(403, "a fork needs the page's write key")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > _FORK_BODY_BYTES_MAX:
+                raise HTTPException(413, f"a fork's request is at most {_FORK_BODY_BYTES_MAX} bytes")
         try:
-            form = msgspec.json.decode(await request.body(), type=_ForkForm)
-        except msgspec.DecodeError as exc:
+            form = msgspec.json.decode(body, type=_ForkForm)
+        except (msgspec.DecodeError, RecursionError) as exc:
             raise HTTPException(400, f"a fork needs {{run, at, new}}: {exc}") from None
         run_id, at, new_id = form.run, form.at, form.new.strip()
         if not new_id:

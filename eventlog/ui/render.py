@@ -28,6 +28,8 @@ tree_items_max = 100
 """A list or map longer than this shows its first and last `tree_items_max // 2` items."""
 tree_depth_open = 1
 """Levels of the tree shown open."""
+tree_depth_max = 64
+"""Levels of the tree drawn; deeper values show as a preview (the JSON view has them all)."""
 tree_string_chars_max = 4000
 """A longer string shows its start and how much more there is (the JSON view has it all)."""
 
@@ -111,7 +113,7 @@ def _node(key: Any, value: Any, depth: int) -> Markup:
         value = msgspec.to_builtins(value)  # one item shown: converted only now
     label = Markup('<span class="t-key">{}</span>').format(_text(str(key)))
     empty = value in (None, "", [], {}) or value is False or value == 0
-    if isinstance(value, (dict, list)) and value:
+    if isinstance(value, (dict, list)) and value and depth < tree_depth_max:
         opened = " open" if depth < tree_depth_open else ""
         return Markup("<li><details{}><summary>{} {}</summary>{}</details></li>").format(
             Markup(opened), label, _preview(value), _tree(value, depth + 1)

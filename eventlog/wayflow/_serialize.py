@@ -1,9 +1,18 @@
 """wayflowcore's objects as plain data: a conversation without its component tree (the live one
-is bound back on restore), and the shape of a component that a restore checks."""
+is bound back on restore), and the shape of a component that a restore checks.
+
+A restore builds from stored data only wayflowcore's own conversation types (conversations,
+their execution states and events, message lists, messages and their contents, statuses, tool
+requests and results, wayflowcore's own execution interrupts). Every other `_component_type` a
+checkpoint names is refused before wayflowcore reads it, and the deserialization context refuses
+any other type wayflowcore would build, also where a field's type names it rather than the data;
+components (agents, flows, steps, tools, models) come only from the live component given, found
+by reference (docs/durability.md, guarantee 7)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import warnings
@@ -12,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import UnencodableValueError
+from ..errors import EventLogError, UnencodableValueError
 from ._events import WayflowState
 from ._types import IncompatibleComponentError, WayflowCheckpointError
 
@@ -75,15 +84,28 @@ def dump_conversation(conversation: WayflowConversation, component: Any, convers
 
 
 def load_conversation(data: Any, component: Any, conversation_id: str) -> WayflowConversation:
-    """A wayflowcore conversation rebuilt from `dump_conversation`'s data, bound to the live component tree."""
+    """A wayflowcore conversation rebuilt from `dump_conversation`'s data, bound to the live component
+    tree. Stored data that names a type a restore does not build, or does not read back, is refused
+    with WayflowCheckpointError before anything is built from it."""
+    if not isinstance(data, dict):
+        raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
+    _check_stored_types(data, conversation_id)  # named early; `_guarded_context` holds it for every type built
+    try:
+        return _load(copy.deepcopy(data), component, conversation_id)
+    except EventLogError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - wayflowcore's refusal of stored data, named
+        raise WayflowCheckpointError(
+            f"conversation {conversation_id!r}: the checkpoint does not read back ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _load(data: dict[str, Any], component: Any, conversation_id: str) -> WayflowConversation:
     from wayflowcore.conversation import Conversation
     from wayflowcore.executors.executionstatus import ToolExecutionConfirmationStatus
     from wayflowcore.serialization.context import DeserializationContext
     from wayflowcore.serialization.serializer import autodeserialize_from_dict
 
-    if not isinstance(data, dict):
-        raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
-    data = copy.deepcopy(data)
     components = _components(component)
     _rename_step_keys(data, components, to_names=False, conversation_id=conversation_id)
     missing = sorted(
@@ -96,7 +118,7 @@ def load_conversation(data: Any, component: Any, conversation_id: str) -> Wayflo
             f"conversation {conversation_id!r}: the checkpoint refers to {', '.join(missing)}, which the component "
             f"given does not have; build the component with the same ids (pass id=... to every Agent and Flow)"
         )
-    context = DeserializationContext()
+    context = _guarded_context(DeserializationContext, conversation_id)
     for ref, item in components.items():
         context.recorddeserialized_object(ref, item)
     with warnings.catch_warnings():
@@ -115,6 +137,72 @@ def load_conversation(data: Any, component: Any, conversation_id: str) -> Wayflo
             state.current_tool_request = by_id[current.tool_request_id]
         state.tool_call_queue = [by_id.get(r.tool_request_id, r) for r in state.tool_call_queue]
     return conversation
+
+
+@functools.cache
+def _stored_type_ok(cls: type) -> bool:
+    """A type a restore may build from stored data: one of wayflowcore's own conversation types."""
+    from wayflowcore.conversation import Conversation
+    from wayflowcore.executors._events.event import Event
+    from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.executors.executionstatus import ExecutionStatus
+    from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
+    from wayflowcore.messagelist import Message, MessageContent, MessageList
+    from wayflowcore.tools import ToolRequest, ToolResult
+
+    bases: tuple[type, ...] = (Conversation, ConversationExecutionState, Event, ExecutionStatus, ExecutionInterrupt)
+    bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult)
+    return issubclass(cls, bases) and cls.__module__.split(".")[0] == "wayflowcore"
+
+
+def _refusal(conversation_id: str, name: object) -> WayflowCheckpointError:
+    return WayflowCheckpointError(
+        f"conversation {conversation_id!r}: the checkpoint holds a {name!r}, which a restore does not build from "
+        f"stored data (components come from the component given)"
+    )
+
+
+def _guarded_context(base: type, conversation_id: str) -> Any:
+    """wayflowcore's deserialization context, refusing every type `_stored_type_ok` does not allow.
+    Everything wayflowcore builds from data, named by `_component_type` or by a field's type
+    (a flow state's `flow`, an interrupt's models), asks the context for its plugin first;
+    live components are found by reference before that."""
+
+    class Guarded(base):  # type: ignore[misc]
+        def get_deserialization_plugin_for_object(self, obj_type: Any) -> Any:
+            if not (isinstance(obj_type, type) and _stored_type_ok(obj_type)):
+                raise _refusal(conversation_id, getattr(obj_type, "__name__", obj_type))
+            return super().get_deserialization_plugin_for_object(obj_type)
+
+    return Guarded()
+
+
+def _check_stored_types(data: Any, conversation_id: str) -> None:
+    """Refuse a checkpoint that names a type a restore does not build from stored data (see above)."""
+    from wayflowcore.serialization.serializer import SerializableObject, _import_all_submodules
+
+    _import_all_submodules("wayflowcore")  # as wayflowcore's reader does first: every type is registered
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "_component_type" not in item:
+                stack.extend(item.values())
+                continue
+            name = item["_component_type"]
+            try:
+                cls = SerializableObject.get_component(name) if isinstance(name, str) else None
+            except KeyError:
+                cls = None
+            if cls is None:
+                raise WayflowCheckpointError(
+                    f"conversation {conversation_id!r}: the checkpoint names {name!r}, which is not a wayflowcore type"
+                )
+            if not _stored_type_ok(cls):
+                raise _refusal(conversation_id, name)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _refs(data: Any) -> Iterator[str]:
@@ -162,7 +250,14 @@ def _step_key(key: str, steps: dict[str, Any], to_names: bool, conversation_id: 
         return key
     if not key.startswith(_STEP_KEY):
         return key
-    name, rest = json.loads(key[len(_STEP_KEY) :])
+    try:
+        name, rest = json.loads(key[len(_STEP_KEY) :])
+        if not isinstance(name, str) or not isinstance(rest, str):
+            raise TypeError(key)
+    except (ValueError, TypeError, RecursionError):  # a malformed or deeply nested key: named, not raised raw
+        raise WayflowCheckpointError(
+            f"conversation {conversation_id!r}: the checkpoint holds a step key that does not decode: {key[:80]!r}"
+        ) from None
     if name not in steps:
         raise IncompatibleComponentError(
             f"conversation {conversation_id!r}: the checkpoint has state for step {name!r}, which the flow given "

@@ -29,6 +29,10 @@
     const source = new EventSource(url);
     source.onopen = () => setLive("on");
     source.onerror = () => setLive(source.readyState === EventSource.CLOSED ? "off" : "wait");
+    source.addEventListener("end", () => {  // the server stopped this stream for good: do not ask again
+      source.close();
+      setLive("off");
+    });
     for (const [name, handler] of Object.entries(handlers)) {
       source.addEventListener(name, (e) => handler(JSON.parse(e.data)));
     }
