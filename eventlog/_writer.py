@@ -81,15 +81,8 @@ class Request:
 class Writer:
     """Checks appends, then commits them in groups."""
 
-    def __init__(
-        self,
-        store: Store,
-        codec: Codec,
-        runs: Runs,
-        ids: IdSource,
-        clock: Callable[[], int],
-        on_commit: Callable[[int], None],
-    ) -> None:
+    def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
+                 on_commit: Callable[[int], None]) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
         self._on_commit = on_commit  # called with the last position after each commit that wrote events
         self._queue_lock = threading.Lock()
