@@ -456,9 +456,10 @@ def test_the_command_line_deletes_only_the_life_it_asked_about(tmp_path: Path) -
         assert [e.event.node for e in log.read("r")] == [f"new{i}" for i in range(1, 6)]
 
 
-def test_the_ui_forks_only_the_life_its_page_shows(log: eventlog.EventLog) -> None:
+def test_the_ui_forks_and_inspects_only_the_life_its_page_shows(log: eventlog.EventLog) -> None:
     pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
     pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
+    import html
     import json
     import re
 
@@ -474,8 +475,15 @@ def test_the_ui_forks_only_the_life_its_page_shows(log: eventlog.EventLog) -> No
         status, body, _ = get(f"{url}/run/fork", {"x-eventlog-write": key}, json.dumps(form).encode())
         assert status == 409 and "deleted and made again" in body
         assert "b" not in log.runs()
+        # the inspector's fragments name the page's life too: never a state of the new one
+        state_url = html.unescape(re.search(r'data-state="([^"]+)"', page).group(1))  # type: ignore[union-attr]
+        assert f"number={number}" in state_url
+        status, body, _ = get(f"{url}{state_url}&at=2")
+        assert status == 409 and "deleted and made again" in body
         _, page, _ = get(f"{url}/run?id=r")
         assert f'data-number="{log.run_info("r").number}"' in page
+        state_url = html.unescape(re.search(r'data-state="([^"]+)"', page).group(1))  # type: ignore[union-attr]
+        assert get(f"{url}{state_url}&at=2")[0] == 200
 
 
 @given(

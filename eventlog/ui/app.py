@@ -31,6 +31,7 @@ from eventlog import (
     OffsetOutOfRangeError,
     PrunedError,
     RunExistsError,
+    RunReplacedError,
     UnknownRunError,
     __version__,
 )
@@ -419,10 +420,14 @@ def create_app(
         raise exc
 
     def one_life(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        """`handler`, whose reads of the run it shows are all of one life of it (`EventLog.pinned`)."""
+        """`handler`, whose reads of the run it shows are all of one life of it (`EventLog.pinned`):
+        of the life `?number=` names, when the page that asks shows one."""
 
         def pinned(request: Request) -> Response:
-            with log.pinned(_run_id(request)):
+            run_id, number = _run_id(request), _int(request, "number")
+            with log.pinned(run_id) as info:
+                if number is not None and number != info.number:
+                    raise RunReplacedError(run_id, number, info.number, "its page was open")
                 return handler(request)
 
         return pinned
