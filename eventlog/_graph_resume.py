@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .errors import RunReplacedError
 from .events import Resumed, RunStarted, StateUpdated, StepCompleted, SuperstepCompleted
 from .fold import AgentReducer, AgentState
 from .log import EventLog
@@ -79,9 +80,19 @@ def graph_name(log: EventLog[Any], run_id: str) -> str | None:
     return first.graph if isinstance(first, RunStarted) else None
 
 
-def superstep_from_log(log: EventLog[Any], reducer: AgentReducer, run_id: str, state: AgentState) -> Superstep:
+def superstep_from_log(
+    log: EventLog[Any], reducer: AgentReducer, run_id: str, state: AgentState, number: int
+) -> Superstep:
     """The values at the start of the superstep in progress plus hand edits, and the answers given,
-    for a run whose state at its head is `state`."""
+    for a run whose state at its head is `state`, in its life `number` (else RunReplacedError:
+    no node runs on the state of another life of the run)."""
+    with log.pinned(run_id) as info:
+        if info.number != number:
+            raise RunReplacedError(run_id, number, info.number, "it was resumed")
+        return _superstep(log, reducer, run_id, state)
+
+
+def _superstep(log: EventLog[Any], reducer: AgentReducer, run_id: str, state: AgentState) -> Superstep:
     start = _scan_start(log, reducer, run_id, state.superstep)
     begin = start
     answers: dict[str, list[Any]] = {}

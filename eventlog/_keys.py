@@ -130,6 +130,11 @@ def check_limit(limit: object) -> int | None:
     return None if limit is None else check_int("limit", limit)
 
 
+def check_run_number(number: object) -> int | None:
+    """None, or a run number (`RunInfo.number`) a read is pinned to; raises InvalidArgumentError."""
+    return None if number is None else check_int("run_number", number, 1)
+
+
 # -- ids ------------------------------------------------------------------------------------
 
 

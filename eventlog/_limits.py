@@ -108,6 +108,13 @@ for them to queue again, so that one transaction (and one fsync) takes them all 
 read_chunk_entries = 1024
 """Entries read per read transaction by iterators (a long read never pins the map)."""
 
+fold_chunk_entries = 4096
+"""Entries `state_at` folds per read transaction."""
+
+replaced_retries_max = 4
+"""Times `state_at` (and `verify`, per run) starts again when the run it reads is deleted and made
+again meanwhile; past that, RunReplacedError."""
+
 lmdb_max_dbs = 16
 """Named sub-databases an LMDB log may hold."""
 
@@ -132,7 +139,8 @@ pg_pool_connections_max = 8
 """Connections a PostgreSQL log keeps open at most (one pool per open log)."""
 
 assert 0 < run_id_size_bytes_max <= 4096
-assert 0 < id_draws_max and 0 < pg_pool_connections_max
+assert 0 < id_draws_max and 0 < pg_pool_connections_max and 0 <= replaced_retries_max
+assert 0 < read_chunk_entries and 0 < fold_chunk_entries
 assert run_key_inline_size_bytes_max + 1 + 32 <= 511  # LMDB's largest key
 assert 16 + event_id_size_bytes_max <= 511
 assert 0 < record_size_bytes_max <= snapshot_size_bytes_max

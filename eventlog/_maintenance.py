@@ -51,14 +51,15 @@ class Maintenance:
         self._store, self._codec, self._runs = store, codec, runs
         self._replay, self._checkpoints = replay, checkpoints
 
-    def fork(self, run_id: str, at: int, new_run_id: str, now: int) -> str:
-        """A new run whose first `at` events are this run's, shared by reference; returns its id."""
+    def fork(self, run_id: str, at: int, new_run_id: str, now: int, number: int | None = None) -> str:
+        """A new run whose first `at` events are this run's, shared by reference; returns its id.
+        With `number`, of that life of the run only (else RunReplacedError, before anything is written)."""
         check_run_id(run_id)
         check_run_id(new_run_id)
         check_int("at", at, -(1 << 64), 1 << 64)
 
         def write(txn: Txn) -> str:
-            parent = self._runs.require(txn, run_id)
+            parent = self._runs.require(txn, run_id, number, "it was forked")
             check_offset(run_id, "at", at, parent.head)
             if at < parent.base:
                 raise PrunedError(run_id, at, parent.base)
@@ -147,7 +148,7 @@ class Maintenance:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete_run(self, run_id: str, expected_offset: int | None = None, run_number: int | None = None) -> None:
+    def delete_run(self, run_id: str, number: int | None = None, expected_offset: int | None = None) -> None:
         """Remove a run: its events, ids, checkpoints and snapshots. Refused while forks of it exist.
 
         One transaction removes the run's record, so the run is gone at once; its records then
@@ -155,10 +156,7 @@ class Maintenance:
         positions of the run are then found by scanning the feed."""
 
         def detach(txn: Txn) -> int:
-            found = self._runs.get(txn, run_id)
-            if run_number is not None and (found is None or found.number != run_number):
-                raise ConflictError(run_id, expected_offset or 0, 0 if found is None else found.head, recreated=True)
-            rec = self._runs.require(txn, run_id)
+            rec = self._runs.require(txn, run_id, number, "a delete of it waited")
             if expected_offset is not None and rec.head != expected_offset:
                 raise ConflictError(run_id, expected_offset, rec.head)
             if rec.forks:

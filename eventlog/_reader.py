@@ -11,7 +11,7 @@ import datetime as _dt
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -42,6 +42,10 @@ class Entry(msgspec.Struct, frozen=True):
     """The caller's metadata."""
     event: Event
     """The event."""
+    run_number: int = 0
+    """The run number of the life of `run_id` the entry was read from (`RunInfo.number`): a run
+    deleted and made again under the same id gets a new one, so a follower of the feed tells
+    the entries of two lives of one run id apart by it."""
 
     @property
     def time(self) -> _dt.datetime:
@@ -53,6 +57,20 @@ def check_range(run_id: str, rec: RunRecord, after: int, upto: int | None) -> in
     """`upto` (the head when None) once both bounds are offsets of the run."""
     check_offset(run_id, "after", after, rec.head)
     return rec.head if upto is None else check_offset(run_id, "upto", upto, rec.head)
+
+
+class Piece(NamedTuple):
+    """Stored values of consecutive offsets, read in one transaction."""
+
+    owner: str
+    """The run that stores them: the run read, or a run it was forked from."""
+    number: int
+    """The owner's run number (their keys are made of it)."""
+    first: int
+    """Offset of the first value."""
+    values: list[bytes]
+    life: int
+    """The run number of the run read, the same for every piece of one read."""
 
 
 class Reader:
@@ -72,25 +90,28 @@ class Reader:
             raise exc.at(run_id, offset) from None
 
     def chunks(
-        self, run_id: str, after: int, upto: int | None, chunk: int
-    ) -> Iterator[tuple[str, int, int, list[bytes]]]:
-        """Stored values of offsets (after, upto] as (owner run id, owner run number, first offset,
-        values) pieces, each chunk read in its own read transaction."""
+        self, run_id: str, after: int, upto: int | None, chunk: int, number: int | None = None
+    ) -> Iterator[Piece]:
+        """Stored values of offsets (after, upto] in pieces by the run that stores them, each chunk
+        read in its own read transaction.
+
+        Every chunk is of the run number the first one read (or `number`): RunReplacedError when
+        the run is deleted, or deleted and made again, between two chunks."""
         end: int | None = upto
         while True:
 
             def read(
-                txn: Txn, after: int = after, end: int | None = end
-            ) -> tuple[int, list[tuple[str, int, int, list[bytes]]]]:
-                rec = self._runs.require(txn, run_id)
+                txn: Txn, after: int = after, end: int | None = end, number: int | None = number
+            ) -> tuple[int, int, list[tuple[str, int, int, list[bytes]]]]:
+                rec = self._runs.require(txn, run_id, number)
                 stop = check_range(run_id, rec, after, end)
-                return stop, self.pieces(txn, run_id, rec, after, stop, chunk)
+                return rec.number, stop, self.pieces(txn, run_id, rec, after, stop, chunk)
 
-            stop, pieces = self._store.read(read)
+            number, stop, pieces = self._store.read(read)
             end = stop
             last = after
-            for owner, number, first, values in pieces:
-                yield owner, number, first, values
+            for owner, owner_number, first, values in pieces:
+                yield Piece(owner, owner_number, first, values, number)
                 last = first + len(values) - 1
             if not pieces or last >= stop:
                 return
@@ -120,12 +141,14 @@ class Reader:
             room -= want
         return out
 
-    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
-        """Entries with offsets in (after, upto] in order."""
-        for owner, number, first, values in self.chunks(run_id, after, upto, _limits.read_chunk_entries):
+    def read(self, run_id: str, after: int = 0, upto: int | None = None, number: int | None = None) -> Iterator[Entry]:
+        """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
+        for owner, owner_number, first, values, life in self.chunks(
+            run_id, after, upto, _limits.read_chunk_entries, number
+        ):
             for i, value in enumerate(values):
-                r = self.decode(owner, event_key(number, first + i), value)
-                yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event)
+                r = self.decode(owner, event_key(owner_number, first + i), value)
+                yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
         """Every entry of every run with position > after, in commit order.
@@ -190,5 +213,5 @@ class Reader:
                 raise CorruptRecordError(
                     f"the feed points at an entry of position {r.position}", run_id, offset, position
                 )
-            out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event))
+            out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, number))
         return out, position

@@ -17,11 +17,9 @@ from ._reader import Reader
 from ._records import RunRecord, SnapshotRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import CorruptRecordError, PrunedError, ReducerError, UnknownKindError
+from .errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
 from .fold import Reducer, reducer_tag
 from .store._base import Store, Txn
-
-_FOLD_CHUNK_ENTRIES = 4096
 
 
 class Replay:
@@ -104,14 +102,16 @@ class Replay:
 
     # -- fold --------------------------------------------------------------------------------
 
-    def start(self, run_id: str, offset: int | None, reducer: Reducer[Any]) -> tuple[int, int, Any]:
-        """(offset to fold to, offset of the starting state, starting state)."""
+    def start(
+        self, run_id: str, offset: int | None, reducer: Reducer[Any], number: int | None = None
+    ) -> tuple[int, int, int, Any]:
+        """(run number, offset to fold to, offset of the starting state, starting state)."""
         tag = reducer_tag(reducer)
         if offset is not None:
             check_int("offset", offset, -(1 << 64), 1 << 64)
 
-        def plan(txn: Txn) -> tuple[int, tuple[int, bytes, bytes] | None, tuple[int, bytes, bytes] | None]:
-            rec = self._runs.require(txn, run_id)
+        def plan(txn: Txn) -> tuple[int, int, tuple[int, bytes, bytes] | None, tuple[int, bytes, bytes] | None]:
+            rec = self._runs.require(txn, run_id, number)
             target = rec.head if offset is None else check_offset(run_id, "offset", offset, rec.head)
             if target < rec.base:
                 raise PrunedError(run_id, target, rec.base)
@@ -123,18 +123,18 @@ class Replay:
                     older = self._older_base(txn, run_id, rec, base, reducer)
                     if older is None:
                         raise PrunedError(run_id, target, base)
-            return target, found, older
+            return rec.number, target, found, older
 
-        target, found, older = self._store.read(plan)
+        number, target, found, older = self._store.read(plan)
         if older is not None:
-            return target, older[0], self._upgrade(run_id, older, reducer)
+            return number, target, older[0], self._upgrade(run_id, older, reducer)
         if found is None:
-            return target, 0, reducer.initial()
+            return number, target, 0, reducer.initial()
         try:
             snap_offset, _, state = self.load_snapshot(run_id, found[1], found[2], reducer)
         except CorruptRecordError as exc:
             raise exc.at(run_id, found[0]) from None  # name the snapshot's offset
-        return target, snap_offset, state
+        return number, target, snap_offset, state
 
     def _older_base(
         self, txn: Txn, run_id: str, rec: RunRecord, base: int, reducer: Reducer[Any]
@@ -174,15 +174,17 @@ class Replay:
                 f"run {run_id!r}: {reducer.name}.upgrade from version {snap.reducer_version} raised {exc!r}"
             ) from exc
 
-    def fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer[Any]) -> Any:
-        """The state after folding the events (after, upto] into `state`."""
+    def fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer[Any], number: int) -> Any:
+        """The state after folding the events (after, upto] of run number `number` into `state`."""
         apply = reducer.apply
         decode = self._codec.decode_entry_event
-        for owner, number, first, values in self._reader.chunks(run_id, after, upto, _FOLD_CHUNK_ENTRIES):
+        for owner, owner_number, first, values, _ in self._reader.chunks(
+            run_id, after, upto, _limits.fold_chunk_entries, number
+        ):
             offset = first
             try:
                 for offset, value in enumerate(values, first):
-                    state = apply(state, decode(value, event_key(number, offset)))
+                    state = apply(state, decode(value, event_key(owner_number, offset)))
             except (CorruptRecordError, UnknownKindError) as exc:
                 raise exc.at(owner, offset) from None
             except Exception as exc:
@@ -191,9 +193,17 @@ class Replay:
                 ) from exc
         return state
 
-    def state_at(self, run_id: str, offset: int | None, reducer: Reducer[Any]) -> Any:
-        """The run's state after its first `offset` events (the head when None)."""
-        target, start, state = self.start(run_id, offset, reducer)
-        if target > start:
-            state = self.fold(run_id, state, start, target, reducer)
-        return state
+    def state_at(self, run_id: str, offset: int | None, reducer: Reducer[Any], number: int | None = None) -> Any:
+        """The run's state after its first `offset` events (the head when None).
+
+        The snapshot and every event folded are of one life of the run: of run number `number`
+        (else RunReplacedError), or, when None, of the run as it is when the fold starts; a run
+        deleted and made again meanwhile is folded again from the start, a few times at most."""
+        for attempt in range(_limits.replaced_retries_max + 1):
+            pinned, target, start, state = self.start(run_id, offset, reducer, number)
+            try:
+                return self.fold(run_id, state, start, target, reducer, pinned) if target > start else state
+            except RunReplacedError:
+                if number is not None or attempt == _limits.replaced_retries_max:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover

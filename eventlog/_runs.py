@@ -15,7 +15,7 @@ from . import _keys
 from ._keys import check_run_id, run_key, u64
 from ._records import RunRecord
 from .codec import RAW, Codec, frame, unframe
-from .errors import CorruptRecordError, PrunedError, UnknownRunError
+from .errors import CorruptRecordError, PrunedError, RunReplacedError, UnknownRunError
 from .store._base import Txn
 
 
@@ -48,9 +48,15 @@ class Runs:
             raise exc.at(run_id, None) from None
         return rec
 
-    def require(self, txn: Txn, run_id: str) -> RunRecord:
-        """The run's record; UnknownRunError when there is none."""
+    def require(self, txn: Txn, run_id: str, number: int | None = None, doing: str = "it was read") -> RunRecord:
+        """The run's record; UnknownRunError when there is none.
+
+        With `number` (the run number an earlier transaction saw), RunReplacedError when the
+        run was deleted, or deleted and made again, since: a read that spans transactions
+        pins the run's life this way (docs/architecture.md, "Reads that span transactions")."""
         rec = self.get(txn, run_id)
+        if number is not None and (rec is None or rec.number != number):
+            raise RunReplacedError(run_id, number, None if rec is None else rec.number, doing)
         if rec is None:
             raise UnknownRunError(run_id)
         return rec
@@ -157,6 +163,10 @@ class Runs:
             found = self.get(txn, run_id)
             if found is None:
                 raise CorruptRecordError(f"run {child!r} forks from {run_id!r}, which is missing", child)
+            if found.number > rec.number:  # numbers only grow: this parent was made after its fork
+                raise CorruptRecordError(
+                    f"run {child!r} forks from {run_id!r}, which was deleted and made again after the fork", child
+                )
             rec = found
 
     def segments(self, txn: Txn, run_id: str, rec: RunRecord, after: int, upto: int) -> list[Link]:

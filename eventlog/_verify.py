@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from . import _limits
 from ._keys import event_key, from_u64, id_key, run_range, snapshot_key, u64
 from ._reader import Reader
 from ._records import RunRecord
@@ -20,7 +21,15 @@ from ._replay import Replay
 from ._runs import Runs
 from .checkpoints import Checkpoints
 from .codec import Codec
-from .errors import CorruptRecordError, EventLogError, PrunedError, ReducerError, UnknownKindError
+from .errors import (
+    CorruptRecordError,
+    EventLogError,
+    PrunedError,
+    ReducerError,
+    RunReplacedError,
+    UnknownKindError,
+    UnknownRunError,
+)
 from .fold import Reducer, reducer_tag
 from .store._base import Store, Txn, scan_chunks
 
@@ -77,8 +86,22 @@ class Verifier:
             return report
         entries = 0
         for rid in run_ids:
-            report.runs += 1
-            entries += self._run(rid, reducer, report, progress, ids_indexed)
+            for attempt in range(_limits.replaced_retries_max + 1):
+                kept = len(report.problems), report.events
+                try:
+                    entries += self._run(rid, reducer, report, progress, ids_indexed)
+                    report.runs += 1
+                    break
+                except (RunReplacedError, UnknownRunError) as exc:  # deleted (and made again) meanwhile
+                    del report.problems[kept[0] :]  # they were of a life of the run that is gone
+                    report.events = kept[1]
+                    gone = isinstance(exc, UnknownRunError) or exc.now is None
+                    if gone and run_id is not None:
+                        raise UnknownRunError(rid) from None
+                    if gone:
+                        break  # listed, then deleted: nothing of it is left to check
+                    if attempt == _limits.replaced_retries_max:
+                        raise
         if run_id is None:
             removing = self._store.read(self._runs.removals)
             for number, _ in removing:
@@ -112,16 +135,17 @@ class Verifier:
             return 0
         checkpoints, snapshots = self._store.read(lambda txn: self._stored(txn, run_id, rec, reducer, report))
         own = self._indexes(run_id, rec, report, ids_indexed)
-        start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
+        start = rec.base
         try:
-            _, start, state = self._replay.start(run_id, start, reducer)
+            start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
+            _, _, start, state = self._replay.start(run_id, start, reducer, rec.number)
         except (CorruptRecordError, PrunedError, ReducerError) as exc:
             problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
             return own
         self._compare(run_id, rec, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
         pending = 0
         try:
-            for owner, number, first, values in self._reader.chunks(run_id, start, rec.head, _CHUNK):
+            for owner, number, first, values, _ in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
                 for i, value in enumerate(values):
                     offset = first + i
                     try:

@@ -29,7 +29,7 @@ from ._keys import (
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import ConflictError, CorruptRecordError, EventLogError, InvalidArgumentError
+from .errors import ConflictError, CorruptRecordError, EventLogError, InvalidArgumentError, RunReplacedError
 from .store._base import KeyExistsError, Store, Txn
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
@@ -81,15 +81,8 @@ class Request:
 class Writer:
     """Checks appends, then commits them in groups."""
 
-    def __init__(
-        self,
-        store: Store,
-        codec: Codec,
-        runs: Runs,
-        ids: IdSource,
-        clock: Callable[[], int],
-        on_commit: Callable[[int], None],
-    ) -> None:
+    def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
+                 on_commit: Callable[[int], None]) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
         self._on_commit = on_commit  # called with the last position after each commit that wrote events
         self._queue_lock = threading.Lock()
@@ -262,7 +255,7 @@ class Writer:
         Returns the last position given and whether a checkpoint was written."""
         rec = records[r.run_id]
         if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
-            raise ConflictError(r.run_id, r.expected_offset or 0, 0 if rec is None else rec.head, recreated=True)
+            raise RunReplacedError(r.run_id, r.expected_number, None if rec is None else rec.number, "a writer used it")
         head = 0 if rec is None else rec.head
         number = 0 if rec is None else rec.number
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)

@@ -222,15 +222,17 @@ class AsyncEventLog(Generic[S]):
     async def runs(self) -> list[str]:
         return await asyncio.to_thread(self.sync.runs)
 
-    async def run_info(self, run_id: str) -> RunInfo:
-        return await asyncio.to_thread(self.sync.run_info, run_id)
+    async def run_info(self, run_id: str, *, run_number: int | None = None) -> RunInfo:
+        return await asyncio.to_thread(partial(self.sync.run_info, run_id, run_number=run_number))
 
-    async def entry(self, run_id: str, offset: int) -> Entry:
-        return await asyncio.to_thread(self.sync.entry, run_id, offset)
+    async def entry(self, run_id: str, offset: int, *, run_number: int | None = None) -> Entry:
+        return await asyncio.to_thread(partial(self.sync.entry, run_id, offset, run_number=run_number))
 
-    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> AsyncIterator[Entry]:
-        """See `EventLog.read`."""
-        return _iterate(partial(self.sync.read, run_id, after, upto))
+    def read(
+        self, run_id: str, after: int = 0, upto: int | None = None, *, run_number: int | None = None
+    ) -> AsyncIterator[Entry]:
+        """See `EventLog.read`: chunks of one life of the run (RunReplacedError when it is made again)."""
+        return _iterate(partial(self.sync.read, run_id, after, upto, run_number=run_number))
 
     def feed(self, after: int = 0, limit: int | None = None) -> AsyncIterator[Entry]:
         """See `EventLog.feed`."""
@@ -274,17 +276,17 @@ class AsyncEventLog(Generic[S]):
         """See `EventLog.state_at`."""
         return await asyncio.to_thread(partial(self.sync.state_at, run_id, offset, reducer=reducer))
 
-    async def fork(self, run_id: str, at: int, new_run_id: str) -> str:
-        return await asyncio.to_thread(self.sync.fork, run_id, at, new_run_id)
+    async def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
+        return await asyncio.to_thread(partial(self.sync.fork, run_id, at, new_run_id, run_number=run_number))
 
     async def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer))
 
     async def delete_run(
-        self, run_id: str, *, expected_offset: int | None = None, run_number: int | None = None
+        self, run_id: str, *, run_number: int | None = None, expected_offset: int | None = None
     ) -> None:
         await asyncio.to_thread(
-            partial(self.sync.delete_run, run_id, expected_offset=expected_offset, run_number=run_number)
+            partial(self.sync.delete_run, run_id, run_number=run_number, expected_offset=expected_offset)
         )
 
     async def verify(self, run_id: str | None = None, **options: Any) -> Any:

@@ -16,14 +16,24 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from . import _limits
-from ._keys import IdSource, check_id, check_int, check_limit, check_offset, id_key, run_range, snapshot_key, u64
+from ._keys import (
+    IdSource,
+    check_id,
+    check_int,
+    check_limit,
+    check_offset,
+    check_run_number,
+    id_key,
+    run_range,
+    snapshot_key,
+    u64,
+)
 from ._records import CheckpointRecord, RunRecord
 from ._replay import Replay
 from ._runs import Runs
 from .codec import Codec
 from .errors import (
     CheckpointNotFoundError,
-    ConflictError,
     CorruptRecordError,
     DuplicateIdError,
     PrunedError,
@@ -41,7 +51,9 @@ class Checkpoint(Generic[S]):
     """A run's state at an offset, saved with its metadata.
 
     `state` is loaded when first read: from the snapshot stored at this offset, or by
-    folding from the nearest one below it.
+    folding from the nearest one below it, always of the life of the run the checkpoint
+    belongs to (`run_number`): RunReplacedError once the run was deleted, or deleted and made
+    again, since the checkpoint was read.
     """
 
     __slots__ = (
@@ -54,14 +66,19 @@ class Checkpoint(Generic[S]):
         "reducer",
         "reducer_version",
         "run_id",
+        "run_number",
         "summary",
     )
 
-    def __init__(self, run_id: str, rec: CheckpointRecord, load: Callable[[], S], state: S | None = None) -> None:
+    def __init__(
+        self, run_id: str, rec: CheckpointRecord, load: Callable[[], S], state: S | None = None, run_number: int = 0
+    ) -> None:
         self._load = load
         self._state = state
         self.run_id = run_id
         """The run the checkpoint belongs to."""
+        self.run_number = run_number
+        """The run number of that run's life (`RunInfo.number`) when the checkpoint was read."""
         self.checkpoint_id = rec.checkpoint_id
         """Unique id of the checkpoint in its run."""
         self.offset = rec.offset
@@ -196,8 +213,13 @@ class Checkpoints(Generic[S]):
             raise exc.at(run_id, None) from None
         return rec
 
-    def _wrap(self, run_id: str, rec: CheckpointRecord, reducer: Reducer[Any], state: Any = None) -> Checkpoint[Any]:
-        return Checkpoint(run_id, rec, lambda: self._replay.state_at(run_id, rec.offset, reducer), state)
+    def _wrap(
+        self, run_id: str, number: int, rec: CheckpointRecord, reducer: Reducer[Any], state: Any = None
+    ) -> Checkpoint[Any]:
+        """A checkpoint of run number `number`, whose lazy state is folded from that life of the run only."""
+        return Checkpoint(
+            run_id, rec, lambda: self._replay.state_at(run_id, rec.offset, reducer, number), state, number
+        )
 
     # -- the public face -------------------------------------------------------------------------
 
@@ -209,10 +231,12 @@ class Checkpoints(Generic[S]):
         metadata: dict[str, Any] | None = None,
         checkpoint_id: str | None = None,
         reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
     ) -> Checkpoint[S]:
         """Save a checkpoint of the run at `offset` (default: the head).
 
         Saving an id that exists again updates its metadata only; it does not become latest.
+        With `run_number`, only into that life of the run (else RunReplacedError).
         """
         reducer = self._reducer_or_default(reducer)
         if checkpoint_id is not None:
@@ -220,12 +244,13 @@ class Checkpoints(Generic[S]):
         if offset is not None:
             check_int("offset", offset, -(1 << 64), 1 << 64)
         meta = self.check_metadata(metadata)
+        run_number = check_run_number(run_number)
         if checkpoint_id is not None:
-            updated = self._update_metadata(run_id, checkpoint_id, meta, reducer)
+            updated = self._update_metadata(run_id, checkpoint_id, meta, reducer, run_number)
             if updated is not None:
                 return updated
-        number, target = self._store.read(lambda txn: self._plan(txn, run_id, offset))
-        state = self._replay.state_at(run_id, target, reducer)
+        number, target = self._store.read(lambda txn: self._plan(txn, run_id, offset, run_number))
+        state = self._replay.state_at(run_id, target, reducer, number)
         pending = self.pending(
             target,
             state,
@@ -236,9 +261,7 @@ class Checkpoints(Generic[S]):
         )
 
         def write(txn: Txn) -> None:
-            rec = self._runs.require(txn, run_id)
-            if rec.number != number:  # deleted and made again since the fold: the fold was of another run
-                raise ConflictError(run_id, target, rec.head, recreated=True)
+            rec = self._runs.require(txn, run_id, number, "a checkpoint of it was saved")
             if target < rec.base:
                 raise PrunedError(run_id, target, rec.base)
             self.put(txn, rec, pending)
@@ -247,42 +270,55 @@ class Checkpoints(Generic[S]):
         self._store.write(write)
         if self._store.durability == "batch":
             self._store.sync()
-        return self._wrap(run_id, pending.record, reducer, state)
+        return self._wrap(run_id, number, pending.record, reducer, state)
 
-    def _plan(self, txn: Txn, run_id: str, offset: int | None) -> tuple[int, int]:
-        rec = self._runs.require(txn, run_id)
+    def _plan(self, txn: Txn, run_id: str, offset: int | None, number: int | None) -> tuple[int, int]:
+        rec = self._runs.require(txn, run_id, number, "a checkpoint of it was saved")
         target = rec.head if offset is None else check_offset(run_id, "offset", offset, rec.head)
         return rec.number, target
 
     def _update_metadata(
-        self, run_id: str, checkpoint_id: str, metadata: dict[str, Any], reducer: Reducer[Any]
+        self, run_id: str, checkpoint_id: str, metadata: dict[str, Any], reducer: Reducer[Any], number: int | None
     ) -> Checkpoint[S] | None:
-        def write(txn: Txn) -> CheckpointRecord | None:
-            found = self._by_id(txn, run_id, checkpoint_id)
+        def write(txn: Txn) -> tuple[int, bytes, CheckpointRecord] | None:
+            found = self._by_id(txn, run_id, checkpoint_id, number, "a checkpoint of it was saved")
             if found is None:
                 return None
-            key, record = found
+            life, key, record = found
             record.metadata = metadata
             txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
-            return record
+            return life, key, record
 
         found = self._store.write(write)
-        return None if found is None else self._wrap(run_id, found, reducer)
+        return None if found is None else self._wrap(run_id, found[0], found[2], reducer)
 
-    def load(self, run_id: str, checkpoint_id: str, *, reducer: Reducer[Any] | None = None) -> Checkpoint[S]:
-        """The checkpoint with this id; CheckpointNotFoundError if there is none."""
+    def load(
+        self,
+        run_id: str,
+        checkpoint_id: str,
+        *,
+        reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
+    ) -> Checkpoint[S]:
+        """The checkpoint with this id; CheckpointNotFoundError if there is none.
+
+        With `run_number`, of that life of the run only (else RunReplacedError)."""
         reducer = self._reducer_or_default(reducer)
         check_id("checkpoint_id", checkpoint_id)
+        run_number = check_run_number(run_number)
 
-        found = self._store.read(lambda txn: self._by_id(txn, run_id, checkpoint_id))
+        found = self._store.read(lambda txn: self._by_id(txn, run_id, checkpoint_id, run_number))
         if found is None:
             raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        return self._wrap(run_id, found[1], reducer)
+        return self._wrap(run_id, found[0], found[2], reducer)
 
-    def _by_id(self, txn: Txn, run_id: str, checkpoint_id: str) -> tuple[bytes, CheckpointRecord] | None:
-        """(key, record) of the run's checkpoint with this id, found by the id index (None: there is
-        none); CorruptRecordError when the index points at a missing record or at another checkpoint."""
-        rec = self._runs.require(txn, run_id)
+    def _by_id(
+        self, txn: Txn, run_id: str, checkpoint_id: str, number: int | None, doing: str = "it was read"
+    ) -> tuple[int, bytes, CheckpointRecord] | None:
+        """(run number, key, record) of the run's checkpoint with this id, found by the id index (None:
+        there is none); CorruptRecordError when the index points at a missing record or at another
+        checkpoint. With `number`, of that life of the run only (else RunReplacedError)."""
+        rec = self._runs.require(txn, run_id, number, doing)
         seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
         if seq is None:
             return None
@@ -293,11 +329,13 @@ class Checkpoints(Generic[S]):
         record = self.record(run_id, key, value)
         if record.checkpoint_id != checkpoint_id:
             raise _misindexed(run_id, checkpoint_id, record.checkpoint_id)
-        return key, record
+        return rec.number, key, record
 
-    def load_latest(self, run_id: str, *, reducer: Reducer[Any] | None = None) -> Checkpoint[S] | None:
+    def load_latest(
+        self, run_id: str, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
+    ) -> Checkpoint[S] | None:
         """The checkpoint saved last (after a delete, the one before it), or None."""
-        found = self.list(run_id, limit=1, newest_first=True, reducer=reducer)
+        found = self.list(run_id, limit=1, newest_first=True, reducer=reducer, run_number=run_number)
         return found[0] if found else None
 
     def list(
@@ -307,43 +345,47 @@ class Checkpoints(Generic[S]):
         *,
         newest_first: bool = False,
         reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
     ) -> list[Checkpoint[S]]:
         """The run's checkpoints, oldest first (or newest first), at most `limit` of them.
 
         With a limit and oldest first, these are the newest `limit`, still oldest first.
+        With `run_number`, of that life of the run only (else RunReplacedError).
         """
         reducer = self._reducer_or_default(reducer)
         limit = check_limit(limit)
+        run_number = check_run_number(run_number)
 
-        def scan(txn: Txn) -> list[tuple[bytes, bytes]]:
-            rec = self._runs.require(txn, run_id)
+        def scan(txn: Txn) -> tuple[int, list[tuple[bytes, bytes]]]:
+            rec = self._runs.require(txn, run_id, run_number)
             start, stop = run_range(rec.number)
-            return txn.scan("checkpoints", start, stop, reverse=True, limit=limit)
+            return rec.number, txn.scan("checkpoints", start, stop, reverse=True, limit=limit)
 
-        out = [self._wrap(run_id, self.record(run_id, k, v), reducer) for k, v in self._store.read(scan)]
+        number, pairs = self._store.read(scan)
+        out = [self._wrap(run_id, number, self.record(run_id, k, v), reducer) for k, v in pairs]
         if not newest_first:
             out.reverse()
         return out
 
-    def iter(self, run_id: str, *, reducer: Reducer[Any] | None = None) -> Iterator[Checkpoint[S]]:
+    def iter(
+        self, run_id: str, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
+    ) -> Iterator[Checkpoint[S]]:
         """Every checkpoint of the run, oldest first, read a chunk at a time: a run with many
-        checkpoints is never one list. ConflictError when the run is deleted and made again meanwhile."""
+        checkpoints is never one list. Every chunk is of the run number the first one read (or
+        `run_number`): RunReplacedError when the run is deleted (and made again) meanwhile."""
         reducer = self._reducer_or_default(reducer)
         after: bytes | None = None
-        number = None
+        number = check_run_number(run_number)
 
         def chunk(txn: Txn) -> tuple[int, list[tuple[bytes, bytes]]]:
-            rec = self._runs.require(txn, run_id)
+            rec = self._runs.require(txn, run_id, number)
             start, stop = run_range(rec.number)
             return rec.number, txn.scan("checkpoints", after or start, stop, limit=_limits.read_chunk_entries)
 
         while True:
-            now, pairs = self._store.read(chunk)
-            if number is not None and now != number:
-                raise ConflictError(run_id, 0, 0, recreated=True)
-            number = now
+            number, pairs = self._store.read(chunk)
             for key, value in pairs:
-                yield self._wrap(run_id, self.record(run_id, key, value), reducer)
+                yield self._wrap(run_id, number, self.record(run_id, key, value), reducer)
             if len(pairs) < _limits.read_chunk_entries:
                 return
             after = pairs[-1][0] + b"\x00"

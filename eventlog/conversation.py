@@ -57,7 +57,7 @@ from ._conversation_state import (
     restore_event,
 )
 from .checkpoints import Checkpoint
-from .errors import EventLogError, InvalidEventError, RecordTooLargeError
+from .errors import EventLogError, InvalidEventError, RecordTooLargeError, RunReplacedError
 from .events import (
     Event,
     Interrupted,
@@ -183,7 +183,7 @@ class Agent:
                 )
             cp = log.checkpoints.load(conversation_id, checkpoint_id)
             if new_conversation_id is not None:
-                log.fork(conversation_id, cp.offset, new_conversation_id)
+                log.fork(conversation_id, cp.offset, new_conversation_id, run_number=cp.run_number)
                 chat = Conversation(self, log, new_conversation_id)
             else:
                 chat = Conversation(self, log, conversation_id)
@@ -221,13 +221,15 @@ class Conversation:
 
     def _event_at(self, offset: int) -> Event:
         """The event at `offset`; for a `Restored` one, the event at the checkpoint it restored."""
-        event = self.log.entry(self.conversation_id, offset).event
+        event = self.log.entry(self.conversation_id, offset, run_number=self._rec.run_number).event
         return self._event_at(event.offset) if isinstance(event, Restored) else event
 
     def _restore(self, cp: Checkpoint[Any]) -> None:
         """Bring the conversation back to `cp`, keeping the future after it as a branch run."""
         head = self._rec.offset
-        last = self.log.entry(self.conversation_id, head).event
+        if cp.run_number != self._rec.run_number:  # a checkpoint of a life of the run that is gone
+            raise RunReplacedError(self.conversation_id, cp.run_number, self._rec.run_number, "it was restored")
+        last = self.log.entry(self.conversation_id, head, run_number=cp.run_number).event
         if cp.offset == head or (isinstance(last, Restored) and last.checkpoint_id == cp.checkpoint_id):
             return  # it stands at the checkpoint already
         current: ConversationState = self._rec.state
@@ -281,7 +283,9 @@ class Conversation:
         hidden = [(r["offset"], r["head"]) for r in self._rec.state.restores]
         return [
             cp
-            for cp in self.log.checkpoints.list(self.conversation_id, reducer=self.reducer)
+            for cp in self.log.checkpoints.list(
+                self.conversation_id, reducer=self.reducer, run_number=self._rec.run_number
+            )
             if not any(lo < cp.offset <= hi for lo, hi in hidden)
         ]
 

@@ -33,6 +33,7 @@ __all__ = [
     "RecordTooLargeError",
     "ReducerError",
     "RunExistsError",
+    "RunReplacedError",
     "UnencodableValueError",
     "UnknownKindError",
     "UnknownRunError",
@@ -46,17 +47,28 @@ class EventLogError(Exception):
 class ConflictError(EventLogError):
     """`expected_offset` did not match the run's head: another writer appended first."""
 
-    def __init__(self, run_id: str, expected: int, head: int, *, recreated: bool = False) -> None:
+    def __init__(self, run_id: str, expected: int, head: int) -> None:
         self.run_id, self.expected, self.head = run_id, expected, head
-        if recreated:
-            super().__init__(
-                f"run {run_id!r} was deleted (or deleted and made again) by another writer; "
-                "what this writer knew of it no longer holds"
-            )
-            return
         super().__init__(
             f"run {run_id!r}: expected head {expected} but head is {head}; "
             f"re-read the run from offset {expected} and retry"
+        )
+
+
+class RunReplacedError(ConflictError):
+    """A run was deleted, or deleted and made again under the same id, while something that
+    spans transactions used it: a read in chunks, a fold, a checkpoint's lazy state, a run
+    writer. Each life of a run id has its own run number (`RunInfo.number`); what was read
+    under one number is never joined with what is read under another."""
+
+    def __init__(self, run_id: str, number: int, now: int | None, doing: str = "it was used") -> None:
+        self.run_id, self.number, self.now = run_id, number, now
+        self.expected, self.head = 0, 0
+        again = "deleted" if now is None else f"deleted and made again (run number {number}, now {now})"
+        EventLogError.__init__(
+            self,
+            f"run {run_id!r} was {again} while {doing}; what was read of it no longer holds: "
+            "read the run again (or make a new run writer)",
         )
 
 

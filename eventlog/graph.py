@@ -265,7 +265,8 @@ class CompiledGraph:
         if from_checkpoint is not None:
             cp = self.log.checkpoints.load(run_id, from_checkpoint, reducer=self.reducer)
             self._check_compatible(run_id, cp.state, cp.offset)
-            run_id = self.log.fork(run_id, cp.offset, new_run_id or f"{run_id}@{cp.offset}")
+            new_run_id = new_run_id or f"{run_id}@{cp.offset}"
+            run_id = self.log.fork(run_id, cp.offset, new_run_id, run_number=cp.run_number)  # the checkpoint's life
         elif new_run_id is not None:
             raise GraphError(f"run {run_id!r}: new_run_id needs from_checkpoint (the checkpoint to fork at)")
         rec = self._recorder(run_id, metadata)
@@ -288,7 +289,8 @@ class CompiledGraph:
             self._append(rec, [Resumed(value=value, nodes=list(state.paused_nodes))])
         elif value is not _MISSING:
             raise RunNotPausedError(f"run {run_id!r} is {state.status} at offset {rec.offset}, not paused; drop value=")
-        return self._drive(rec, superstep_from_log(self.log, self.reducer, run_id, rec.state))
+        assert rec.run_number is not None  # the run has events
+        return self._drive(rec, superstep_from_log(self.log, self.reducer, run_id, rec.state, rec.run_number))
 
     def update_state(self, run_id: str, values: Mapping[str, Any], as_node: str | None = None) -> int:
         """Edit the run's values by hand (a StateUpdated event); return its offset.

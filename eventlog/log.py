@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
@@ -19,10 +20,11 @@ import msgspec
 
 from . import _limits
 from ._dictionaries import Dictionaries
-from ._keys import IdSource, check_int, check_limit, check_run_id
+from ._keys import IdSource, check_int, check_limit, check_run_id, check_run_number
 from ._maintenance import Maintenance
 from ._meta import open_meta
 from ._reader import Entry, Reader
+from ._records import RunRecord
 from ._replay import Replay
 from ._runs import Runs
 from ._stats import log_stats
@@ -30,7 +32,7 @@ from ._verify import Problem, Verifier, VerifyReport
 from ._writer import Writer
 from .checkpoints import Checkpoints
 from .codec import Cipher, Codec
-from .errors import InvalidArgumentError, OffsetOutOfRangeError
+from .errors import EventLogError, InvalidArgumentError, OffsetOutOfRangeError, RunReplacedError
 from .events import Event
 from .fold import AgentReducer, Reducer, check_reducer, reducer_or
 from .policy import CheckpointPolicy
@@ -61,7 +63,36 @@ class RunInfo(msgspec.Struct, frozen=True):
     forks: int
     """Number of runs forked from this one."""
     number: int = 0
-    """The run's number: each life of a run id (made, deleted, made again) has its own, never reused."""
+    """The run number of this life of the run id: a run deleted and made again under the same id
+    gets a new one. Pass it as `run_number=` to later reads so they fail (RunReplacedError)
+    rather than read another life of the run."""
+
+
+def _run_info(run_id: str, rec: RunRecord, checkpoints: int) -> RunInfo:
+    return RunInfo(
+        run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, checkpoints, rec.forks, rec.number
+    )
+
+
+def _pinned(log: EventLog[Any], run_id: str) -> Iterator[RunInfo]:
+    """`with log.pinned(run_id) as info:` the run's info, for reads made inside the block that
+    must all be of one life of the run (the command line's and the UI's, say).
+
+    On leaving the block, RunReplacedError when the run was deleted, or deleted and made again,
+    meanwhile (an error raised inside the block is then its cause): run numbers are never given
+    twice, so a run with the same number at both ends was that life throughout. For a single
+    read, `run_number=` does the same at every transaction."""
+    info = log.run_info(run_id)
+    try:
+        yield info
+    except EventLogError as exc:
+        if not isinstance(exc, RunReplacedError):
+            try:
+                log.run_info(run_id, run_number=info.number)
+            except RunReplacedError as replaced:
+                raise replaced from exc
+        raise
+    log.run_info(run_id, run_number=info.number)
 
 
 def _default_clock() -> int:
@@ -179,15 +210,16 @@ class EventLog(Generic[S]):
                 return
             after = page[-1]
 
-    def run_info(self, run_id: str) -> RunInfo:
-        """Head, base, parent, fork offset, checkpoint and fork counts of a run."""
+    def run_info(self, run_id: str, *, run_number: int | None = None) -> RunInfo:
+        """What the log knows of a run (with `run_number`: RunReplacedError unless it is that life)."""
 
         def info(txn: Txn) -> RunInfo:
-            r = self._runs.require(txn, run_id)
-            n = self.checkpoints.count(txn, r)
-            return RunInfo(run_id, r.head, r.base, r.parent, r.fork_offset, r.created_ns, n, r.forks, r.number)
+            rec = self._runs.require(txn, run_id, check_run_number(run_number))
+            return _run_info(run_id, rec, self.checkpoints.count(txn, rec))
 
         return self.store.read(info)
+
+    pinned = contextmanager(_pinned)
 
     # -- append ------------------------------------------------------------------------------
 
@@ -237,17 +269,20 @@ class EventLog(Generic[S]):
 
     # -- read --------------------------------------------------------------------------------
 
-    def read(self, run_id: str, after: int = 0, upto: int | None = None) -> Iterator[Entry]:
-        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts)."""
+    def read(
+        self, run_id: str, after: int = 0, upto: int | None = None, *, run_number: int | None = None
+    ) -> Iterator[Entry]:
+        """Entries with offsets in (after, upto] in order (upto None: the head when the read starts), all of
+        one life of the run (`run_number`, or the first chunk's): else RunReplacedError at the next chunk."""
         check_run_id(run_id)
-        return self._reader.read(run_id, after, upto)
+        return self._reader.read(run_id, after, upto, check_run_number(run_number))
 
-    def entry(self, run_id: str, offset: int) -> Entry:
-        """The entry at one offset (1..head)."""
+    def entry(self, run_id: str, offset: int, *, run_number: int | None = None) -> Entry:
+        """The entry at one offset (1..head); with `run_number`, of that life of the run only."""
         check_int("offset", offset, -(1 << 64), 1 << 64)
         if offset < 1:
             raise OffsetOutOfRangeError(run_id, offset, self.head(run_id))
-        for e in self.read(run_id, offset - 1, offset):
+        for e in self.read(run_id, offset - 1, offset, run_number=run_number):
             return e
         raise OffsetOutOfRangeError(run_id, offset, self.head(run_id))  # pragma: no cover - read raised first
 
@@ -285,7 +320,8 @@ class EventLog(Generic[S]):
         """The run's state after its first `offset` events (default: the head), 0 <= offset <= head.
 
         Loads the nearest snapshot at or below the offset made by the same reducer name and
-        version, then folds the events after it.
+        version, then folds the events after it, all of one life of the run: when it is deleted
+        and made again meanwhile, the fold starts again (`pinned` keeps to one life instead).
         """
         check_run_id(run_id)
         return self._replay.state_at(run_id, offset, self._reducer(reducer))
@@ -320,9 +356,9 @@ class EventLog(Generic[S]):
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def fork(self, run_id: str, at: int, new_run_id: str) -> str:
-        """A new run whose first `at` events are this run's, shared by reference; returns its id."""
-        return self._maintenance.fork(run_id, at, new_run_id, self._writer.now())
+    def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
+        """A new run whose first `at` events are this run's (of life `run_number`), shared by reference."""
+        return self._maintenance.fork(run_id, at, new_run_id, self._writer.now(), check_run_number(run_number))
 
     def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
@@ -337,13 +373,13 @@ class EventLog(Generic[S]):
         check_run_id(run_id)
         return self._maintenance.prune(run_id, before, self._reducer(reducer))
 
-    def delete_run(self, run_id: str, *, expected_offset: int | None = None, run_number: int | None = None) -> None:
-        """Remove a run: its events, checkpoints and snapshots (refused while forks of it exist; one
-        with damaged entries too). It is gone in one transaction, its records then a chunk per
-        transaction (`repair` ends a removal a crash cut short). With `expected_offset` or
-        `run_number` (see `life`): ConflictError unless the run is still so, and kept."""
+    def delete_run(self, run_id: str, *, run_number: int | None = None, expected_offset: int | None = None) -> None:
+        """Remove a run (with `run_number`, only that life of it; with `expected_offset`, only at that
+        head, else ConflictError): its events, checkpoints and snapshots. Refused while forks of it
+        exist; one with damaged entries can be deleted too. It is gone in one transaction, its
+        records then a chunk per transaction (`repair` ends a removal a crash cut short)."""
         check_run_id(run_id)
-        self._maintenance.delete_run(run_id, expected_offset, run_number)
+        self._maintenance.delete_run(run_id, check_run_number(run_number), expected_offset)
 
     def repair(self) -> list[str]:
         """Finish every delete or prune a crash cut short, then remove index records that point

@@ -12,7 +12,7 @@ from ._replay import Replay
 from ._runs import Runs
 from ._writer import Writer
 from .checkpoints import Checkpoint, Checkpoints
-from .errors import ReducerError
+from .errors import ReducerError, RunReplacedError
 from .events import Event, LLMCallCompleted
 from .fold import Reducer, reducer_tag
 from .policy import CheckpointPolicy
@@ -27,9 +27,10 @@ class RunWriter(Generic[S]):
     """Appends to one run, keeps the folded state in memory, and checkpoints by a policy.
 
     The checkpoint a policy asks for is written in the same transaction as the event that
-    triggers it. Appends are fenced with the offset (and the run) the writer knows: a second
-    writer of the same run, or a delete of it, makes the next append raise ConflictError
-    (then make a new run writer). Make one with `log.writer(run_id, ...)`.
+    triggers it. Appends and `checkpoint()` are fenced with the offset and the run number the
+    writer knows: a second writer of the same run makes the next append raise ConflictError, a
+    delete of the run (and its making again) RunReplacedError, a ConflictError too (then make a
+    new run writer). Make one with `log.writer(run_id, ...)`.
     """
 
     def __init__(
@@ -68,7 +69,14 @@ class RunWriter(Generic[S]):
         self._snapshot_bytes = 0
         self._reload()
 
+    @property
+    def run_number(self) -> int | None:
+        """The run number of the life of the run this writer knows (`RunInfo.number`; None before
+        the run exists): its appends and checkpoints go to that life only, else RunReplacedError."""
+        return self._number
+
     def _reload(self) -> None:
+        """Know the run as it is now: its head, its state there, and what the policy counts."""
         tag = reducer_tag(self.reducer)
 
         def read(txn: Txn) -> tuple[RunRecord | None, int, int]:
@@ -79,12 +87,22 @@ class RunWriter(Generic[S]):
             start, size = (0, 0) if found is None else (found[0], len(found[2]))
             return rec, size, self._replay.bytes_since(txn, self.run_id, rec, start, rec.head, None)
 
-        rec, self._snapshot_bytes, self._bytes_since = self._store.read(read)
+        for attempt in range(_limits.replaced_retries_max + 1):
+            rec, snapshot_bytes, bytes_since = self._store.read(read)
+            try:  # the state of the life of the run just read, not of one made since
+                state = (
+                    self._replay.state_at(self.run_id, rec.head, self.reducer, rec.number)
+                    if rec is not None and rec.head
+                    else self.reducer.initial()
+                )
+                break
+            except RunReplacedError:
+                if attempt == _limits.replaced_retries_max:
+                    raise
+        self._snapshot_bytes, self._bytes_since = snapshot_bytes, bytes_since
         self._number = None if rec is None else rec.number
         self.offset = 0 if rec is None else rec.head
-        self.state = (
-            self._replay.state_at(self.run_id, self.offset, self.reducer) if self.offset else self.reducer.initial()
-        )
+        self.state = state
         self._events_since = 0
         self._llm_since = False
 
@@ -180,8 +198,8 @@ class RunWriter(Generic[S]):
 
         def known(txn: Txn) -> set[int]:
             rec = self._runs.get(txn, self.run_id)
-            if rec is None:
-                return set()
+            if rec is None or rec.number != self._number:
+                return set()  # deleted (and made again): the commit raises RunReplacedError
             held = self._writer.find_ids(txn, self.run_id, rec, [e for e in ids if e is not None])
             return {i for i, e in enumerate(ids) if e is not None and e in held}
 
@@ -190,7 +208,12 @@ class RunWriter(Generic[S]):
     def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint[S]:
         """Save a checkpoint of the writer's state at its offset now."""
         cp = self._checkpoints.save(
-            self.run_id, self.offset, metadata=metadata, checkpoint_id=checkpoint_id, reducer=self.reducer
+            self.run_id,
+            self.offset,
+            metadata=metadata,
+            checkpoint_id=checkpoint_id,
+            reducer=self.reducer,
+            run_number=self._number,
         )
         self._events_since = 0
         self._llm_since = False

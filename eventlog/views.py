@@ -80,9 +80,9 @@ def view_for_run(log: EventLog[Any], run_id: str) -> RunView | None:
     if not views:
         return None
     info = log.run_info(run_id)
-    for entry in log.read(run_id, info.base, min(info.head, info.base + 1)):
+    for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
         return view_of(str(type(entry.event).__struct_config__.tag))
-    latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
+    latest = log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)
     for view in views:
         fold = getattr(view, "fold", None)
         if latest and fold is not None and fold.name == latest[0].reducer:

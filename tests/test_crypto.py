@@ -331,7 +331,10 @@ def _read_all(log: eventlog.EventLog[Any]) -> dict[str, Any]:
         out[run_id] = {
             "head": info.head,
             "base": info.base,
-            "entries": msgspec.to_builtins(list(log.read(run_id, after=info.base))),
+            "entries": [  # without `run_number`, which came into the API after f83f4b8
+                {k: v for k, v in e.items() if k != "run_number"}
+                for e in msgspec.to_builtins(list(log.read(run_id, after=info.base)))
+            ],
             "state": msgspec.to_builtins(log.state_at(run_id)),
             "checkpoints": [[c.checkpoint_id, c.offset, c.metadata] for c in log.checkpoints.list(run_id)],
         }

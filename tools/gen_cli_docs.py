@@ -71,8 +71,8 @@ takes `--json` and then prints one JSON document on stdout, for scripts:
 
 | command | `--json` prints |
 |---|---|
-| `runs` | a list of run infos: `run_id`, `head`, `base`, `parent`, `fork_offset`, `created_ns`, `checkpoints`, `forks`, `number` (a run deleted and made again has a new one) |
-| `events` | a list of entries: `run_id`, `offset`, `position`, `event_id`, `time_ns`, `meta`, `event` (with its `kind`) |
+| `runs` | a list of run infos: `run_id`, `head`, `base`, `parent`, `fork_offset`, `created_ns`, `checkpoints`, `forks`, `number` (the run number of this life of the run id) |
+| `events` | a list of entries: `run_id`, `offset`, `position`, `event_id`, `time_ns`, `meta`, `event` (with its `kind`), `run_number` |
 | `history` | a list of checkpoints, oldest first: `checkpoint_id`, `offset`, `created_ns`, `reducer`, `reducer_version`, `superstep`, `completed_nodes`, `paused_nodes`, `metadata` |
 | `state` | `run_id`, `offset`, `checkpoint_id` and `state` (every field of the state) |
 | `diff` | `a` and `b` (offset and checkpoint id), `added`, `removed`, `changed` (`from`, `to`) keys of the values, `messages_appended`, `messages_removed`, and other `fields` that changed |
@@ -98,7 +98,7 @@ is not an eventlog error).
 | 1 | any other error: a declined `delete`, a full disk, a log written by a newer eventlog |
 | 2 | usage error: a bad argument or option, no log given, a `--kinds` module that does not import |
 | 3 | not found: no log at the path, no such run, checkpoint or file, an offset out of range or pruned |
-| 4 | conflict: the run exists already, another writer moved the head, forks of the run depend on it |
+| 4 | conflict: the run exists already, another writer moved the head, forks of the run depend on it, the run was deleted and made again while it was read |
 | 5 | corruption: a damaged record, `verify` found a problem, an import file that is cut or does not decode |
 
 ## Export files

@@ -16,6 +16,8 @@ from ..diff import builtins as _builtins
 from ..diff import diff_states
 from ..errors import (
     EventLogError,
+    RunReplacedError,
+    UnknownRunError,
 )
 from ._common import (
     EXIT_CORRUPT,
@@ -53,8 +55,16 @@ def _view(log: Any, run_id: str) -> Any:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     with _open(args) as log:
-        infos = [log.run_info(rid) for rid in log.runs()]
-        views = {} if args.json else {i.run_id: v for i in infos if (v := _view(log, i.run_id)) is not None}
+        infos, views = [], {}
+        for rid in log.runs():
+            try:
+                info = log.run_info(rid)
+                view = None if args.json else _view(log, rid)
+            except (UnknownRunError, RunReplacedError):
+                continue  # deleted (and made again) since the runs were listed
+            infos.append(info)
+            if view is not None:
+                views[rid] = view
     if args.json:
         _emit_json(infos)
         return EXIT_OK
@@ -115,17 +125,19 @@ def _checkpoint_dict(cp: Any) -> dict[str, Any]:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with _open(args) as log:
+    with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         view = _view(log, args.run)
         if view is not None:
             columns, found = view.history(log, args.run, args.limit)
-            if args.json:
-                _emit_json(found)
-            else:
-                cells = [[row.get(c) for c in columns] for row in found]
-                _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, cells)
-            return EXIT_OK
-        cps = log.checkpoints.list(args.run, limit=args.limit)
+        else:
+            cps = log.checkpoints.list(args.run, limit=args.limit)
+    if view is not None:
+        if args.json:
+            _emit_json(found)
+        else:
+            cells = [[row.get(c) for c in columns] for row in found]
+            _table(f"{view.name} checkpoints of run {args.run}, oldest first", columns, cells)
+        return EXIT_OK
     if args.json:
         _emit_json([_checkpoint_dict(cp) for cp in cps])
         return EXIT_OK
@@ -161,12 +173,12 @@ def _resolve(log: Any, run_id: str, point: str) -> tuple[int, str | None]:
 
 
 def _cmd_state(args: argparse.Namespace) -> int:
-    with _open(args) as log:
+    with _open(args) as log, log.pinned(args.run) as info:  # every read of one life of the run
         checkpoint_id = args.checkpoint
         if checkpoint_id is not None:
             offset = log.checkpoints.load(args.run, checkpoint_id).offset
         else:
-            offset = log.run_info(args.run).head if args.at is None else args.at
+            offset = info.head if args.at is None else args.at
         view = _view(log, args.run)
         if view is None:
             state = log.state_at(args.run, offset, reducer=_reducer_of(log, args.run))
@@ -184,7 +196,7 @@ def _cmd_state(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    with _open(args) as log:
+    with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         off_a, cp_a = _resolve(log, args.run, args.a)
         off_b, cp_b = _resolve(log, args.run, args.b)
         reducer = _reducer_of(log, args.run)
@@ -288,7 +300,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
             if answer not in ("y", "yes"):
                 raise _Fail(f"run {args.run!r} was not deleted", EXIT_ERROR)
         with _progress(f"deleting run {args.run}", None):
-            log.delete_run(args.run)
+            log.delete_run(args.run, run_number=info.number)  # the life the user was asked about
     if args.json:
         _emit_json({"run_id": args.run, "deleted": True})
     else:

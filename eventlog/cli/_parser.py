@@ -99,7 +99,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "delete",
         "remove a run",
-        "Remove a run: its events, checkpoints and snapshots. Asks first unless --yes.\nRefused (exit 4) while forks of the run exist.",
+        "Remove a run: its events, checkpoints and snapshots. Asks first unless --yes.\nRefused (exit 4) while forks of the run exist, or when the run was deleted and\nmade again while the question waited (the new run is left as it is).",
         "eventlog delete run-1\neventlog delete run-1 --yes",
     ),
     (

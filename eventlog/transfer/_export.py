@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import msgspec
 
-from ..errors import named_os_error
+from ..errors import UnknownRunError, named_os_error
 from ..log import EventLog
 from ._format import (
     FORMAT,
@@ -44,8 +44,14 @@ def _order(log: EventLog[Any], run_ids: Iterable[str] | None) -> list[str]:
         chain: list[str] = []
         current: str | None = run_id
         while current is not None and current not in done and current not in chain:
+            try:
+                parent = log.run_info(current).parent
+            except UnknownRunError:
+                if run_ids is not None or current != run_id:
+                    raise
+                break  # every run was asked for: this one was deleted since they were listed
             chain.append(current)
-            current = log.run_info(current).parent
+            current = parent
         for rid in reversed(chain):
             done.add(rid)
             order.append(rid)
@@ -161,7 +167,8 @@ def _export(
         f.write(_json.encode(_Run(info.run_id, info.parent, info.fork_offset, info.head, info.created_ns)) + b"\n")
         summary.runs += 1
         pending = 0
-        for entry in log.read(info.run_id, after=info.fork_offset, upto=info.head):
+        # The life of the run `infos` saw, or RunReplacedError: never the entries of one made since.
+        for entry in log.read(info.run_id, after=info.fork_offset, upto=info.head, run_number=info.number):
             f.write(_entry_line(entry) + b"\n")
             summary.entries += 1
             pending += 1
@@ -170,7 +177,7 @@ def _export(
                 pending = 0
         if progress is not None and pending:
             progress(pending, total)
-        for cp in log.checkpoints.iter(info.run_id):
+        for cp in log.checkpoints.iter(info.run_id, run_number=info.number):
             if cp.offset <= info.head:
                 f.write(_checkpoint_line(cp) + b"\n")
                 summary.checkpoints += 1

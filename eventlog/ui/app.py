@@ -7,6 +7,7 @@ import ipaddress
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -22,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog import (
+    ConflictError,
     EventLog,
     EventLogError,
     InvalidArgumentError,
@@ -29,6 +31,7 @@ from eventlog import (
     OffsetOutOfRangeError,
     PrunedError,
     RunExistsError,
+    RunReplacedError,
     UnknownRunError,
     __version__,
 )
@@ -201,6 +204,8 @@ class _ForkForm(msgspec.Struct):
     run: str
     at: int
     new: str
+    number: int | None = None
+    """The run number of the life of the run the page shows: a fork of another life is refused."""
 
 
 def _json_response(doc: Any) -> Response:
@@ -369,7 +374,8 @@ def create_app(
                     if mine:
                         last = mine[-1]
                         status = model.status_after(last.event)
-                        yield _sse("run", {"head": last.offset, "status": status, "position": batch[-1].position})
+                        change = {"head": last.offset, "status": status, "position": batch[-1].position}
+                        yield _sse("run", {**change, "number": last.run_number})  # another: the run was made again
             except EventLogError as exc:  # the answer has begun: say why it ends, and the page stops asking
                 yield _sse("end", {"message": str(exc)})
 
@@ -391,7 +397,8 @@ def create_app(
         run_id, at, new_id = form.run, form.at, form.new.strip()
         if not new_id:
             raise HTTPException(400, "a fork needs the new run's id")
-        created = await anyio.to_thread.run_sync(lambda: log.fork(run_id, at=at, new_run_id=new_id))
+        fork = partial(log.fork, run_id, at=at, new_run_id=new_id, run_number=form.number)
+        created = await anyio.to_thread.run_sync(fork)
         return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
 
     def error(request: Request, status: int, message: str) -> Response:
@@ -404,7 +411,7 @@ def create_app(
             return error(request, exc.status_code, str(exc.detail))
         if isinstance(exc, (UnknownRunError, OffsetOutOfRangeError, PrunedError)):
             return error(request, 404, str(exc))
-        if isinstance(exc, RunExistsError):
+        if isinstance(exc, (RunExistsError, ConflictError)):  # a run deleted and made again while read, say
             return error(request, 409, str(exc))
         if isinstance(exc, (InvalidRunIdError, InvalidArgumentError)):
             return error(request, 400, str(exc))
@@ -412,15 +419,28 @@ def create_app(
             return error(request, 500, str(exc))
         raise exc
 
+    def one_life(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """`handler`, whose reads of the run it shows are all of one life of it (`EventLog.pinned`):
+        of the life `?number=` names, when the page that asks shows one."""
+
+        def pinned(request: Request) -> Response:
+            run_id, number = _run_id(request), _int(request, "number")
+            with log.pinned(run_id) as info:
+                if number is not None and number != info.number:
+                    raise RunReplacedError(run_id, number, info.number, "its page was open")
+                return handler(request)
+
+        return pinned
+
     handlers: dict[Any, Callable[..., Any]] = {HTTPException: on_error, EventLogError: on_error}
     routes = [
         Route("/", runs_page),
-        Route("/run", run_view),
-        Route("/run/state", state_fragment),
-        Route("/run/state.json", state_fragment),
-        Route("/run/diff", diff_fragment),
-        Route("/run/diff.json", diff_fragment),
-        Route("/run/prompt", prompt_fragment),
+        Route("/run", one_life(run_view)),
+        Route("/run/state", one_life(state_fragment)),
+        Route("/run/state.json", one_life(state_fragment)),
+        Route("/run/diff", one_life(diff_fragment)),
+        Route("/run/diff.json", one_life(diff_fragment)),
+        Route("/run/prompt", one_life(prompt_fragment)),
         Route("/stream", stream),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]

@@ -20,6 +20,7 @@ from eventlog import (
     Entry,
     EventLog,
     RunInfo,
+    RunReplacedError,
     UnknownKindError,
     UnknownRunError,
 )
@@ -137,7 +138,7 @@ class RunSummary(msgspec.Struct):
 def _first_kind(log: EventLog[Any], info: RunInfo) -> str | None:
     if info.head <= info.base:
         return None
-    return kind_of(log.entry(info.run_id, info.base + 1).event)
+    return kind_of(log.entry(info.run_id, info.base + 1, run_number=info.number).event)
 
 
 def run_kind(first_kind: str | None, view: RunView | None) -> str:
@@ -158,7 +159,7 @@ def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
     view = view_of(first) if first is not None else view_for_run(log, info.run_id)
     if info.head <= info.base:
         return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
-    last = log.entry(info.run_id, info.head)
+    last = log.entry(info.run_id, info.head, run_number=info.number)  # the life `info` names
     status = "" if view is not None else status_after(last.event)
     return RunSummary(info, run_kind(first, view), status, last.time_ns, view)
 
@@ -181,6 +182,8 @@ def run_summaries(log: EventLog[Any], query: str = "", page: int = 0) -> tuple[l
             continue  # deleted since the list was read
         try:
             rows[run_id] = summary_of(log, info)
+        except RunReplacedError:
+            continue  # deleted (and made again) since its info was read
         except (UnknownKindError, CorruptRecordError) as exc:  # one run that does not read spoils no other
             rows[run_id] = RunSummary(info, "?", "unreadable", info.created_ns, problem=str(exc))
     for row in rows.values():

@@ -104,14 +104,14 @@ class EventLogCheckpointer:
         log = self.log
         if log.head(conversation_id) == 0:
             return _Line(WayflowState(), [], [])
-        state: WayflowState = log.state_at(conversation_id, reducer=self.reducer)
-        found = list(log.checkpoints.list(conversation_id, reducer=self.reducer))
-        info = log.run_info(conversation_id)
-        limit, parent = info.fork_offset, info.parent
-        while parent is not None:  # a branch shares its parent's checkpoints up to its fork offset
-            found += [cp for cp in log.checkpoints.list(parent, reducer=self.reducer) if cp.offset <= limit]
-            info = log.run_info(parent)
-            limit, parent = min(limit, info.fork_offset), info.parent
+        with log.pinned(conversation_id) as info:  # every read of one life of the conversation's run
+            state: WayflowState = log.state_at(conversation_id, reducer=self.reducer)
+            found = list(log.checkpoints.list(conversation_id, reducer=self.reducer))
+            limit, parent = info.fork_offset, info.parent
+            while parent is not None:  # a branch shares its parent's checkpoints up to its fork offset
+                found += [cp for cp in log.checkpoints.list(parent, reducer=self.reducer) if cp.offset <= limit]
+                info = log.run_info(parent)
+                limit, parent = min(limit, info.fork_offset), info.parent
         found = sorted((cp for cp in found if cp.reducer == self.reducer.name), key=lambda cp: cp.offset)
         hidden = [(r["offset"], r["head"]) for r in state.rewinds]
         visible = [cp for cp in found if not any(lo < cp.offset <= hi for lo, hi in hidden)]

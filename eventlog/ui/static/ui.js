@@ -182,7 +182,12 @@
       e.preventDefault();
       const key = document.querySelector('meta[name="eventlog-write"]');
       const out = form.querySelector(".fork-result");
-      const body = JSON.stringify({ run: form.dataset.run, at: Number(form.dataset.at), new: form.elements.new.value });
+      const body = JSON.stringify({
+        run: form.dataset.run,
+        at: Number(form.dataset.at),
+        new: form.elements.new.value,
+        number: Number(root.dataset.number), // the life of the run this page shows, and no other
+      });
       const response = await fetch("/run/fork", {
         method: "POST",
         credentials: "same-origin",
@@ -220,6 +225,10 @@
     });
     listen(root.dataset.stream, {
       run: (change) => {
+        if (String(change.number) !== root.dataset.number) {
+          location.reload(); // the run was deleted and made again: this page shows a life that is gone
+          return;
+        }
         root.dataset.head = change.head;
         document.getElementById("run-head").textContent = Number(change.head).toLocaleString("en");
         const status = document.getElementById("run-status");
