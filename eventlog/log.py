@@ -190,8 +190,7 @@ class EventLog(Generic[S]):
 
     def life(self, run_id: str) -> tuple[int, int]:
         """(run number, head) of a run in one read; (0, 0): none. A run made again has a new number."""
-        rec = self.store.read(lambda txn: self._runs.get(txn, run_id))
-        return (0, 0) if rec is None else (rec.number, rec.head)
+        return (0, 0) if (r := self.store.read(lambda txn: self._runs.get(txn, run_id))) is None else (r.number, r.head)
 
     def runs(self) -> list[str]:
         """Every run id in the log, in byte order."""
@@ -374,10 +373,8 @@ class EventLog(Generic[S]):
         return self._maintenance.prune(run_id, before, self._reducer(reducer))
 
     def delete_run(self, run_id: str, *, run_number: int | None = None, expected_offset: int | None = None) -> None:
-        """Remove a run (with `run_number`, only that life of it; with `expected_offset`, only at that
-        head, else ConflictError): its events, checkpoints and snapshots. Refused while forks of it
-        exist; one with damaged entries can be deleted too. It is gone in one transaction, its
-        records then a chunk per transaction (`repair` ends a removal a crash cut short)."""
+        """Remove a run, damaged or not, unless forks of it exist; with `run_number` or `expected_offset`, only
+        that life at that head (else ConflictError). Gone at once; records go a chunk per transaction."""
         check_run_id(run_id)
         self._maintenance.delete_run(run_id, check_run_number(run_number), expected_offset)
 
