@@ -322,21 +322,30 @@ class LMDBStore:
             raise NotALogError(f"{self.path} cannot be opened as a log: {exc}") from None
 
     def _open_dbs(self) -> dict[str, Any]:
+        """Open the log's tables, or make them all in an environment that has none. An environment
+        with other names, or only some of the tables (eventlog makes them in one transaction),
+        belongs to another program: it is refused before anything is written."""
         try:
             with self._env.begin() as txn:
                 names = {bytes(k) for k, _ in txn.cursor()}
         except lmdb.Error as exc:
             raise NotALogError(f"{self.path} cannot be read as a log: {exc}") from None
         ours = {name.encode() for name in TABLES}
-        if names - ours:
-            raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log")
-        if self.readonly:
-            if names != ours:
-                raise NotALogError(f"{self.path} is not a complete eventlog log (missing tables)")
-            return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
+        if not names and self.readonly:
+            raise NotALogError(f"{self.path} is not a complete eventlog log (its tables were never made)")
+        if names and names != ours:
+            other = b", ".join(sorted(names - ours)[:5]).decode("utf-8", "replace")
+            held = f"it holds {other}" if other else "it holds some of a log's tables, not all"
+            raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log ({held})")
         try:
+            if self.readonly:
+                return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
             with self._writing(), self._env.begin(write=True) as txn:
                 return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
+        except lmdb.IncompatibleError:
+            raise NotALogError(
+                f"{self.path} is an LMDB database of another program: its keys named like a log's tables are not tables"
+            ) from None
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from None
 

@@ -177,7 +177,8 @@ def _columns(rows: dict[tuple[int, bytes], bytes]) -> tuple[list[int], list[byte
 
 
 class PostgresStore:
-    """A log in a PostgreSQL schema (created if missing), over a bounded pool of connections
+    """A log in a PostgreSQL schema (created if missing or empty; a schema holding another
+    program's relations is refused), over a bounded pool of connections
     (`pool_size`, 8 unless given): threads share them, and `close()` closes them all."""
 
     durability = "sync"
@@ -256,20 +257,46 @@ class PostgresStore:
             raise
 
     def _create(self, create: bool) -> None:
+        """Open the schema's log, or make one in an empty or missing schema. A schema that holds
+        other relations but no log belongs to another program: it is refused, never written."""
         with self._pool.connection() as conn, conn.transaction():
-            exists = conn.execute(
-                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'kv'", (self.schema,)
-            ).fetchone()
-            if exists:
+            if self._holds_log(conn):
                 return
+            if not self.readonly and create:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                if self._holds_log(conn):  # another process made it meanwhile
+                    return
             if self.readonly or not create:
                 raise NoLogError(f"no log in schema {self.schema!r}")
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             conn.execute(
-                f'CREATE TABLE IF NOT EXISTS "{self.schema}".kv '
+                f'CREATE TABLE "{self.schema}".kv '
                 "(tbl smallint NOT NULL, k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (tbl, k))"
             )
+
+    def _holds_log(self, conn: Any) -> bool:
+        """True when the schema holds a log's `kv` table; False when it holds no relation at all.
+        NotALogError, naming a few of them, when it holds relations but no log."""
+        found = conn.execute(
+            "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') ORDER BY c.relname",
+            (self.schema,),
+        ).fetchall()
+        if not found:
+            return False
+        if ("kv", "r") in found:
+            columns = conn.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                (f'"{self.schema}".kv',),
+            ).fetchall()
+            if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
+                return True
+        names = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise NotALogError(
+            f"schema {self.schema!r} holds relations of another program ({names}) and no eventlog log; "
+            "give eventlog.open another schema (?schema=...)"
+        )
 
     def read(self, fn: Callable[[_PgTxn], T]) -> T:
         self._check_open()
