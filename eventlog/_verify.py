@@ -87,7 +87,7 @@ class Verifier:
             for number, _ in removing:
                 message = f"a delete or prune of run number {number} has not finished; log.repair() finishes it"
                 report.problems.append(Problem(None, None, "meta", message))
-            self._numbers(report)
+            report.problems.extend(self._store.read(lambda txn: _index_problems(self._runs, txn)))
             self._feed(report, dict(removing))
         return report
 
@@ -114,7 +114,7 @@ class Verifier:
         except CorruptRecordError as exc:
             problems.append(Problem(run_id, None, "corrupt", str(exc)))
             return
-        problems.extend(self._store.read(lambda txn: self._number(txn, run_id, rec)))
+        problems.extend(self._store.read(lambda txn: _number_problems(self._runs, txn, run_id, rec)))
         checkpoints, snapshots = self._store.read(lambda txn: self._stored(txn, run_id, rec, reducer, report))
         self._indexes(run_id, rec, report, ids_indexed)
         start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
@@ -156,36 +156,6 @@ class Verifier:
             problems.append(Problem(run_id, exc.offset, "corrupt", str(exc)))
         if progress is not None and pending:
             progress(pending)
-
-    def _number(self, txn: Txn, run_id: str, rec: RunRecord) -> list[Problem]:
-        """The run's number must be one the log gave, and be indexed to the run: feed positions
-        name runs by number, so a run whose number is wrong has its entries shown as another's."""
-        out = []
-        given = self._runs.meta_int(txn, META_RUN_NUMBER)
-        if not 1 <= rec.number <= given:
-            out.append(Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given})"))
-        named = txn.get("run_numbers", u64(rec.number))
-        if named != run_id.encode():
-            whose = "no run" if named is None else repr(bytes(named).decode("utf-8", "replace"))
-            out.append(Problem(run_id, None, "index", f"the run's number {rec.number} is indexed to {whose}"))
-        return out
-
-    def _numbers(self, report: VerifyReport) -> None:
-        """Each indexed run number must be the number of the run it names."""
-
-        def check(txn: Txn) -> None:
-            for key, value in scan_chunks(txn, "run_numbers", b"", None):
-                number, run_id = from_u64(key), bytes(value).decode("utf-8", "replace")
-                try:
-                    rec = self._runs.get(txn, run_id)
-                except EventLogError:
-                    continue  # a damaged record is named by its run's check, an invalid id is not a run
-                if rec is None or rec.number != number:
-                    has = "is gone" if rec is None else f"has number {rec.number}"
-                    message = f"run number {number} is indexed to run {run_id!r}, which {has}"
-                    report.problems.append(Problem(run_id, None, "index", message))
-
-        self._store.read(check)
 
     def _stored(
         self, txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any], report: VerifyReport
@@ -329,9 +299,9 @@ class Verifier:
 
             def check(txn: Txn, start: bytes = start) -> tuple[int, bytes]:
                 pairs = txn.scan("feed", start, None, limit=_CHUNK)
-                runs: dict[int, tuple[str, RunRecord | None]] = {}
+                cache: dict[int, tuple[str, RunRecord | None]] = {}
                 for key, ref in pairs:
-                    problem = self._position(txn, from_u64(key), ref, removing, runs)
+                    problem = _position_problem(self._runs, self._codec, txn, from_u64(key), ref, removing, cache)
                     if problem is not None:
                         report.problems.append(problem)
                 return len(pairs), (pairs[-1][0] + b"\x00" if pairs else start)
@@ -340,42 +310,73 @@ class Verifier:
             if seen < _CHUNK:
                 return
 
-    def _position(
-        self,
-        txn: Txn,
-        position: int,
-        ref: bytes,
-        removing: dict[int, int],
-        runs: dict[int, tuple[str, RunRecord | None]],
-    ) -> Problem | None:
-        """What is wrong with one feed position (None: nothing). `runs` caches the run of each number."""
-        if len(ref) != 16:
-            return Problem(None, None, "feed", f"feed position {position} is malformed", position)
-        number, offset = from_u64(ref[:8]), from_u64(ref[8:])
-        if offset <= removing.get(number, -1):
-            return None  # a delete or prune has yet to remove it
-        if number not in runs:
-            raw = txn.get("run_numbers", u64(number))
-            run_id = f"#{number}" if raw is None else bytes(raw).decode("utf-8", "replace")
-            try:
-                runs[number] = run_id, None if raw is None else self._runs.get(txn, run_id)
-            except EventLogError:
-                return None  # a damaged record is named by its run's check
-        run_id, rec = runs[number]
-        where = f"feed position {position} points at run number {number} offset {offset}"
-        if rec is None or rec.number != number:
-            has = "a number no run has" if rec is None else f"indexed to run {run_id!r}, whose number is {rec.number}"
-            return Problem(run_id, offset, "feed", f"{where}, {has}", position)
-        if not max(rec.base, rec.fork_offset) < offset <= rec.head:
-            lo = max(rec.base, rec.fork_offset) + 1
-            return Problem(run_id, offset, "feed", f"{where}, outside the run's own offsets {lo}..{rec.head}", position)
-        value = txn.get("events", ref)
-        if value is None:
-            return Problem(run_id, offset, "feed", f"feed position {position} points at a missing entry", position)
+
+def _number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[Problem]:
+    """The run's number must be one the log gave, and be indexed to the run: feed positions
+    name runs by number, so a run whose number is wrong has its entries shown as another's."""
+    out = []
+    given = runs.meta_int(txn, META_RUN_NUMBER)
+    if not 1 <= rec.number <= given:
+        out.append(Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given})"))
+    named = txn.get("run_numbers", u64(rec.number))
+    if named != run_id.encode():
+        whose = "no run" if named is None else repr(bytes(named).decode("utf-8", "replace"))
+        out.append(Problem(run_id, None, "index", f"the run's number {rec.number} is indexed to {whose}"))
+    return out
+
+
+def _index_problems(runs: Runs, txn: Txn) -> list[Problem]:
+    """Each indexed run number must be the number of the run it names."""
+    out = []
+    for key, value in scan_chunks(txn, "run_numbers", b"", None):
+        number, run_id = from_u64(key), bytes(value).decode("utf-8", "replace")
         try:
-            held, _ = self._codec.decode_entry_id(value)
-        except CorruptRecordError:
-            return None  # named by the fold
-        if held != position:
-            return Problem(run_id, offset, "feed", f"{where}, whose entry has position {held}", position)
-        return None
+            rec = runs.get(txn, run_id)
+        except EventLogError:
+            continue  # a damaged record is named by its run's check, an invalid id is not a run
+        if rec is None or rec.number != number:
+            has = "is gone" if rec is None else f"has number {rec.number}"
+            out.append(Problem(run_id, None, "index", f"run number {number} is indexed to run {run_id!r}, which {has}"))
+    return out
+
+
+def _position_problem(
+    runs: Runs,
+    codec: Codec,
+    txn: Txn,
+    position: int,
+    ref: bytes,
+    removing: dict[int, int],
+    cache: dict[int, tuple[str, RunRecord | None]],
+) -> Problem | None:
+    """What is wrong with one feed position (None: nothing). `cache` holds the run of each number."""
+    if len(ref) != 16:
+        return Problem(None, None, "feed", f"feed position {position} is malformed", position)
+    number, offset = from_u64(ref[:8]), from_u64(ref[8:])
+    if offset <= removing.get(number, -1):
+        return None  # a delete or prune has yet to remove it
+    if number not in cache:
+        raw = txn.get("run_numbers", u64(number))
+        run_id = f"#{number}" if raw is None else bytes(raw).decode("utf-8", "replace")
+        try:
+            cache[number] = run_id, None if raw is None else runs.get(txn, run_id)
+        except EventLogError:
+            return None  # a damaged record is named by its run's check
+    run_id, rec = cache[number]
+    where = f"feed position {position} points at run number {number} offset {offset}"
+    if rec is None or rec.number != number:
+        has = "a number no run has" if rec is None else f"indexed to run {run_id!r}, whose number is {rec.number}"
+        return Problem(run_id, offset, "feed", f"{where}, {has}", position)
+    if not max(rec.base, rec.fork_offset) < offset <= rec.head:
+        lo = max(rec.base, rec.fork_offset) + 1
+        return Problem(run_id, offset, "feed", f"{where}, outside the run's own offsets {lo}..{rec.head}", position)
+    value = txn.get("events", ref)
+    if value is None:
+        return Problem(run_id, offset, "feed", f"feed position {position} points at a missing entry", position)
+    try:
+        held, _ = codec.decode_entry_id(value)
+    except CorruptRecordError:
+        return None  # named by the fold
+    if held != position:
+        return Problem(run_id, offset, "feed", f"{where}, whose entry has position {held}", position)
+    return None
