@@ -41,6 +41,13 @@ def _check(seen: list[dict[int, float]], committed: dict[int, float]) -> None:
         assert not late, f"follower {k} saw these positions late (seconds after commit): {late}"
 
 
+def write(writer: eventlog.EventLog[Any], start: int, committed: dict[int, float]) -> None:
+    for i in range(ENTRIES):
+        writer.append("r", UserMessage(content=str(i)))
+        committed[start + i + 1] = time.monotonic()
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("which", ["same log", "another client"])
 def test_every_async_follower_wakes_for_every_commit(open_log: OpenLog, backend: str, which: str) -> None:
     log = open_log()
@@ -60,14 +67,13 @@ def test_every_async_follower_wakes_for_every_commit(open_log: OpenLog, backend:
 
         tasks = [asyncio.create_task(follower(k)) for k in range(FOLLOWERS)]
         await asyncio.sleep(0.5)  # every follower has read the empty feed and waits
-        for i in range(ENTRIES):
-            await asyncio.to_thread(writer.append, "r", UserMessage(content=str(i)))
-            committed[start + i + 1] = time.monotonic()
-            await asyncio.sleep(0.05)
-        _, pending = await asyncio.wait(tasks, timeout=PROMPT_SECONDS + 2)
+        writing = threading.Thread(target=write, args=(writer, start, committed))  # not the loop's worker threads
+        writing.start()
+        _, pending = await asyncio.wait(tasks, timeout=ENTRIES * 0.05 + PROMPT_SECONDS + 2)
         for task in pending:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        writing.join()
 
     loop = asyncio.new_event_loop()  # not asyncio.run: a failure must not wait for threads stuck in a wait
     try:
@@ -95,10 +101,7 @@ def test_every_thread_following_wakes_for_every_commit(open_log: OpenLog, backen
     for t in threads:
         t.start()
     time.sleep(0.5)
-    for i in range(ENTRIES):
-        writer.append("r", UserMessage(content=str(i)))
-        committed[start + i + 1] = time.monotonic()
-        time.sleep(0.05)
+    write(writer, start, committed)
     deadline = time.monotonic() + PROMPT_SECONDS + 2
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
