@@ -380,6 +380,8 @@ def test_foreign_files_are_not_a_log(tmp_path: Path, make, readonly: bool) -> No
     assert out["opened"] is False and out["open_error"] == "NotALogError", out
     if data is not None:
         assert (p / "data.mdb").read_bytes() == data  # another program's database is never written
+    if before is not None:
+        assert sorted((f.name, f.stat().st_size) for f in p.iterdir()) == before  # nothing made beside it
     if make is _foreign_lmdb and before is not None:
         env = lmdb.open(str(p), readonly=True, lock=False, max_dbs=4)
         db = env.open_db(b"someone-elses", create=False)

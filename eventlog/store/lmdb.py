@@ -222,6 +222,7 @@ class LMDBStore:
         try:
             if p.exists() and not p.is_dir():
                 raise NotALogError(f"{p} is a file, not a log directory; give eventlog.open a directory path")
+            _check_magic(p / "data.mdb")
             if p.is_dir() and not (p / "data.mdb").exists():
                 if any(p.iterdir()):
                     raise NotALogError(
@@ -457,6 +458,21 @@ class LMDBStore:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the log is closed; open it again with eventlog.open(...)")
+
+
+_MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
+"""LMDB's magic number, 16 bytes into its first meta page (after the page header)."""
+
+
+def _check_magic(data: Path) -> None:
+    """Refuse a `data.mdb` that is not an LMDB file before LMDB makes a `lock.mdb` beside it."""
+    try:
+        with open(data, "rb") as f:
+            head = f.read(20)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if len(head) == 20 and head[16:] != _MAGIC:
+        raise NotALogError(f"{data} is not an LMDB file; it is not an eventlog log")
 
 
 def _is_errno(exc: lmdb.Error, *codes: int) -> bool:
