@@ -119,3 +119,36 @@ def test_a_commit_during_a_read_of_the_feed_is_not_missed(log: eventlog.EventLog
     began = time.monotonic()
     wait(0.2)  # nothing committed since it last returned: it waits
     assert time.monotonic() - began >= 0.15
+
+
+def test_followers_wake_again_after_the_listening_connection_is_lost(open_log: OpenLog, backend: str) -> None:
+    if backend != "postgres":
+        pytest.skip("only PostgreSQL listens on a connection of its own")
+    import psycopg
+
+    log, writer = open_log(), open_log()
+    store: Any = log.store
+    seen: dict[int, float] = {}
+    done = threading.Event()
+
+    def follower() -> None:
+        for entry in log.follow(after=log.position(), poll=POLL_SECONDS, timeout=2 * PROMPT_SECONDS):
+            seen[entry.position] = time.monotonic()
+            done.set()
+            return
+
+    thread = threading.Thread(target=follower, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        killed = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+            (f'LISTEN "{store._channel}"',),
+        ).fetchall()
+    assert killed == [(True,)]
+    time.sleep(1.0)  # the listener has noticed and connected again
+    writer.append("r", UserMessage(content="after the loss"))
+    committed = time.monotonic()
+    assert done.wait(PROMPT_SECONDS), "the follower was not woken after the listener's connection was lost"
+    assert list(seen) == [writer.position()] and seen[writer.position()] - committed < PROMPT_SECONDS
+    thread.join()
