@@ -57,7 +57,7 @@ def set_record(log: Log, run_id: str, **fields: int) -> None:
         rec = log._runs.require(txn, run_id)
         for name, value in fields.items():
             setattr(rec, name, value)
-        txn.put("runs", run_key(run_id), log.codec.encode_value(rec))
+        txn.put("runs", run_key(run_id), log.codec.encode_value(rec, ("runs", run_key(run_id))))
 
     log.store.write(write)
 
