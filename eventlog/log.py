@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
 import msgspec
@@ -153,8 +154,7 @@ class EventLog(Generic[S]):
         self._committed.fire()
 
     def _commits(self) -> Signal:
-        """The signal followers wait on: fired by this process's commits and, on a store that
-        hears the commits of other processes (PostgreSQL's LISTEN), by theirs too."""
+        """What followers wait on: this process's commits, and others' where the store hears them (LISTEN)."""
         listen = getattr(self.store, "listen", None)
         if listen is not None:
             listen(self._committed.fire)
@@ -193,9 +193,7 @@ class EventLog(Generic[S]):
         if after is not None:
             check_run_id(after)
         while True:
-            page = self.store.read(
-                lambda txn, after=after: self._runs.run_ids(txn, after, _limits.read_chunk_entries)  # type: ignore[misc]
-            )
+            page = self.store.read(partial(self._runs.run_ids, after=after, limit=_limits.read_chunk_entries))
             yield from page
             if len(page) < _limits.read_chunk_entries:
                 return

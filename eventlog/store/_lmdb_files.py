@@ -130,6 +130,10 @@ def translate(exc: lmdb.Error, path: Path, *, opening: bool = False) -> EventLog
         return EventLogError(f"{path}: too many processes and threads read the log at once ({exc}); retry")
     if isinstance(exc, lmdb.VersionMismatchError):
         return FormatVersionError(f"{path} was written by another version of LMDB ({exc})")
+    if isinstance(exc, lmdb.IncompatibleError) and opening:
+        return NotALogError(
+            f"{path} is an LMDB database of another program: its keys named like a log's tables are not tables"
+        )
     if isinstance(exc, lmdb.InvalidError) and opening:
         return NotALogError(f"{path} is not a log: its data.mdb is not an LMDB file ({exc})")
     if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.PanicError)):

@@ -347,15 +347,10 @@ class LMDBStore:
             raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log ({held})")
 
         def tables() -> dict[str, Any]:
-            try:
-                if self.readonly:
-                    return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
-                with self._writing(), self._env.begin(write=True) as txn:
-                    return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
-            except lmdb.IncompatibleError:
-                raise NotALogError(
-                    f"{self.path} is an LMDB database of another program: its keys named like a log's tables are not tables"
-                ) from None
+            if self.readonly:
+                return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
+            with self._writing(), self._env.begin(write=True) as txn:
+                return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
 
         return self._at_open(tables)
 
