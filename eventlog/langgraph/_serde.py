@@ -130,8 +130,9 @@ class SafeSerializer(JsonPlusSerializer):
             raise RefusedValueError("a 'pickle' value: eventlog never unpickles (docs/durability.md, guarantee 7)")
         raise RefusedValueError(f"a value of type {kind[:64]!r}, which eventlog does not decode")
 
-    def unknown(self, module: str, name: str, data: Any) -> Any:
-        """What a type that is not allowed reads as: its data, never the object."""
+    def unknown(self, module: str, name: str, data: Any, ext: tuple[int, bytes] | None = None) -> Any:
+        """What a type that is not allowed reads as: its data, never the object. `ext` is the msgpack
+        extension it was read from (its code and bytes), None for a "json" value."""
         if self.tag_unknown:
             return {"unknown_type": f"{module}.{name}", "data": data}
         return data
@@ -167,23 +168,23 @@ class _Unpacker:
             try:
                 return _array(parts)
             except Exception:  # noqa: BLE001 - no numpy, or not an array: data
-                return self.serde.unknown("numpy", "ndarray", parts)
+                return self.serde.unknown("numpy", "ndarray", parts, (code, raw))
         if code not in _CONSTRUCTORS:
-            return self.serde.unknown("msgpack", f"ext{code}", raw)
+            return self.serde.unknown("msgpack", f"ext{code}", raw, (code, raw))
         tup = self.unpack(raw)
         if not (isinstance(tup, list) and len(tup) >= 3 and isinstance(tup[0], str) and isinstance(tup[1], str)):
-            return self.serde.unknown("msgpack", f"ext{code}", tup)
+            return self.serde.unknown("msgpack", f"ext{code}", tup, (code, raw))
         module, name, arg = tup[0], tup[1], tup[2]
         if code == EXT_METHOD_SINGLE_ARG:
             allowed = len(tup) > 3 and (module, name, tup[3]) in SAFE_MSGPACK_METHODS
         else:
             allowed = (module, name) in self.serde.allowed
         if not allowed:
-            return self.serde.unknown(module, name, arg)
+            return self.serde.unknown(module, name, arg, (code, raw))
         try:
             return _construct(code, _target(module, name), arg, tup)
         except Exception:  # noqa: BLE001 - an allowed type that rejects its stored fields reads as data, like LangGraph
-            return self.serde.unknown(module, name, arg)
+            return self.serde.unknown(module, name, arg, (code, raw))
 
     def revive(self, value: dict[str, Any]) -> Any:
         """`json.loads`'s object hook: LangChain's messages (`lc: 1`) and allowed types (`lc: 2`)."""
