@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ._events import LangGraphThreadError
-from ._serde import RefusedValueError, SafeSerializer
+from ._serde import RefusedValueError, copying_reader
 
 __all__ = ["CopyReport", "copy_threads"]
 
@@ -43,19 +40,6 @@ class CopyReport:
     """Checkpoints written to the target, every namespace counted."""
     writes: int
     """Pending writes written to the target."""
-
-
-class _CopyReader(SafeSerializer):
-    """`SafeSerializer` whose types that are not allowed read as their msgpack extension
-    (`ormsgpack.Ext`: code and bytes), which any msgpack serializer writes back as it was."""
-
-    def unknown(self, module: str, name: str, data: Any, ext: tuple[int, bytes] | None = None) -> Any:
-        if ext is None:
-            raise RefusedValueError(
-                f"a 'json' value of type {module}.{name}, which a copy does not construct "
-                "(pass its class in allowed_modules to copy it)"
-            )
-        return ormsgpack.Ext(*ext)
 
 
 def copy_threads(
@@ -87,7 +71,7 @@ def copy_threads(
             )
     total, done, writes = sum(counts.values()), 0, 0
     for thread_id in counts:
-        tuples = sorted(reader.list(_config(thread_id)), key=lambda t: str(t.config["configurable"]["checkpoint_id"]))
+        tuples = sorted(_read(reader, thread_id), key=lambda t: str(t.config["configurable"]["checkpoint_id"]))
         if replace and _holds(target, thread_id):
             target.delete_thread(thread_id)
         by_id = {(_ns(t.config), _id(t.config)): t for t in tuples}
@@ -100,19 +84,12 @@ def copy_threads(
 
 
 def _reading(source: BaseCheckpointSaver[Any], allowed_modules: Iterable[tuple[str, ...] | type]) -> Any:
-    """A shallow clone of `source` (as LangGraph's `with_allowlist` makes) that reads through a
-    `_CopyReader`, inside the source's encryption if it has one."""
-    serde = source.serde
-    reader = _CopyReader(allowed_modules)
-    if isinstance(serde, EncryptedSerializer) and isinstance(serde.serde, JsonPlusSerializer):
-        reading: Any = EncryptedSerializer(serde.cipher, reader)
-    elif isinstance(serde, JsonPlusSerializer):
-        reading = reader
-    else:
-        raise LangGraphThreadError(
-            f"the source saver's serializer is a {type(serde).__name__}: a copy reads only through "
-            "LangGraph's JsonPlusSerializer (or one inside EncryptedSerializer), so that nothing read runs code"
-        )
+    """A shallow clone of `source` (as LangGraph's `with_allowlist` makes one) that reads through
+    `copying_reader`."""
+    try:
+        reading = copying_reader(source.serde, allowed_modules)
+    except TypeError as exc:
+        raise LangGraphThreadError(str(exc)) from None
     clone = copy.copy(source)
     clone.serde = reading
     return clone
@@ -123,15 +100,25 @@ def _counts(reader: BaseCheckpointSaver[Any], thread_ids: Sequence[str] | None) 
     a thread named that holds none is refused."""
     counts: dict[str, int] = {}
     if thread_ids is None:
-        for tup in reader.list(None):
+        for tup in _read(reader, None):
             thread_id = str(tup.config["configurable"]["thread_id"])
             counts[thread_id] = counts.get(thread_id, 0) + 1
         return dict(sorted(counts.items()))
     for thread_id in dict.fromkeys(thread_ids):
-        counts[thread_id] = sum(1 for _ in reader.list(_config(thread_id)))
+        counts[thread_id] = sum(1 for _ in _read(reader, thread_id))
         if not counts[thread_id]:
             raise LangGraphThreadError(f"thread {thread_id!r} holds no checkpoint in the source")
     return counts
+
+
+def _read(reader: BaseCheckpointSaver[Any], thread_id: str | None) -> Iterator[CheckpointTuple]:
+    """Every checkpoint of a thread of the source (of every thread when None); a value refused
+    is named with its thread."""
+    try:
+        yield from reader.list(None if thread_id is None else _config(thread_id))
+    except RefusedValueError as exc:
+        where = "the source" if thread_id is None else f"thread {thread_id!r}"
+        raise RefusedValueError(f"{where}: {exc}") from None
 
 
 def _holds(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:

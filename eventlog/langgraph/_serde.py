@@ -28,6 +28,8 @@ from typing import Any
 
 import ormsgpack
 from langchain_core.load.load import Reviver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.jsonplus import (
     EXT_CONSTRUCTOR_KW_ARGS,
@@ -44,7 +46,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..errors import EventLogError
 
-__all__ = ["RefusedValueError", "SafeSerializer", "value_depth_max"]
+__all__ = ["RefusedValueError", "SafeSerializer", "copying_reader", "value_depth_max"]
 
 value_depth_max = 64
 """Deepest nesting of msgpack extensions (an object inside an object) or of JSON in one value."""
@@ -136,6 +138,36 @@ class SafeSerializer(JsonPlusSerializer):
         if self.tag_unknown:
             return {"unknown_type": f"{module}.{name}", "data": data}
         return data
+
+
+class _BytesKeeping(SafeSerializer):
+    """`SafeSerializer` whose types that are not allowed read as the msgpack extension they were
+    stored as (`ormsgpack.Ext`: its code and bytes), which any msgpack serializer writes back as
+    it was: a copy keeps them exactly and builds none."""
+
+    def unknown(self, module: str, name: str, data: Any, ext: tuple[int, bytes] | None = None) -> Any:
+        if ext is None:
+            raise RefusedValueError(
+                f"a 'json' value of type {module}.{name}, which a copy does not construct "
+                "(pass its class in allowed_modules to copy it)"
+            )
+        return ormsgpack.Ext(*ext)
+
+
+def copying_reader(serde: SerializerProtocol, allowed_modules: Iterable[tuple[str, ...] | type] = ()) -> Any:
+    """What reads a saver's values for a copy to another saver, in place of its `serde`: the types
+    `SafeSerializer` allows (and `allowed_modules`) are built, any other msgpack value is kept as
+    its bytes; inside the saver's `EncryptedSerializer` if it has one. TypeError for a serializer
+    that is not LangGraph's (whose values this cannot read without running what it runs)."""
+    reader = _BytesKeeping(allowed_modules)
+    if isinstance(serde, JsonPlusSerializer):
+        return reader
+    if isinstance(serde, EncryptedSerializer) and isinstance(serde.serde, JsonPlusSerializer):
+        return EncryptedSerializer(serde.cipher, reader)
+    raise TypeError(
+        f"the source saver's serializer is a {type(serde).__name__}: a copy reads only through "
+        "LangGraph's JsonPlusSerializer (or one inside EncryptedSerializer), so that nothing read runs code"
+    )
 
 
 class _Unpacker:
