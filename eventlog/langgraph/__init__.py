@@ -57,7 +57,7 @@ from ._events import (
     WritesSaved,
     WriteValue,
 )
-from ._move import CopyReport, copy_threads
+from ._move import CopyReport, ThreadExistsError, ThreadNotFoundError, copy_threads
 from ._saver import EventLogSaver
 from ._serde import RefusedValueError, SafeSerializer
 from ._threads import run_id_of, thread_of
@@ -72,6 +72,8 @@ __all__ = [
     "RefusedValueError",
     "RewriteStarted",
     "SafeSerializer",
+    "ThreadExistsError",
+    "ThreadNotFoundError",
     "ThreadReducer",
     "ThreadState",
     "Write",

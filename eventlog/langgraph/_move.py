@@ -24,10 +24,18 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, Check
 from ._events import LangGraphThreadError
 from ._serde import RefusedValueError, copying_reader
 
-__all__ = ["CopyReport", "copy_threads"]
+__all__ = ["CopyReport", "ThreadExistsError", "ThreadNotFoundError", "copy_threads"]
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)`: checkpoints copied so far, of how many."""
+
+
+class ThreadExistsError(LangGraphThreadError):
+    """A thread to copy holds checkpoints in the target already."""
+
+
+class ThreadNotFoundError(LangGraphThreadError, LookupError):
+    """A thread to copy holds no checkpoint in the source."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +64,8 @@ def copy_threads(
 
     Afterwards a graph's `get_state_history` on the target equals it on the source, and the
     graph runs on from there. A thread the source does not hold, or one the target holds
-    already (unless `replace`: then the target's is deleted first), is refused by name with
-    LangGraphThreadError before anything is written. `allowed_modules`: classes, or `(module,
+    already (unless `replace`: then the target's is deleted first), is refused by name before
+    anything is written (ThreadNotFoundError, ThreadExistsError). `allowed_modules`: classes, or `(module,
     name)` pairs, a "json" value (LangGraph's older format) may construct; a msgpack value of
     any type is copied as its bytes. `progress(done, total)` is called after each checkpoint.
     """
@@ -65,7 +73,7 @@ def copy_threads(
     counts = _counts(reader, None if thread_ids is None else [str(t) for t in thread_ids])
     for thread_id in counts:
         if _holds(target, thread_id) and not replace:
-            raise LangGraphThreadError(
+            raise ThreadExistsError(
                 f"thread {thread_id!r} holds checkpoints in the target already; "
                 "delete it there first, or replace it (replace=True, --replace)"
             )
@@ -107,7 +115,7 @@ def _counts(reader: BaseCheckpointSaver[Any], thread_ids: Sequence[str] | None) 
     for thread_id in dict.fromkeys(thread_ids):
         counts[thread_id] = sum(1 for _ in _read(reader, thread_id))
         if not counts[thread_id]:
-            raise LangGraphThreadError(f"thread {thread_id!r} holds no checkpoint in the source")
+            raise ThreadNotFoundError(f"thread {thread_id!r} holds no checkpoint in the source")
     return counts
 
 
