@@ -92,7 +92,7 @@ def listing(saver: BaseCheckpointSaver[Any], thread: str) -> list[Any]:
         conf = t.config["configurable"]
         parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
         cp = {k: v for k, v in t.checkpoint.items() if k != "channel_values"}
-        values = {k: v for k, v in t.checkpoint["channel_values"].items()}
+        values = dict(t.checkpoint["channel_values"])
         out.append((conf["checkpoint_ns"], conf["checkpoint_id"], parent, cp, values, t.metadata, t.pending_writes))
     return sorted(out, key=lambda row: (row[0], row[1]))
 
@@ -289,3 +289,27 @@ def test_cli_copies_to_a_log_and_back(sqlite_source: SqliteSaver, tmp_path: Path
         same(sqlite_source, copy, "t1")
     missing = run_cli("langgraph-copy", "--from", str(tmp_path / "none.lmdb"), "--to", f"sqlite:{back}")
     assert missing.returncode == 3, missing.stderr
+
+
+def test_pending_writes_keep_the_order_of_their_task_paths(tmp_path: Path) -> None:
+    """Task paths sort the tasks of a checkpoint otherwise than their ids: the copy keeps that order."""
+    with SqliteSaver.from_conn_string(str(tmp_path / "s.sqlite")) as source:
+        conf = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+        checkpoint = {
+            "v": 4,
+            "id": "1f000000-0000-6000-8000-000000000002",
+            "ts": "2026-01-01T00:00:00+00:00",
+            "channel_values": {},
+            "channel_versions": {},
+            "versions_seen": {},
+            "updated_channels": None,
+        }
+        saved = source.put(conf, checkpoint, {"source": "loop", "step": 0}, {})  # type: ignore[arg-type]
+        source.put_writes(saved, [("x", "from z"), ("x", "z again")], "z-task", "~__pregel_pull, a")
+        source.put_writes(saved, [("x", "from a"), ("__interrupt__", "stop")], "a-task", "~__pregel_pull, b")
+        expected = source.get_tuple(saved)
+        assert expected is not None and [w[0] for w in expected.pending_writes or ()][:2] == ["z-task"] * 2
+        with EventLogSaver.from_path(tmp_path / "log") as saver:
+            copy_threads(source, saver)
+            copied = saver.get_tuple(cfg("w"))
+            assert copied is not None and copied.pending_writes == expected.pending_writes

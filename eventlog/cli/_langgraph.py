@@ -17,21 +17,19 @@ from ._common import EXIT_CONFLICT, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, _emit_j
 
 __all__ = ["cmd_langgraph_copy"]
 
-_EXTRA = {
-    "eventlog.langgraph": "pip install 'eventlog[langgraph]'",
-    "langgraph.checkpoint.sqlite": "pip install langgraph-checkpoint-sqlite",
-    "langgraph.checkpoint.postgres": "pip install langgraph-checkpoint-postgres",
-}
+
+def _missing(exc: ImportError, what: str, install: str) -> _Fail:
+    """The one-line error for an optional package that is not installed."""
+    return _Fail(f"{what} needs {exc.name or 'a package that is not installed'}: {install}", EXIT_ERROR)
 
 
-def _need(module: str, what: str) -> Any:
-    """`module` imported, or a one-line error naming what to install."""
-    import importlib
-
+def _integration(what: str) -> Any:
+    """`eventlog.langgraph`, or the error naming its extra."""
     try:
-        return importlib.import_module(module)
+        from .. import langgraph
     except ImportError as exc:
-        raise _Fail(f"{what} needs {module}: {_EXTRA[module]} ({exc})", EXIT_ERROR) from None
+        raise _missing(exc, what, "pip install 'eventlog[langgraph]'") from None
+    return langgraph
 
 
 @contextlib.contextmanager
@@ -42,19 +40,25 @@ def _saver(spec: str, args: argparse.Namespace, *, target: bool) -> Iterator[Any
         path = spec.removeprefix("sqlite:")
         if not target and not os.path.isfile(path):
             raise _Fail(f"no SQLite file at {path} ({side})", EXIT_NOT_FOUND)
-        sqlite = _need("langgraph.checkpoint.sqlite", f"{side} sqlite:")
-        with sqlite.SqliteSaver.from_conn_string(path) as saver:
+        try:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+        except ImportError as exc:
+            raise _missing(exc, f"{side} sqlite:", "pip install langgraph-checkpoint-sqlite") from None
+        with SqliteSaver.from_conn_string(path) as saver:
             yield saver
     elif spec.startswith("postgres:"):
-        postgres = _need("langgraph.checkpoint.postgres", f"{side} postgres:")
-        with postgres.PostgresSaver.from_conn_string(spec.removeprefix("postgres:")) as saver:
+        try:
+            from langgraph.checkpoint.postgres import PostgresSaver
+        except ImportError as exc:
+            raise _missing(exc, f"{side} postgres:", "pip install langgraph-checkpoint-postgres") from None
+        with PostgresSaver.from_conn_string(spec.removeprefix("postgres:")) as saver:
             if target:
                 saver.setup()
             yield saver
     else:
         import eventlog
 
-        lg = _need("eventlog.langgraph", f"{side} LOG")
+        lg = _integration(f"{side} LOG")
         local = "://" not in spec and spec != ":memory:"
         options: dict[str, Any] = {"durability": "none"} if local and target else {}  # one sync, at close
         with eventlog.open(spec, readonly=not target, create=target, key=_key(args), **options) as log:
@@ -66,7 +70,7 @@ def _saver(spec: str, args: argparse.Namespace, *, target: bool) -> Iterator[Any
 
 
 def cmd_langgraph_copy(args: argparse.Namespace) -> int:
-    lg = _need("eventlog.langgraph", "langgraph-copy")
+    lg = _integration("langgraph-copy")
     threads = args.thread or None
     with (
         _saver(args.source, args, target=False) as source,

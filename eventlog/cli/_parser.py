@@ -188,7 +188,9 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     elif name == "import":
         p.add_argument("file", metavar="FILE", help="an export file (JSON Lines)")
     elif name == "langgraph-copy":
-        p.add_argument("--from", dest="source", required=True, metavar="SAVER", help="sqlite:PATH, postgres:DSN or a log")
+        p.add_argument(
+            "--from", dest="source", required=True, metavar="SAVER", help="sqlite:PATH, postgres:DSN or a log"
+        )
         p.add_argument("--to", dest="target", required=True, metavar="SAVER", help="sqlite:PATH, postgres:DSN or a log")
         p.add_argument("--thread", action="append", metavar="ID", help="copy this thread (repeatable; default: all)")
         p.add_argument("--replace", action="store_true", help="delete a thread the target holds before copying it")

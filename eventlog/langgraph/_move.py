@@ -160,7 +160,7 @@ def _put(target: BaseCheckpointSaver[Any], tup: CheckpointTuple, by_id: dict[tup
     parent = by_id.get((ns, parent_id)) if parent_id is not None else None
     before = {} if parent is None else parent.checkpoint["channel_versions"]
     new_versions = {ch: v for ch, v in versions.items() if before.get(ch) != v}  # what LangGraph passes
-    saved = target.put(_config(thread_id, ns, parent_id), checkpoint, dict(tup.metadata), new_versions)
+    saved = target.put(_config(thread_id, ns, parent_id), checkpoint, tup.metadata, new_versions)
     at = _config(thread_id, ns, str(saved["configurable"]["checkpoint_id"]))
     pending = list(tup.pending_writes or ())
     for task_id, path, items in _tasks(pending):
