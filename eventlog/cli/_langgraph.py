@@ -44,17 +44,17 @@ def _saver(spec: str, args: argparse.Namespace, *, target: bool) -> Iterator[Any
             from langgraph.checkpoint.sqlite import SqliteSaver
         except ImportError as exc:
             raise _missing(exc, f"{side} sqlite:", "pip install langgraph-checkpoint-sqlite") from None
-        with SqliteSaver.from_conn_string(path) as saver:
-            yield saver
+        with SqliteSaver.from_conn_string(path) as sqlite:
+            yield sqlite
     elif spec.startswith("postgres:"):
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
         except ImportError as exc:
             raise _missing(exc, f"{side} postgres:", "pip install langgraph-checkpoint-postgres") from None
-        with PostgresSaver.from_conn_string(spec.removeprefix("postgres:")) as saver:
+        with PostgresSaver.from_conn_string(spec.removeprefix("postgres:")) as postgres:
             if target:
-                saver.setup()
-            yield saver
+                postgres.setup()
+            yield postgres
     else:
         import eventlog
 
