@@ -313,3 +313,15 @@ def test_pending_writes_keep_the_order_of_their_task_paths(tmp_path: Path) -> No
             copy_threads(source, saver)
             copied = saver.get_tuple(cfg("w"))
             assert copied is not None and copied.pending_writes == expected.pending_writes
+
+
+def test_cli_copies_to_postgres_saver(sqlite_source: SqliteSaver, tmp_path: Path) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with postgres_schema() as schema:
+        dsn = schema_dsn(schema)
+        done = run_cli("langgraph-copy", "--from", f"sqlite:{tmp_path / 'threads.sqlite'}", "--to", f"postgres:{dsn}")
+        assert done.returncode == 0, done.stderr
+        with PostgresSaver.from_conn_string(dsn) as pg:
+            for thread in ("t1", "t2|odd\\id"):
+                same(sqlite_source, pg, thread)

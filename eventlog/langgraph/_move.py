@@ -77,6 +77,10 @@ def copy_threads(
                 f"thread {thread_id!r} holds checkpoints in the target already; "
                 "delete it there first, or replace it (replace=True, --replace)"
             )
+        if _holds(target, thread_id) and type(target).delete_thread is BaseCheckpointSaver.delete_thread:
+            raise LangGraphThreadError(
+                f"thread {thread_id!r} holds checkpoints in the target, which has no delete_thread to replace it"
+            )
     total, done, writes = sum(counts.values()), 0, 0
     for thread_id in counts:
         tuples = sorted(_read(reader, thread_id), key=lambda t: str(t.config["configurable"]["checkpoint_id"]))
