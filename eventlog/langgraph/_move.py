@@ -65,26 +65,28 @@ def copy_threads(
     Afterwards a graph's `get_state_history` on the target equals it on the source, and the
     graph runs on from there. A thread the source does not hold, or one the target holds
     already (unless `replace`: then the target's is deleted first), is refused by name before
-    anything is written (ThreadNotFoundError, ThreadExistsError). `allowed_modules`: classes, or `(module,
-    name)` pairs, a "json" value (LangGraph's older format) may construct; a msgpack value of
-    any type is copied as its bytes. `progress(done, total)` is called after each checkpoint.
+    anything is written (ThreadNotFoundError, ThreadExistsError). `allowed_modules`: classes,
+    or `(module, name)` pairs, a "json" value (LangGraph's older format) may construct; a
+    msgpack value of any type is copied as its bytes. `progress(done, total)` is called after
+    each checkpoint.
     """
     reader = _reading(source, allowed_modules)
     counts = _counts(reader, None if thread_ids is None else [str(t) for t in thread_ids])
-    for thread_id in counts:
-        if _holds(target, thread_id) and not replace:
+    held = [t for t in counts if _holds(target, t)]
+    for thread_id in held:
+        if not replace:
             raise ThreadExistsError(
                 f"thread {thread_id!r} holds checkpoints in the target already; "
                 "delete it there first, or replace it (replace=True, --replace)"
             )
-        if _holds(target, thread_id) and type(target).delete_thread is BaseCheckpointSaver.delete_thread:
+        if type(target).delete_thread is BaseCheckpointSaver.delete_thread:
             raise LangGraphThreadError(
                 f"thread {thread_id!r} holds checkpoints in the target, which has no delete_thread to replace it"
             )
     total, done, writes = sum(counts.values()), 0, 0
     for thread_id in counts:
         tuples = sorted(_read(reader, thread_id), key=lambda t: str(t.config["configurable"]["checkpoint_id"]))
-        if replace and _holds(target, thread_id):
+        if thread_id in held:
             target.delete_thread(thread_id)
         by_id = {(_ns(t.config), _id(t.config)): t for t in tuples}
         for tup in tuples:
