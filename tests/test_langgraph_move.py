@@ -287,8 +287,10 @@ def test_cli_copies_to_a_log_and_back(sqlite_source: SqliteSaver, tmp_path: Path
     assert "t1" in done.stdout
     with SqliteSaver.from_conn_string(str(back)) as copy:
         same(sqlite_source, copy, "t1")
-    missing = run_cli("langgraph-copy", "--from", str(tmp_path / "none.lmdb"), "--to", f"sqlite:{back}")
-    assert missing.returncode == 3, missing.stderr
+    fresh = tmp_path / "fresh.lmdb"
+    missing = run_cli("langgraph-copy", "--from", f"sqlite:{src}", "--to", str(fresh), "--thread", "nope")
+    assert missing.returncode == 3 and "'nope'" in missing.stderr, missing.stderr
+    assert not fresh.exists()  # a failed copy leaves no log where there was none
 
 
 def test_pending_writes_keep_the_order_of_their_task_paths(tmp_path: Path) -> None:
@@ -325,3 +327,34 @@ def test_cli_copies_to_postgres_saver(sqlite_source: SqliteSaver, tmp_path: Path
         with PostgresSaver.from_conn_string(dsn) as pg:
             for thread in ("t1", "t2|odd\\id"):
                 same(sqlite_source, pg, thread)
+
+
+class Pickled:
+    """A value LangGraph's serializer can only pickle."""
+
+
+def test_a_pickled_value_is_refused_by_thread_before_any_write(tmp_path: Path) -> None:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from eventlog.langgraph import RefusedValueError
+
+    with SqliteSaver.from_conn_string(str(tmp_path / "p.sqlite")) as source:
+        source.serde = JsonPlusSerializer(pickle_fallback=True)
+        build(source).invoke({"messages": [HumanMessage("hi")]}, cfg("fine"))
+        conf = {"configurable": {"thread_id": "pickled", "checkpoint_ns": ""}}
+        checkpoint = {
+            "v": 4,
+            "id": "1f000000-0000-6000-8000-000000000003",
+            "ts": "2026-01-01T00:00:00+00:00",
+            "channel_values": {"x": Pickled()},
+            "channel_versions": {"x": 1},
+            "versions_seen": {},
+            "updated_channels": ["x"],
+        }
+        source.put(conf, checkpoint, {"source": "input", "step": -1}, {"x": 1})  # type: ignore[arg-type]
+        with EventLogSaver.from_path(tmp_path / "log") as saver:
+            with pytest.raises(RefusedValueError, match="the source: a 'pickle' value"):
+                copy_threads(source, saver)
+            with pytest.raises(RefusedValueError, match="thread 'pickled': a 'pickle' value"):
+                copy_threads(source, saver, ["fine", "pickled"])
+            assert listing(saver, "fine") == []

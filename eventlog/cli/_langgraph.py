@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,12 +62,18 @@ def _saver(spec: str, args: argparse.Namespace, *, target: bool) -> Iterator[Any
         lg = _integration(f"{side} LOG")
         local = "://" not in spec and spec != ":memory:"
         options: dict[str, Any] = {"durability": "none"} if local and target else {}  # one sync, at close
-        with eventlog.open(spec, readonly=not target, create=target, key=_key(args), **options) as log:
-            saver = lg.EventLogSaver(log)
-            try:
-                yield saver
-            finally:
-                saver.close()
+        made = local and target and not os.path.exists(spec)
+        try:
+            with eventlog.open(spec, readonly=not target, create=target, key=_key(args), **options) as log:
+                saver = lg.EventLogSaver(log)
+                try:
+                    yield saver
+                finally:
+                    saver.close()
+        except BaseException:
+            if made:  # a failed copy leaves no log behind where there was none
+                shutil.rmtree(spec, ignore_errors=True)
+            raise
 
 
 def cmd_langgraph_copy(args: argparse.Namespace) -> int:
