@@ -163,7 +163,7 @@ def test_executors_and_integrations_do_not_import_the_facade() -> None:
 # modules a user names on the command line (docs/durability.md, guarantee 7).
 DECODERS_ALLOWED = {
     "JsonPlusSerializer": {"langgraph._serde"},
-    "EncryptedSerializer": set(),
+    "EncryptedSerializer": {"langgraph._serde"},  # only around a SafeSerializer
     "Reviver": {"langgraph._serde"},
     "import_module": {"langgraph._serde", "cli._common"},
     "__import__": set(),
