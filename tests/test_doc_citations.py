@@ -54,7 +54,7 @@ _CITE = re.compile(
     r"docs/(?P<page>[\w./-]+?\.md)(?:#(?P<anchor>[\w-]+))?"
     r"(?:,\s*\\?\"(?P<section>[^\"\\]+)\\?\"|,\s*guarantee\s+(?P<guarantee>\d+))?"
 )
-_LINK = re.compile(r"\]\((?P<target>[^)\s]+?\.md)(?:#(?P<anchor>[^)\s]+))?\)")
+_LINK = re.compile(r"\]\((?P<target>[^)\s#]+?\.md)?(?:#(?P<anchor>[^)\s]+))?\)")
 _NAME = re.compile(r"`(?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
 _DIRECTIVE = re.compile(r"^:::\s+(?P<name>[\w.]+)\s*$", re.M)
 
@@ -144,9 +144,9 @@ def test_links_between_pages_reach_a_page_and_a_heading() -> None:
     wrong = []
     for path in PAGES:
         for m in _LINK.finditer(prose(path)):
-            if "://" in m["target"]:
+            if (m["target"] is None and m["anchor"] is None) or "://" in (m["target"] or ""):
                 continue
-            page = (path.parent / m["target"]).resolve()
+            page = (path.parent / m["target"]).resolve() if m["target"] else path  # `(#anchor)`: this page
             where = f"{path.relative_to(ROOT).as_posix()}: ({m['target']}#{m['anchor'] or ''})"
             if not page.is_file():
                 wrong.append(f"{where}: no page {m['target']}")
