@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
@@ -40,10 +41,6 @@ EXTERNAL: dict[str, tuple[str, str]] = {
     "langgraph.checkpoint": ("langgraph.checkpoint", "LangGraph's checkpoint package, beside eventlog.langgraph"),
     "SqliteSaver": ("langgraph.checkpoint.sqlite:SqliteSaver", "LangGraph's SQLite saver, compared in the guide"),
     "graph": ("langgraph.graph.state:CompiledStateGraph", "a compiled LangGraph graph in the LangGraph guide"),
-    "CheckpointingInterval": (
-        "wayflowcore.checkpointing:CheckpointingInterval",
-        "WayFlow's checkpoint intervals, which the policies mirror",
-    ),
     "Transaction": ("lmdb:Transaction", "py-lmdb's transaction, named in a profile of benchmarks.md"),
 }
 FILE_SUFFIXES = ("py", "md", "mdb", "json", "part", "html", "toml")
@@ -248,7 +245,7 @@ def _external(spec: str) -> Any:
         obj: Any = importlib.import_module(module)
     except ImportError:
         return None
-    return getattr(obj, attr) if attr else obj
+    return getattr(obj, attr, None) if attr else obj
 
 
 def check_name(name: str) -> str | None:
@@ -310,6 +307,16 @@ def _names() -> Iterator[tuple[str, str]]:
 def test_pages_name_only_what_exists_in_the_package() -> None:
     wrong = list(_names())
     assert not wrong, "\n".join(f"{where}: {what}" for where, what in wrong)
+
+
+def test_every_name_of_another_package_is_named_by_a_page_and_exists() -> None:
+    """No stale entry in EXTERNAL: each is used, and names something where its package is installed."""
+    used = {n for path in PAGES for n in (m["name"] for m in _NAME.finditer(prose(path)))}
+    for prefix, (spec, _) in EXTERNAL.items():
+        assert any(n == prefix or n.startswith(prefix + ".") for n in used), f"no page names {prefix}"
+        module, _, attr = spec.partition(":")
+        if importlib.util.find_spec(module.split(".")[0]) is not None:
+            assert _external(spec) is not None, spec
 
 
 # -- the check itself ----------------------------------------------------------------------
