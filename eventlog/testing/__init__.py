@@ -28,6 +28,9 @@ try:
     import pytest
 except ImportError as exc:  # pragma: no cover - what a user without pytest sees
     raise ImportError("eventlog.testing runs under pytest: pip install pytest") from exc
+else:
+    # A failed assert of the contract shows its values, as in a test module.
+    pytest.register_assert_rewrite(*(f"{__name__}.{part}" for part in ("_checkpoints", "_entries", "_txn")))
 
 from ..errors import EventLogError
 from ..log import EventLog
