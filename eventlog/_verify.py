@@ -1,5 +1,5 @@
 """verify: every record's checks, offsets without gaps, the indexes against the entries, and
-every stored snapshot against a fresh fold (docs/architecture.md, "Verify").
+every stored snapshot against a fresh fold (docs/concepts.md, "Verify").
 
 The unchecksummed tables are cross-checked both ways: each entry's feed position must point
 back at it and its event id must be indexed to its offset; each feed position must name a

@@ -30,6 +30,7 @@ EXECUTORS_AND_UP = {
     "ui",
     "langgraph",
     "wayflow",
+    "testing",  # the store contract as tests (eventlog.testing): on top, never imported by the core
 }
 
 

@@ -173,7 +173,8 @@ class LMDBStore:
     `data.mdb` and checks that `lock.mdb` is still the file this process opened: an
     operator who deletes `lock.mdb` while the log is in use would otherwise let two
     processes write with separate lock tables. Such a process refuses every further read
-    and write with LockFileError (docs/durability.md, "What never to do").
+    and write with LockFileError (docs/durability.md,
+    "What never to do, and what the log detects").
     """
 
     def __init__(
