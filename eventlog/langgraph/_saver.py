@@ -31,7 +31,11 @@ from ._values import Values
 from ._workers import Workers, async_iter_twin, async_twin
 from ._write import Writer, next_version
 
-__all__ = ["EventLogSaver"]
+__all__ = ["SHARE_SECONDS", "EventLogSaver"]
+
+
+SHARE_SECONDS = 0.02
+"""How long a `put_writes` waits for the `put` of its superstep, to share its commit."""
 
 
 class _Ops:
@@ -156,8 +160,22 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         """Append writes pending on the config's checkpoint; a write saved before under the same
-        task and index is not saved again (LangGraph's special channels are replaced)."""
-        self._workers.call(self._ops().write.put_writes, config, writes, task_id, task_path)
+        task and index is not saved again (LangGraph's special channels are replaced).
+
+        The writes of a superstep's tasks share the commit of the `put` that ends it when that
+        put comes within `SHARE_SECONDS` (LangGraph calls it without waiting for them, under
+        `durability="sync"` and `"async"`); otherwise they are committed alone. Either way this
+        returns only once they are committed (docs/guides/langgraph.md, "Durability")."""
+        ops = self._ops()
+        if not self._workers.inside():  # an async twin (in a worker) commits at once
+            run, waiting = ops.write.offer(config, writes, task_id, task_path)
+            if not waiting.done.wait(SHARE_SECONDS) and not ops.write.withdraw(run, waiting):
+                waiting.done.wait()  # a put took it just now: it answers
+            if waiting.done.is_set():
+                if waiting.error is not None:
+                    raise waiting.error
+                return
+        self._workers.call(ops.write.put_writes, config, writes, task_id, task_path)
 
     aput_writes = async_twin(put_writes)
     """Async `put_writes`."""

@@ -101,7 +101,9 @@ def worker(system: str, where: str, k: int, turns: int, barrier: Any, out: Any) 
     saver, closers = _open(system, where)
     try:
         graph = _build(saver, False, replies)
-        graph.invoke({"messages": [HumanMessage(content="hello", id="w1")]}, {"configurable": {"thread_id": f"warm-{k}"}})
+        graph.invoke(
+            {"messages": [HumanMessage(content="hello", id="w1")]}, {"configurable": {"thread_id": f"warm-{k}"}}
+        )
         barrier.wait()
         t0 = time.monotonic()
         config = {"configurable": {"thread_id": f"fleet-{k}"}}
