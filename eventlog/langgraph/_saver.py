@@ -165,7 +165,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         The writes of a superstep's tasks share the commit of the `put` that ends it when that
         put comes within `SHARE_SECONDS` (LangGraph calls it without waiting for them, under
         `durability="sync"` and `"async"`); otherwise they are committed alone. Either way this
-        returns only once they are committed (docs/guides/langgraph.md, "Durability")."""
+        returns only once they are committed (docs/guides/langgraph.md, "Durability, and how fast")."""
         ops = self._ops()
         if not self._workers.inside():  # an async twin (in a worker) commits at once
             run, waiting = ops.write.offer(config, writes, task_id, task_path)
