@@ -167,7 +167,9 @@ def open(
     """Open the log at `path`: an LMDB directory, ":memory:", or a PostgreSQL URL
     (`postgresql://user@host/db?schema=NAME`; the schema defaults to `eventlog`).
 
-    A missing log is created unless `create=False` (then NotALogError).
+    A missing log is created unless `create=False` (then NotALogError). A directory, LMDB
+    database or PostgreSQL schema that holds something else (another program's files,
+    tables or named databases) is refused with NotALogError and left as it was.
     `durability` (LMDB): `sync` (fsync at every commit, the default), `batch` (fsync at
     checkpoint boundaries and on close) or `none` (the OS decides). A killed process loses
     no committed event in any mode; see docs/durability.md for what each mode survives.

@@ -2,7 +2,7 @@
 
 Each re-checks inside its write transaction what it planned from a read (the run's number,
 base and forks), so a concurrent delete, prune or re-creation of the run is seen and never
-written over (docs/architecture.md, "Maintenance").
+written over (docs/architecture.md, "Where each rule lives").
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from ._keys import (
 from ._runs import Runs
 from .codec import RAW, Codec, frame, unframe
 from .errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NoLogError, NotALogError
-from .store._base import Store, Txn
+from .store._base import TABLES, Store, Txn
 
 _LOG_ID_BYTES = 16
 
@@ -40,8 +40,11 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
     def check(txn: Txn) -> tuple[int, int]:
         raw = txn.get("meta", META_FORMAT)
         if raw is None:
-            if txn.scan("runs", b"", None, limit=1) or txn.scan("events", b"", None, limit=1):
-                raise NotALogError("the store holds data but no format record; it is not an eventlog log")
+            held = [table for table in TABLES if txn.scan(table, b"", None, limit=1)]
+            if held:  # the format record is written in the first transaction of every log
+                raise NotALogError(
+                    f"the store holds data (in {', '.join(held)}) but no format record; it is not an eventlog log"
+                )
             return 0, 0
         try:
             version = runs.meta_int(txn, META_FORMAT)

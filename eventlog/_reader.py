@@ -1,8 +1,9 @@
 """The read path: a run's entries by offset range, one entry, and the feed in commit order.
 
-Long reads go in chunks, each in its own read transaction, so a reader never pins the
-map for long. Every record is checked as it is decoded; a damaged one is named by run,
-offset and (in the feed) position (docs/architecture.md, "Reading").
+Long reads go in chunks, each in its own read transaction and all of one life of the run
+(docs/architecture.md, "Reads that span transactions"), so a reader never pins the map for
+long. Every record is checked as it is decoded; a damaged one is named by run, offset and
+(in the feed) position.
 """
 
 from __future__ import annotations

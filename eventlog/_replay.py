@@ -1,6 +1,6 @@
 """Replay: the state at any offset, from the nearest snapshot at or below it and the events after it.
 
-A snapshot is found along the run's lineage (docs/architecture.md, "state_at"); only a
+A snapshot is found along the run's lineage (docs/architecture.md, "A `state_at`"); only a
 snapshot of the same reducer name and version is used, except at a pruned base, where a
 reducer's `upgrade` may carry an older version's state forward.
 """

@@ -1,9 +1,11 @@
 """verify: every record's checks, offsets without gaps, the indexes against the entries, and
-every stored snapshot against a fresh fold (docs/architecture.md, "Verify").
+every stored snapshot against a fresh fold (docs/concepts.md, "Verify").
 
-The unchecksummed tables are cross-checked: each entry's feed position must point back at
-it and its event id must be indexed to its offset, and each table must hold no more keys
-than the entries account for, so a re-pointed or extra reference is found too.
+The unchecksummed tables are cross-checked both ways: each entry's feed position must point
+back at it and its event id must be indexed to its offset; each feed position must name a
+run that has that number, an offset of the run's own, and an entry that holds that position;
+each run's number must be indexed to it, and each indexed number must be its run's. So a
+re-pointed, swapped, duplicated or extra reference is found too.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import msgspec
 
 from . import _limits
-from ._keys import event_key, from_u64, id_key, run_range, snapshot_key, u64
+from ._keys import META_RUN_NUMBER, event_key, from_u64, id_key, run_range, snapshot_key, u64
 from ._reader import Reader
 from ._records import RunRecord
 from ._replay import Replay
@@ -46,6 +48,8 @@ class Problem(msgspec.Struct, frozen=True):
     kind: str
     """`corrupt`, `gap`, `unknown_kind`, `nondeterministic`, `checkpoint`, `feed`, `index` or `meta`."""
     message: str
+    position: int | None = None
+    """The feed position concerned, when there is one."""
 
 
 class VerifyReport(msgspec.Struct):
@@ -84,12 +88,11 @@ class Verifier:
         except CorruptRecordError as exc:
             report.problems.append(Problem(exc.run_id, exc.offset, "corrupt", str(exc)))
             return report
-        entries = 0
         for rid in run_ids:
             for attempt in range(_limits.replaced_retries_max + 1):
                 kept = len(report.problems), report.events
                 try:
-                    entries += self._run(rid, reducer, report, progress, ids_indexed)
+                    self._run(rid, reducer, report, progress, ids_indexed)
                     report.runs += 1
                     break
                 except (RunReplacedError, UnknownRunError) as exc:  # deleted (and made again) meanwhile
@@ -107,7 +110,8 @@ class Verifier:
             for number, _ in removing:
                 message = f"a delete or prune of run number {number} has not finished; log.repair() finishes it"
                 report.problems.append(Problem(None, None, "meta", message))
-            self._feed(report, entries, count_check=not removing)
+            report.problems.extend(self._store.read(lambda txn: _index_problems(self._runs, txn)))
+            self._feed(report, dict(removing))
         return report
 
     def _all_runs(self) -> list[str]:
@@ -125,23 +129,24 @@ class Verifier:
         report: VerifyReport,
         progress: Callable[[int], None] | None,
         ids_indexed: bool,
-    ) -> int:
-        """Check one run; returns the number of entries the run itself stores."""
+    ) -> None:
+        """Check one run."""
         problems = report.problems
         try:
             rec = self._store.read(lambda txn: self._runs.require(txn, run_id))
         except CorruptRecordError as exc:
             problems.append(Problem(run_id, None, "corrupt", str(exc)))
-            return 0
+            return
+        problems.extend(self._store.read(lambda txn: _number_problems(self._runs, txn, run_id, rec)))
         checkpoints, snapshots = self._store.read(lambda txn: self._stored(txn, run_id, rec, reducer, report))
-        own = self._indexes(run_id, rec, report, ids_indexed)
+        self._indexes(run_id, rec, report, ids_indexed)
         start = rec.base
         try:
             start = self._store.read(lambda txn: self._runs.chain_base(txn, run_id, rec))
             _, _, start, state = self._replay.start(run_id, start, reducer, rec.number)
         except (CorruptRecordError, PrunedError, ReducerError) as exc:
             problems.append(Problem(run_id, start, "corrupt", f"base snapshot: {exc}"))
-            return own
+            return
         self._compare(run_id, rec, start, state, snapshots, checkpoints, reducer, report, skip_snapshot=bool(rec.base))
         pending = 0
         try:
@@ -152,15 +157,15 @@ class Verifier:
                         event = self._codec.decode_entry_event(value, event_key(number, offset))
                     except CorruptRecordError as exc:
                         problems.append(Problem(owner, offset, "corrupt", str(exc.at(owner, offset))))
-                        return own
+                        return
                     except UnknownKindError as exc:
                         problems.append(Problem(owner, offset, "unknown_kind", str(exc.at(owner, offset))))
-                        return own
+                        return
                     try:
                         state = reducer.apply(state, event)
                     except Exception as exc:  # noqa: BLE001 - a reducer failing is reported, not raised
                         problems.append(Problem(run_id, offset, "corrupt", f"the reducer raised {exc!r}"))
-                        return own
+                        return
                     report.events += 1
                     pending += 1
                     if offset in snapshots or offset in checkpoints:
@@ -175,7 +180,6 @@ class Verifier:
             problems.append(Problem(run_id, exc.offset, "corrupt", str(exc)))
         if progress is not None and pending:
             progress(pending)
-        return own
 
     def _stored(
         self, txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any], report: VerifyReport
@@ -221,8 +225,8 @@ class Verifier:
             report.problems.append(Problem(run_id, offset, "corrupt", f"snapshot at offset {offset}: {exc.what}"))
             return None
 
-    def _indexes(self, run_id: str, rec: RunRecord, report: VerifyReport, ids_indexed: bool) -> int:
-        """Cross-check the run's own entries with the feed and the event id index; returns their count."""
+    def _indexes(self, run_id: str, rec: RunRecord, report: VerifyReport, ids_indexed: bool) -> None:
+        """Cross-check the run's own entries with its head, the feed and the event id index."""
         problems = report.problems
         number = rec.number
         first = max(rec.base, rec.fork_offset) + 1
@@ -238,14 +242,17 @@ class Verifier:
                     seen += 1
                     last = key
                     offset = from_u64(key[8:])
+                    if offset > rec.head:
+                        problems.append(
+                            Problem(run_id, offset, "index", f"an entry lies past the run's head {rec.head}")
+                        )
                     try:  # position and id only: the fold decodes the event
                         position, event_id = self._codec.decode_entry_id(value, key)
                     except CorruptRecordError:
                         continue  # named by the fold
                     if txn.get("feed", u64(position)) != key:
-                        problems.append(
-                            Problem(run_id, offset, "feed", f"feed position {position} does not point at it")
-                        )
+                        message = f"feed position {position} does not point at it"
+                        problems.append(Problem(run_id, offset, "feed", message, position))
                     if ids_indexed and txn.get("event_ids", id_key(number, event_id)) != key[8:]:
                         problems.append(Problem(run_id, offset, "index", f"event id {event_id!r} is not indexed to it"))
                 return seen, last
@@ -259,7 +266,6 @@ class Verifier:
             indexed = self._store.read(lambda txn: self._count_ids_above(txn, number, rec.base))
             if indexed != count:
                 problems.append(Problem(run_id, None, "index", f"{indexed} event ids index the run's {count} entries"))
-        return count
 
     @staticmethod
     def _count_ids_above(txn: Txn, number: int, base: int) -> int:
@@ -307,39 +313,93 @@ class Verifier:
                     Problem(run_id, offset, "checkpoint", f"checkpoint {cp.checkpoint_id!r} disagrees with the fold")
                 )
 
-    def _feed(self, report: VerifyReport, entries: int, count_check: bool) -> None:
-        """Every feed position must point at an entry that exists, and there must be as many
-        positions as entries (the entries each checked that their position points back), but
-        while a removal is unfinished: the positions of what it removes are counted too."""
-        count = 0
-        last_key = b""
+    def _feed(self, report: VerifyReport, removing: dict[int, int]) -> None:
+        """Every feed position must name a run that has that number, an offset of the run's own
+        (above its base and its fork point, at most its head), and an entry that holds that
+        position; but the positions an unfinished removal has yet to remove are skipped."""
+        start = b""
         while True:
 
-            def check(txn: Txn, start: bytes = last_key) -> tuple[int, bytes]:
-                seen = 0
-                last = start
-                for key, ref in txn.scan("feed", start, None, limit=_CHUNK):
-                    seen += 1
-                    last = key + b"\x00"
-                    position = from_u64(key)
-                    if len(ref) != 16:
-                        report.problems.append(Problem(None, None, "feed", f"feed position {position} is malformed"))
-                    elif txn.get("events", ref) is None:
-                        report.problems.append(
-                            Problem(
-                                self._runs.name_of(txn, from_u64(ref[:8])),
-                                from_u64(ref[8:16]),
-                                "feed",
-                                f"feed position {position} points at a missing entry",
-                            )
-                        )
-                return seen, last
+            def check(txn: Txn, start: bytes = start) -> tuple[int, bytes]:
+                pairs = txn.scan("feed", start, None, limit=_CHUNK)
+                cache: dict[int, tuple[str, RunRecord | None]] = {}
+                for key, ref in pairs:
+                    problem = _position_problem(self._runs, self._codec, txn, from_u64(key), ref, removing, cache)
+                    if problem is not None:
+                        report.problems.append(problem)
+                return len(pairs), (pairs[-1][0] + b"\x00" if pairs else start)
 
-            seen, last_key = self._store.read(check)
-            count += seen
+            seen, start = self._store.read(check)
             if seen < _CHUNK:
-                break
-        if count_check and count > entries and not any(p.kind == "feed" for p in report.problems):
-            report.problems.append(
-                Problem(None, None, "feed", f"the feed holds {count} positions for {entries} entries")
-            )
+                return
+
+
+def _number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[Problem]:
+    """The run's number must be one the log gave, and be indexed to the run: feed positions
+    name runs by number, so a run whose number is wrong has its entries shown as another's."""
+    out = []
+    given = runs.meta_int(txn, META_RUN_NUMBER)
+    if not 1 <= rec.number <= given:
+        out.append(Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given})"))
+    named = txn.get("run_numbers", u64(rec.number))
+    if named != run_id.encode():
+        whose = "no run" if named is None else repr(bytes(named).decode("utf-8", "replace"))
+        out.append(Problem(run_id, None, "index", f"the run's number {rec.number} is indexed to {whose}"))
+    return out
+
+
+def _index_problems(runs: Runs, txn: Txn) -> list[Problem]:
+    """Each indexed run number must be the number of the run it names."""
+    out = []
+    for key, value in scan_chunks(txn, "run_numbers", b"", None):
+        number, run_id = from_u64(key), bytes(value).decode("utf-8", "replace")
+        try:
+            rec = runs.get(txn, run_id)
+        except EventLogError:
+            continue  # a damaged record is named by its run's check, an invalid id is not a run
+        if rec is None or rec.number != number:
+            has = "is gone" if rec is None else f"has number {rec.number}"
+            out.append(Problem(run_id, None, "index", f"run number {number} is indexed to run {run_id!r}, which {has}"))
+    return out
+
+
+def _position_problem(
+    runs: Runs,
+    codec: Codec,
+    txn: Txn,
+    position: int,
+    ref: bytes,
+    removing: dict[int, int],
+    cache: dict[int, tuple[str, RunRecord | None]],
+) -> Problem | None:
+    """What is wrong with one feed position (None: nothing). `cache` holds the run of each number."""
+    if len(ref) != 16:
+        return Problem(None, None, "feed", f"feed position {position} is malformed", position)
+    number, offset = from_u64(ref[:8]), from_u64(ref[8:])
+    if offset <= removing.get(number, -1):
+        return None  # a delete or prune has yet to remove it
+    if number not in cache:
+        raw = txn.get("run_numbers", u64(number))
+        run_id = f"#{number}" if raw is None else bytes(raw).decode("utf-8", "replace")
+        try:
+            cache[number] = run_id, None if raw is None else runs.get(txn, run_id)
+        except EventLogError:
+            return None  # a damaged record is named by its run's check
+    run_id, rec = cache[number]
+    where = f"feed position {position} points at run number {number} offset {offset}"
+    if rec is None or rec.number != number:
+        has = "a number no run has" if rec is None else f"indexed to run {run_id!r}, whose number is {rec.number}"
+        return Problem(run_id, offset, "feed", f"{where}, {has}", position)
+    if not max(rec.base, rec.fork_offset) < offset <= rec.head:
+        lo = max(rec.base, rec.fork_offset) + 1
+        return Problem(run_id, offset, "feed", f"{where}, outside the run's own offsets {lo}..{rec.head}", position)
+    value = txn.get("events", ref)
+    if value is None:
+        return Problem(run_id, offset, "feed", f"feed position {position} points at a missing entry", position)
+    try:
+        held, _ = codec.decode_entry_id(value, ref)
+    except CorruptRecordError:
+        return None  # named by the fold
+    if held != position:
+        return Problem(run_id, offset, "feed", f"{where}, whose entry has position {held}", position)
+    return None

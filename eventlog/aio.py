@@ -20,6 +20,7 @@ the cancellation only stops the task from waiting for the answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from functools import partial
@@ -239,17 +240,21 @@ class AsyncEventLog(Generic[S]):
         return _iterate(partial(self.sync.feed, after, limit))
 
     async def follow(self, after: int = 0, *, timeout: float | None = None, poll: float = 0.5) -> AsyncIterator[Entry]:
-        """See `EventLog.follow`: entries as they are committed, waiting without blocking the loop."""
+        """See `EventLog.follow`: entries as they are committed, waiting without blocking the loop
+        or holding a thread; every commit wakes every follower."""
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
         def wake() -> None:
-            loop.call_soon_threadsafe(woken.set)
+            with contextlib.suppress(RuntimeError):  # the loop was closed: nobody follows any more
+                loop.call_soon_threadsafe(woken.set)
 
-        self.sync._listeners.append(wake)
+        commits = await asyncio.to_thread(self.sync._commits)  # on PostgreSQL this may connect: not on the loop
+        commits.subscribe(wake)
         try:
             idle = 0.0
             while True:
+                woken.clear()  # before the read: a commit made during it wakes the wait below
                 chunk = await asyncio.to_thread(_take, self.sync.feed(after, _CHUNK), _CHUNK)
                 for entry in chunk:
                     after = entry.position
@@ -260,17 +265,12 @@ class AsyncEventLog(Generic[S]):
                 if timeout is not None and idle >= timeout:
                     return
                 wait = poll if timeout is None else min(poll, timeout - idle)
-                woken.clear()
-                if hasattr(self.sync.store, "wait_notify"):  # PostgreSQL: other processes' commits too
-                    await asyncio.to_thread(self.sync.store.wait_notify, wait)
-                else:
-                    try:
-                        await asyncio.wait_for(woken.wait(), wait)
-                    except TimeoutError:
-                        pass
-                idle += wait
+                began = loop.time()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), wait)
+                idle += loop.time() - began
         finally:
-            self.sync._listeners.remove(wake)
+            commits.unsubscribe(wake)
 
     async def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
         """See `EventLog.state_at`."""

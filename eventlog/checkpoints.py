@@ -3,7 +3,7 @@
 A checkpoint always restores its exact state. Its state is materialized as a snapshot only
 when the events since the nearest snapshot take `snapshot_event_bytes_ratio` times that
 snapshot's bytes; otherwise it is folded from that snapshot when loaded, so storage stays
-linear when a checkpoint is taken at every step (docs/architecture.md, "Checkpoints").
+linear when a checkpoint is taken at every step (docs/concepts.md, "How snapshots stay linear").
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ space and lineage in `_runs`, the write path in `_writer`, reads in `_reader`, f
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from ._reader import Entry, Reader
 from ._records import RunRecord
 from ._replay import Replay
 from ._runs import Runs
+from ._signal import Signal
 from ._stats import log_stats
 from ._verify import Problem, Verifier, VerifyReport
 from ._writer import Writer
@@ -99,16 +99,6 @@ def _default_clock() -> int:
     return time.time_ns()
 
 
-def _wait_for_commit(store: Store, committed: threading.Condition, seconds: float) -> None:
-    """Wait until a commit of this process (or, on PostgreSQL, of any process) or `seconds` pass."""
-    wait_notify = getattr(store, "wait_notify", None)
-    if wait_notify is not None:
-        wait_notify(seconds)
-        return
-    with committed:
-        committed.wait(seconds)
-
-
 class EventLog(Generic[S]):
     """One log: many runs in one store. Use `eventlog.open` to make one.
 
@@ -144,8 +134,7 @@ class EventLog(Generic[S]):
         dictionaries.append(self._dictionaries)
         self._format = open_meta(store, self.codec, self._runs, self._dictionaries)
         id_source = IdSource(ids)
-        self._committed = threading.Condition()
-        self._listeners: list[Callable[[], None]] = []  # called after each commit of this process
+        self._committed = Signal()  # fired at each commit of this process, and at close
         self._writer = Writer(store, self.codec, self._runs, id_source, clock or _default_clock, self._after_commit)
         self.clock: Callable[[], int] = self._writer.now
         """The log's clock (nanoseconds since the epoch), checked; injected with `eventlog.open(clock=...)`."""
@@ -162,10 +151,14 @@ class EventLog(Generic[S]):
 
     def _after_commit(self, position: int) -> None:
         self._dictionaries.after_commit(position)
-        with self._committed:
-            self._committed.notify_all()
-        for listener in list(self._listeners):
-            listener()
+        self._committed.fire()
+
+    def _commits(self) -> Signal:
+        """What followers wait on: this process's commits, and others' where the store hears them (LISTEN)."""
+        listen = getattr(self.store, "listen", None)
+        if listen is not None:
+            listen(self._committed.fire)
+        return self._committed
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -173,8 +166,7 @@ class EventLog(Generic[S]):
         """Close the log (syncs first under `batch` and `none` durability)."""
         self._dictionaries.wait()
         self.store.close()
-        with self._committed:
-            self._committed.notify_all()
+        self._committed.fire()
 
     def __enter__(self) -> EventLog[S]:
         return self
@@ -201,9 +193,7 @@ class EventLog(Generic[S]):
         if after is not None:
             check_run_id(after)
         while True:
-            page = self.store.read(
-                lambda txn, after=after: self._runs.run_ids(txn, after, _limits.read_chunk_entries)  # type: ignore[misc]
-            )
+            page = self.store.read(partial(self._runs.run_ids, after=after, limit=_limits.read_chunk_entries))
             yield from page
             if len(page) < _limits.read_chunk_entries:
                 return
@@ -301,11 +291,11 @@ class EventLog(Generic[S]):
     def follow(self, after: int = 0, *, timeout: float | None = None, poll: float = 0.5) -> Iterator[Entry]:
         """Entries with position > after as they are committed: the feed, then wait for more.
 
-        Appends of this process wake it at once; those of other processes are seen within
-        `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
+        Appends of this process wake every follower at once; those of other processes are seen
+        within `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
         seconds without a new entry (None: never), or when the log is closed."""
         check_int("after", after)
-        return self._reader.follow(after, timeout, poll, partial(_wait_for_commit, self.store, self._committed))
+        return self._reader.follow(after, timeout, poll, self._commits().waiter())
 
     # -- fold --------------------------------------------------------------------------------
 

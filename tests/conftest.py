@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 import eventlog
+from eventlog.store import LMDBStore, MemoryStore, Store
 
 # No test depends on the wall clock: a slow machine must not turn a property into a failure.
 # HYPOTHESIS_EXAMPLES scales every property up for a long run (e.g. HYPOTHESIS_EXAMPLES=2000).
@@ -35,35 +36,59 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def open_log(backend: str, tmp_path: Path) -> Iterator[Callable[..., eventlog.EventLog]]:
-    """`open_log(**kw)` opens the same log each call (a reopen keeps what was written; memory: same store).
-    `key=` and `readonly=` (not on memory) apply to every store, as they do to `eventlog.open`."""
-    opened: list[eventlog.EventLog] = []
-    memory_store: list[Any] = []
+def open_store(backend: str, tmp_path: Path) -> Iterator[Callable[..., Store]]:
+    """`open_store(readonly=False)` opens the same store each call (a reopen keeps what was written;
+    memory: the same store, opened again): what eventlog.testing.StoreContract asks of a store."""
+    opened: list[Store] = []
+    memory = MemoryStore()
+    schema = f"t_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
 
-    def make(**kw: Any) -> eventlog.EventLog:
-        if backend != "lmdb" and "key" in kw:
-            from eventlog.crypto import AESGCMCipher
-
-            key = kw.pop("key")
-            if key is not None:
-                kw["cipher"] = AESGCMCipher(key)
+    def make(readonly: bool = False) -> Store:
+        store: Store
         if backend == "memory":
-            from eventlog.store import MemoryStore
-
-            if not memory_store:
-                memory_store.append(MemoryStore())
-            store = memory_store[0]
-            store._closed = False
-            log = eventlog.EventLog(store, **kw)
+            assert not readonly, "a memory store is never read-only"
+            memory._closed = False
+            store = memory
         elif backend == "lmdb":
-            log = eventlog.open(tmp_path / "log", **kw)
+            store = LMDBStore(tmp_path / "log", readonly=readonly)
         else:
             from eventlog.store.postgres import PostgresStore
 
-            schema = f"t_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
-            readonly = kw.pop("readonly", False)
             store = PostgresStore(os.environ["EVENTLOG_TEST_PG_DSN"], schema=schema, readonly=readonly)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        try:
+            store.close()
+        except eventlog.EventLogError:
+            pass
+    if backend == "postgres" and opened:
+        from eventlog.store.postgres import PostgresStore
+
+        PostgresStore.drop_schema(os.environ["EVENTLOG_TEST_PG_DSN"], schema)
+
+
+@pytest.fixture
+def open_log(
+    backend: str, tmp_path: Path, open_store: Callable[..., Store]
+) -> Iterator[Callable[..., eventlog.EventLog]]:
+    """`open_log(**kw)` opens the same log each call (LMDB through `eventlog.open`, the others on
+    `open_store`). `key=` and `readonly=` (not on memory) apply to every store, as they do to
+    `eventlog.open`."""
+    opened: list[eventlog.EventLog] = []
+
+    def make(**kw: Any) -> eventlog.EventLog:
+        if backend == "lmdb":
+            log = eventlog.open(tmp_path / "log", **kw)
+        else:
+            key = kw.pop("key", None)
+            if key is not None:
+                from eventlog.crypto import AESGCMCipher
+
+                kw["cipher"] = AESGCMCipher(key)
+            store = open_store(readonly=kw.pop("readonly", False))
             try:
                 log = eventlog.EventLog(store, **kw)
             except BaseException:
@@ -78,11 +103,6 @@ def open_log(backend: str, tmp_path: Path) -> Iterator[Callable[..., eventlog.Ev
             log.close()
         except eventlog.EventLogError:
             pass
-    if backend == "postgres" and opened:
-        from eventlog.store.postgres import PostgresStore
-
-        schema = f"t_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
-        PostgresStore.drop_schema(os.environ["EVENTLOG_TEST_PG_DSN"], schema)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import pytest
@@ -317,6 +318,33 @@ def _foreign_lmdb(p: Path) -> None:
     env.close()
 
 
+def _foreign_lmdb_of_log_names(p: Path) -> None:
+    """Another program's LMDB whose named databases are called like some of a log's tables."""
+    env = lmdb.open(str(p), max_dbs=4)
+    for name in (b"events", b"meta"):
+        with env.begin(write=True) as txn:
+            txn.put(b"k", b"v", db=env.open_db(name, txn=txn))
+    env.close()
+
+
+def _foreign_lmdb_of_every_log_name(p: Path) -> None:
+    """Another program's LMDB with a named database for each of a log's tables, and its own data in them."""
+    env = lmdb.open(str(p), max_dbs=len(TABLES))
+    with env.begin(write=True) as txn:
+        for name in TABLES:
+            txn.put(b"someone", b"else", db=env.open_db(name.encode(), txn=txn))
+    env.close()
+
+
+def _foreign_lmdb_of_plain_keys(p: Path) -> None:
+    """Another program's LMDB whose main database holds plain keys named like a log's tables."""
+    env = lmdb.open(str(p))
+    with env.begin(write=True) as txn:
+        for name in TABLES:
+            txn.put(name.encode(), b"not a table")
+    env.close()
+
+
 def _foreign_plain_file(p: Path) -> None:
     p.write_bytes(b"just a file")
 
@@ -331,16 +359,29 @@ def _header_only(p: Path) -> None:
     os.truncate(p / "data.mdb", 100)
 
 
+_FOREIGN_LMDB = [
+    _foreign_lmdb,
+    _foreign_lmdb_of_log_names,
+    _foreign_lmdb_of_every_log_name,
+    _foreign_lmdb_of_plain_keys,
+]
+
+
 @pytest.mark.parametrize(
-    "make", [_foreign_random, _foreign_text, _foreign_lmdb, _foreign_plain_file, _foreign_dir, _header_only]
+    "make", [_foreign_random, _foreign_text, *_FOREIGN_LMDB, _foreign_plain_file, _foreign_dir, _header_only]
 )
 @pytest.mark.parametrize("readonly", [False, True], ids=["writable", "readonly"])
 def test_foreign_files_are_not_a_log(tmp_path: Path, make, readonly: bool) -> None:
     p = tmp_path / "x"
     make(p)
     before = sorted((f.name, f.stat().st_size) for f in p.iterdir()) if p.is_dir() else None
+    data = (p / "data.mdb").read_bytes() if make in _FOREIGN_LMDB else None
     out = _probe(p, readonly)
     assert out["opened"] is False and out["open_error"] == "NotALogError", out
+    if data is not None:
+        assert (p / "data.mdb").read_bytes() == data  # another program's database is never written
+    if before is not None:
+        assert sorted((f.name, f.stat().st_size) for f in p.iterdir()) == before  # nothing made beside it
     if make is _foreign_lmdb and before is not None:
         env = lmdb.open(str(p), readonly=True, lock=False, max_dbs=4)
         db = env.open_db(b"someone-elses", create=False)
@@ -363,3 +404,30 @@ def test_tables_named_in_the_format_are_the_tables_of_the_log(path: Path) -> Non
         names = {bytes(k).decode() for k, _ in txn.cursor()}
     env.close()
     assert names == set(TABLES)
+
+
+# -- a store of data without a log's format record, on every store ------------------------------
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_data_without_a_format_record_is_not_a_log(backend: str, tmp_path: Path, table: str) -> None:
+    from eventlog.store import LMDBStore, MemoryStore
+
+    store: Any
+    if backend == "memory":
+        store = MemoryStore()
+    elif backend == "lmdb":
+        store = LMDBStore(tmp_path / "x")
+    else:
+        from eventlog.store.postgres import PostgresStore
+
+        store = PostgresStore(os.environ["EVENTLOG_TEST_PG_DSN"], schema=f"t_fmt_{os.getpid()}_{TABLES.index(table)}")
+    try:
+        store.write(lambda txn: txn.put(table, b"someone", b"else"))
+        with pytest.raises(eventlog.NotALogError, match=table):
+            eventlog.EventLog(store)
+        assert store.read(lambda txn: [t for t in TABLES if txn.scan(t, b"", None)]) == [table]  # nothing written
+    finally:
+        store.close()
+        if backend == "postgres":
+            PostgresStore.drop_schema(os.environ["EVENTLOG_TEST_PG_DSN"], store.schema)

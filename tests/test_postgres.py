@@ -77,3 +77,105 @@ def test_threads_and_clients_append_without_loss(url: str) -> None:
 def test_readonly_open_of_missing_schema_is_refused(url: str) -> None:
     with pytest.raises(eventlog.NotALogError):
         eventlog.open(url, readonly=True)
+
+
+# -- a schema of another program ---------------------------------------------------------------
+
+_FOREIGN_SCHEMAS = {
+    "table": ["CREATE TABLE {s}.orders (id int PRIMARY KEY, total numeric)", "INSERT INTO {s}.orders VALUES (1, 2)"],
+    "empty table": ["CREATE TABLE {s}.audit (at timestamptz)"],
+    "view": ["CREATE VIEW {s}.now_view AS SELECT now() AS at"],
+    "sequence": ["CREATE SEQUENCE {s}.ids"],
+    "kv of other columns": ["CREATE TABLE {s}.kv (key text PRIMARY KEY, value jsonb)"],
+    "kv of other column types": ["CREATE TABLE {s}.kv (tbl int, k text, v text)"],
+    "many tables": [f"CREATE TABLE {{s}}.t{i} (x int)" for i in range(8)],
+}
+
+
+def _relations(schema: str) -> list[tuple[str, str]]:
+    import psycopg
+
+    assert DSN is not None
+    with psycopg.connect(DSN) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s ORDER BY 1",
+            (schema,),
+        ).fetchall()
+    return [(str(a), str(b)) for a, b in rows]
+
+
+@pytest.mark.parametrize("statements", list(_FOREIGN_SCHEMAS.values()), ids=list(_FOREIGN_SCHEMAS))
+@pytest.mark.parametrize("readonly", [False, True], ids=["writable", "readonly"])
+def test_a_schema_of_another_program_is_refused_and_left_alone(url: str, statements: list[str], readonly: bool) -> None:
+    import psycopg
+
+    assert DSN is not None
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        for statement in statements:
+            conn.execute(statement.format(s=f'"{schema}"'))
+    before = _relations(schema)
+    with pytest.raises(eventlog.NotALogError) as caught:
+        eventlog.open(url, readonly=readonly)
+    assert not isinstance(caught.value, eventlog.NoLogError)
+    message = str(caught.value)
+    assert repr(schema) in message and before[0][0] in message, message
+    assert _relations(schema) == before  # nothing was made in it
+
+
+def test_a_schema_with_a_log_keeps_opening_beside_other_tables(url: str) -> None:
+    import psycopg
+
+    assert DSN is not None
+    schema = url.rsplit("schema=", 1)[1]
+    with eventlog.open(url) as log:
+        log.append("r", UserMessage(content="kept"))
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{schema}".notes (x int)')
+    for readonly in (False, True):
+        with eventlog.open(url, readonly=readonly) as log:
+            assert [e.event.content for e in log.read("r")] == ["kept"]
+
+
+def test_an_empty_or_missing_schema_becomes_a_log(url: str) -> None:
+    import psycopg
+
+    assert DSN is not None
+    schema = url.rsplit("schema=", 1)[1]
+    with eventlog.open(url) as log:  # missing
+        log.append("r", UserMessage(content="a"))
+    from eventlog.store.postgres import PostgresStore
+
+    PostgresStore.drop_schema(DSN, schema)
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    with pytest.raises(eventlog.NoLogError):
+        eventlog.open(url, readonly=True)
+    with eventlog.open(url) as log:  # empty
+        assert log.append("r", UserMessage(content="b")) == 1
+    assert [name for name, _ in _relations(schema)] == ["kv", "kv_pkey"]
+
+
+def test_the_command_line_refuses_a_schema_of_another_program(url: str) -> None:
+    import subprocess
+    import sys
+
+    import psycopg
+
+    assert DSN is not None
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".invoices (id int)')
+    for argv in (["runs"], ["fork", "r", "--at", "1", "--as", "r2"]):
+        p = subprocess.run(
+            [sys.executable, "-m", "eventlog", "--log", url, *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert p.returncode != 0 and "invoices" in p.stderr and "another program" in p.stderr, p.stderr
+    assert [name for name, _ in _relations(schema)] == ["invoices"]

@@ -42,6 +42,7 @@ from ._common import (
     _table,
     _when,
 )
+from ._langgraph import cmd_langgraph_copy
 
 # -- commands ----------------------------------------------------------------------------------
 
@@ -446,6 +447,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": _cmd_export,
     "import": _cmd_import,
     "stats": _cmd_stats,
+    "langgraph-copy": cmd_langgraph_copy,
     "demo": _cmd_demo,
     "ui": _cmd_ui,
 }

@@ -121,6 +121,12 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
         "eventlog stats\neventlog stats --json",
     ),
     (
+        "langgraph-copy",
+        "copy LangGraph threads from one saver to another",
+        "Copy every checkpoint of LangGraph threads (default: all of the source's) from one\nsaver to another: every namespace (subgraphs), parents, metadata, channel versions\nand pending writes, so that the graph's history is the same on the target and runs on\nfrom there. A saver is sqlite:PATH (SqliteSaver), postgres:DSN (PostgresSaver) or an\neventlog log (a directory or a postgresql:// URL; EventLogSaver). A thread the target\nholds already is refused (exit 4) unless --replace. Nothing read is run: types that\nare not allowed are copied as their bytes (docs/durability.md, guarantee 7).",
+        "eventlog langgraph-copy --from sqlite:checkpoints.sqlite --to threads.lmdb\neventlog langgraph-copy --from threads.lmdb --to sqlite:back.sqlite --thread chat-1\neventlog langgraph-copy --from postgres:postgresql://me@db/app --to postgresql://me@db/app?schema=eventlog",
+    ),
+    (
         "demo",
         "run the demo on a fresh log",
         "Run the demo: a small graph and a conversation recorded in a log, then a tour of\nresume, history, time travel and a fork. The log goes to a temporary directory unless\n--path is given.",
@@ -181,6 +187,13 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSON Lines file to write")
     elif name == "import":
         p.add_argument("file", metavar="FILE", help="an export file (JSON Lines)")
+    elif name == "langgraph-copy":
+        p.add_argument(
+            "--from", dest="source", required=True, metavar="SAVER", help="sqlite:PATH, postgres:DSN or a log"
+        )
+        p.add_argument("--to", dest="target", required=True, metavar="SAVER", help="sqlite:PATH, postgres:DSN or a log")
+        p.add_argument("--thread", action="append", metavar="ID", help="copy this thread (repeatable; default: all)")
+        p.add_argument("--replace", action="store_true", help="delete a thread the target holds before copying it")
     elif name == "demo":
         p.add_argument("--path", metavar="DIR", help="keep the demo's log in DIR (default: a temporary directory)")
     elif name == "ui":

@@ -40,7 +40,7 @@ before, so an item changed in place is stored.
 
 The package: `_events` (the event kinds and the fold), `_threads` (run ids and the saver's
 run cache), `_values` (the serializer), `_read` and `_write` (the sync core), `_rewrite` and
-`_admin` (delete, copy and prune), `_serde` (the decoder that cannot import or call), `_workers` (the worker threads and the async twins),
+`_admin` (delete, copy and prune), `_move` (`copy_threads`: threads from any saver to any other), `_serde` (the decoder that cannot import or call), `_workers` (the worker threads and the async twins),
 `_saver` (`EventLogSaver`) and `_view` (the command line's view).
 """
 
@@ -57,6 +57,7 @@ from ._events import (
     WritesSaved,
     WriteValue,
 )
+from ._move import CopyReport, ThreadExistsError, ThreadNotFoundError, copy_threads
 from ._saver import EventLogSaver
 from ._serde import RefusedValueError, SafeSerializer
 from ._threads import run_id_of, thread_of
@@ -65,16 +66,20 @@ from ._view import VIEW as VIEW
 __all__ = [
     "Blob",
     "CheckpointSaved",
+    "CopyReport",
     "EventLogSaver",
     "LangGraphThreadError",
     "RefusedValueError",
     "RewriteStarted",
     "SafeSerializer",
+    "ThreadExistsError",
+    "ThreadNotFoundError",
     "ThreadReducer",
     "ThreadState",
     "Write",
     "WriteValue",
     "WritesSaved",
+    "copy_threads",
     "run_id_of",
     "thread_of",
 ]

@@ -74,7 +74,10 @@ class Admin(Part):
 
             def once(run: Run = run, run_id: str = run_id) -> None:
                 self.threads.writer(run, check=True)
-                if any(self.values.load(m.metadata).get("run_id") in doomed_runs for m in self.threads.marks(run)):
+                if any(
+                    self.values.mapping(m.metadata, "checkpoint metadata").get("run_id") in doomed_runs
+                    for m in self.threads.marks(run)
+                ):
                     with contextlib.suppress(UnknownRunError):  # deleted meanwhile: nothing left to delete
                         self.rewriter.replace(run_id, doomed_runs)
                     run.forget()

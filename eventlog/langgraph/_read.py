@@ -91,7 +91,7 @@ class Reader(Part):
                 if latest[cid] is not mark or (wanted and cid != wanted) or (before_id and cid >= before_id):
                     continue
                 if filter:
-                    md = self.values.load(mark.metadata)
+                    md = self.values.mapping(mark.metadata, "checkpoint metadata")
                     if not all(md.get(k) == v for k, v in filter.items()):
                         continue
                 chosen.append((cid, run, mark))

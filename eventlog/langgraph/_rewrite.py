@@ -3,7 +3,7 @@ for `delete_for_runs`; all of them, for `copy_thread`), staged in a run of their
 crash leaves the old run or the new one whole, and finished when the run is next used.
 
 Across processes, a rewrite is fenced with the log's own run numbers and heads
-(docs/architecture.md, "fencing"). It first makes its stage (a run of one `RewriteStarted`,
+(docs/concepts.md, "A run's lives"). It first makes its stage (a run of one `RewriteStarted`,
 made only if absent: one rewrite of a run at a time), then appends a `RewriteStarted` to the
 run at its head: every other saver's writer of the run is then behind the head, so its next
 append fails, and before it makes a new writer it waits for the stage to go (`settle`). The

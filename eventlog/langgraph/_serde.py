@@ -29,6 +29,8 @@ from typing import Any
 import ormsgpack
 from langchain_core.load.load import Reviver
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
@@ -44,7 +46,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..errors import EventLogError
 
-__all__ = ["RefusedValueError", "SafeSerializer", "value_depth_max"]
+__all__ = ["RefusedValueError", "SafeSerializer", "copying_reader", "value_depth_max"]
 
 value_depth_max = 64
 """Deepest nesting of msgpack extensions (an object inside an object) or of JSON in one value."""
@@ -130,11 +132,42 @@ class SafeSerializer(JsonPlusSerializer):
             raise RefusedValueError("a 'pickle' value: eventlog never unpickles (docs/durability.md, guarantee 7)")
         raise RefusedValueError(f"a value of type {kind[:64]!r}, which eventlog does not decode")
 
-    def unknown(self, module: str, name: str, data: Any) -> Any:
-        """What a type that is not allowed reads as: its data, never the object."""
+    def unknown(self, module: str, name: str, data: Any, ext: tuple[int, bytes] | None = None) -> Any:
+        """What a type that is not allowed reads as: its data, never the object. `ext` is the msgpack
+        extension it was read from (its code and bytes), None for a "json" value."""
         if self.tag_unknown:
             return {"unknown_type": f"{module}.{name}", "data": data}
         return data
+
+
+class _BytesKeeping(SafeSerializer):
+    """`SafeSerializer` whose types that are not allowed read as the msgpack extension they were
+    stored as (`ormsgpack.Ext`: its code and bytes), which any msgpack serializer writes back as
+    it was: a copy keeps them exactly and builds none."""
+
+    def unknown(self, module: str, name: str, data: Any, ext: tuple[int, bytes] | None = None) -> Any:
+        if ext is None:
+            raise RefusedValueError(
+                f"a 'json' value of type {module}.{name}, which a copy does not construct "
+                "(pass its class in allowed_modules to copy it)"
+            )
+        return ormsgpack.Ext(*ext)
+
+
+def copying_reader(serde: SerializerProtocol, allowed_modules: Iterable[tuple[str, ...] | type] = ()) -> Any:
+    """What reads a saver's values for a copy to another saver, in place of its `serde`: the types
+    `SafeSerializer` allows (and `allowed_modules`) are built, any other msgpack value is kept as
+    its bytes; inside the saver's `EncryptedSerializer` if it has one. TypeError for a serializer
+    that is not LangGraph's (whose values this cannot read without running what it runs)."""
+    reader = _BytesKeeping(allowed_modules)
+    if isinstance(serde, JsonPlusSerializer):
+        return reader
+    if isinstance(serde, EncryptedSerializer) and isinstance(serde.serde, JsonPlusSerializer):
+        return EncryptedSerializer(serde.cipher, reader)
+    raise TypeError(
+        f"the source saver's serializer is a {type(serde).__name__}: a copy reads only through "
+        "LangGraph's JsonPlusSerializer (or one inside EncryptedSerializer), so that nothing read runs code"
+    )
 
 
 class _Unpacker:
@@ -167,23 +200,23 @@ class _Unpacker:
             try:
                 return _array(parts)
             except Exception:  # noqa: BLE001 - no numpy, or not an array: data
-                return self.serde.unknown("numpy", "ndarray", parts)
+                return self.serde.unknown("numpy", "ndarray", parts, (code, raw))
         if code not in _CONSTRUCTORS:
-            return self.serde.unknown("msgpack", f"ext{code}", raw)
+            return self.serde.unknown("msgpack", f"ext{code}", raw, (code, raw))
         tup = self.unpack(raw)
         if not (isinstance(tup, list) and len(tup) >= 3 and isinstance(tup[0], str) and isinstance(tup[1], str)):
-            return self.serde.unknown("msgpack", f"ext{code}", tup)
+            return self.serde.unknown("msgpack", f"ext{code}", tup, (code, raw))
         module, name, arg = tup[0], tup[1], tup[2]
         if code == EXT_METHOD_SINGLE_ARG:
             allowed = len(tup) > 3 and (module, name, tup[3]) in SAFE_MSGPACK_METHODS
         else:
             allowed = (module, name) in self.serde.allowed
         if not allowed:
-            return self.serde.unknown(module, name, arg)
+            return self.serde.unknown(module, name, arg, (code, raw))
         try:
             return _construct(code, _target(module, name), arg, tup)
         except Exception:  # noqa: BLE001 - an allowed type that rejects its stored fields reads as data, like LangGraph
-            return self.serde.unknown(module, name, arg)
+            return self.serde.unknown(module, name, arg, (code, raw))
 
     def revive(self, value: dict[str, Any]) -> Any:
         """`json.loads`'s object hook: LangChain's messages (`lc: 1`) and allowed types (`lc: 2`)."""

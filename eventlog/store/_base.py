@@ -1,8 +1,8 @@
 """The store interface: ordered byte tables read and written in transactions.
 
 A store knows nothing of events, reducers or runs: the log layer lays its keys out in the
-tables below and a store keeps them. Every store passes the same conformance tests
-(tests/test_conformance.py); the in-memory store is the reference.
+tables below and a store keeps them. Every store passes the same contract tests
+(eventlog.testing, `StoreContract`); the in-memory store is the reference.
 """
 
 from __future__ import annotations

@@ -66,11 +66,27 @@ def check_directory(p: Path, *, readonly: bool, create: bool) -> None:
                 f"no log at {p}: its data.mdb is empty (the log's creation was cut short); "
                 "open it writable to make the log, or remove the directory"
             )
+        check_magic(data)
         if not readonly:
             for name in FILES:
                 create_exclusively(p / name)
     except OSError as exc:
         raise named_os_error(exc, p, writing=not readonly) from None
+
+
+_MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
+"""LMDB's magic number, 16 bytes into its first meta page (after the page header)."""
+
+
+def check_magic(data: Path) -> None:
+    """Refuse a `data.mdb` that is not an LMDB file before LMDB makes a `lock.mdb` beside it."""
+    try:
+        with open(data, "rb") as f:
+            head = f.read(20)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if len(head) == 20 and head[16:] != _MAGIC:
+        raise NotALogError(f"{data} is not an LMDB file; it is not an eventlog log")
 
 
 def is_errno(exc: lmdb.Error, *codes: int) -> bool:
@@ -114,6 +130,10 @@ def translate(exc: lmdb.Error, path: Path, *, opening: bool = False) -> EventLog
         return EventLogError(f"{path}: too many processes and threads read the log at once ({exc}); retry")
     if isinstance(exc, lmdb.VersionMismatchError):
         return FormatVersionError(f"{path} was written by another version of LMDB ({exc})")
+    if isinstance(exc, lmdb.IncompatibleError) and opening:
+        return NotALogError(
+            f"{path} is an LMDB database of another program: its keys named like a log's tables are not tables"
+        )
     if isinstance(exc, lmdb.InvalidError) and opening:
         return NotALogError(f"{path} is not a log: its data.mdb is not an LMDB file ({exc})")
     if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError, lmdb.PanicError)):

@@ -173,7 +173,8 @@ class LMDBStore:
     `data.mdb` and checks that `lock.mdb` is still the file this process opened: an
     operator who deletes `lock.mdb` while the log is in use would otherwise let two
     processes write with separate lock tables. Such a process refuses every further read
-    and write with LockFileError (docs/durability.md, "What never to do").
+    and write with LockFileError (docs/durability.md,
+    "What never to do, and what the log detects").
     """
 
     def __init__(
@@ -329,24 +330,30 @@ class LMDBStore:
             raise named_os_error(exc, data, writing=True) from None
 
     def _open_dbs(self) -> dict[str, Any]:
+        """Open the log's tables, or make them all in an environment that has none. An environment
+        with other names, or only some of the tables (eventlog makes them in one transaction),
+        belongs to another program: it is refused before anything is written."""
+
         def names() -> set[bytes]:
             with self._env.begin() as txn:
                 return {bytes(k) for k, _ in txn.cursor()}
 
         found = self._at_open(names)
         ours = {name.encode() for name in TABLES}
-        if found - ours:
-            raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log")
-        if self.readonly:
-            if found != ours:
-                raise NotALogError(f"{self.path} is not a complete eventlog log (missing tables)")
-            return self._at_open(lambda: {name: self._env.open_db(name.encode(), create=False) for name in TABLES})
+        if not found and self.readonly:
+            raise NotALogError(f"{self.path} is not a complete eventlog log (its tables were never made)")
+        if found and found != ours:
+            other = b", ".join(sorted(found - ours)[:5]).decode("utf-8", "replace")
+            held = f"it holds {other}" if other else "it holds some of a log's tables, not all"
+            raise NotALogError(f"{self.path} is an LMDB database of another program, not an eventlog log ({held})")
 
-        def create() -> dict[str, Any]:
+        def tables() -> dict[str, Any]:
+            if self.readonly:
+                return {name: self._env.open_db(name.encode(), create=False) for name in TABLES}
             with self._writing(), self._env.begin(write=True) as txn:
                 return {name: self._env.open_db(name.encode(), txn=txn, create=True) for name in TABLES}
 
-        return self._at_open(create)
+        return self._at_open(tables)
 
     # -- transactions ------------------------------------------------------------------
 

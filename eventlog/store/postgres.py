@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -177,7 +178,8 @@ def _columns(rows: dict[tuple[int, bytes], bytes]) -> tuple[list[int], list[byte
 
 
 class PostgresStore:
-    """A log in a PostgreSQL schema (created if missing), over a bounded pool of connections
+    """A log in a PostgreSQL schema (created if missing or empty; a schema holding another
+    program's relations is refused), over a bounded pool of connections
     (`pool_size`, 8 unless given): threads share them, and `close()` closes them all."""
 
     durability = "sync"
@@ -203,8 +205,9 @@ class PostgresStore:
         """Connections kept open at most."""
         self._local = threading.local()  # the connection of a write in progress on this thread
         self._channel = f"eventlog_{schema}"[: _limits.pg_identifier_size_bytes_max]
-        self._listener: Any = None  # a connection that LISTENs on the channel, made by the first wait
+        self._listener: threading.Thread | None = None  # LISTENs on the channel from the first `listen` on
         self._listen_lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
         kv = f'"{schema}".kv'
@@ -256,20 +259,46 @@ class PostgresStore:
             raise
 
     def _create(self, create: bool) -> None:
+        """Open the schema's log, or make one in an empty or missing schema. A schema that holds
+        other relations but no log belongs to another program: it is refused, never written."""
         with self._pool.connection() as conn, conn.transaction():
-            exists = conn.execute(
-                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'kv'", (self.schema,)
-            ).fetchone()
-            if exists:
+            if self._holds_log(conn):
                 return
+            if not self.readonly and create:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                if self._holds_log(conn):  # another process made it meanwhile
+                    return
             if self.readonly or not create:
                 raise NoLogError(f"no log in schema {self.schema!r}")
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             conn.execute(
-                f'CREATE TABLE IF NOT EXISTS "{self.schema}".kv '
+                f'CREATE TABLE "{self.schema}".kv '
                 "(tbl smallint NOT NULL, k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (tbl, k))"
             )
+
+    def _holds_log(self, conn: Any) -> bool:
+        """True when the schema holds a log's `kv` table; False when it holds no relation at all.
+        NotALogError, naming a few of them, when it holds relations but no log."""
+        found = conn.execute(
+            "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') ORDER BY c.relname",
+            (self.schema,),
+        ).fetchall()
+        if not found:
+            return False
+        if ("kv", "r") in found:
+            columns = conn.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                (f'"{self.schema}".kv',),
+            ).fetchall()
+            if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
+                return True
+        names = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise NotALogError(
+            f"schema {self.schema!r} holds relations of another program ({names}) and no eventlog log; "
+            "give eventlog.open another schema (?schema=...)"
+        )
 
     def read(self, fn: Callable[[_PgTxn], T]) -> T:
         self._check_open()
@@ -323,26 +352,68 @@ class PostgresStore:
     def sync(self) -> None:
         self._check_open()
 
-    def wait_notify(self, timeout: float) -> bool:
-        """Wait until any process commits to this log (LISTEN/NOTIFY), at most `timeout` seconds."""
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call `callback` after every commit to this log by any process, until `close()`.
+
+        One thread per store LISTENs on the log's channel and calls every callback at each
+        notification, so every follower wakes for every commit. LISTEN is in place when this
+        returns; a lost connection is made again, and the callbacks are called once then, for
+        the commits that went unheard meanwhile. A callback given again is called once."""
         self._check_open()
         with self._listen_lock:
+            if callback not in self._callbacks:
+                self._callbacks.append(callback)
+            if self._listener is None:
+                conn = self._listen_connect()
+                self._listener = threading.Thread(
+                    target=self._listen_loop, args=(conn,), name=f"eventlog-listen-{self.schema}", daemon=True
+                )
+                self._listener.start()
+
+    def _listen_connect(self) -> Any:
+        try:
+            conn = self._psycopg.connect(self.dsn, autocommit=True)
+        except self._psycopg.Error as exc:
+            raise _translate(self._psycopg, exc) from None
+        try:
+            conn.execute(f'LISTEN "{self._channel}"')
+        except self._psycopg.Error as exc:
+            conn.close()
+            raise _translate(self._psycopg, exc) from None
+        return conn
+
+    def _listen_loop(self, conn: Any) -> None:
+        """The listener thread: wake every callback at each notification; look at `_closed`
+        every `_LISTEN_TICK_SECONDS`."""
+        while not self._closed:
             try:
-                if self._listener is None or self._listener.closed:
-                    self._listener = self._psycopg.connect(self.dsn, autocommit=True)
-                    self._listener.execute(f'LISTEN "{self._channel}"')
-                return any(True for _ in self._listener.notifies(timeout=max(timeout, 0.0), stop_after=1))
-            except self._psycopg.Error as exc:
-                raise _translate(self._psycopg, exc) from None
+                if conn is None:
+                    conn = self._listen_connect()
+                    self._wake()
+                for _ in conn.notifies(timeout=_LISTEN_TICK_SECONDS):
+                    self._wake()
+            except (self._psycopg.Error, EventLogError):
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(_LISTEN_TICK_SECONDS)
+        if conn is not None:
+            conn.close()
+
+    def _wake(self) -> None:
+        with self._listen_lock:
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            callback()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._pool.close()
-        with self._listen_lock:
-            if self._listener is not None:
-                self._listener.close()
+        listener = self._listener
+        if listener is not None and listener is not threading.current_thread():
+            listener.join(timeout=4 * _LISTEN_TICK_SECONDS)
 
     def connections(self) -> int:
         """Connections the pool holds open now."""
@@ -382,6 +453,9 @@ def _configure(conn: Any) -> None:
 
 _POOL_TIMEOUT_SECONDS = 30.0
 """How long an operation waits for a free connection of the pool."""
+
+_LISTEN_TICK_SECONDS = 0.2
+"""How often the listener thread looks whether the store was closed (so `close()` waits at most this)."""
 
 
 def _translate(psycopg: Any, exc: Exception) -> EventLogError:
