@@ -553,6 +553,42 @@ def test_writes_are_committed_when_put_writes_returns(open_log: Callable[..., ev
     assert kinds[-2:] in (["WritesSaved", "CheckpointSaved"], ["CheckpointSaved", "WritesSaved"])
 
 
+def test_a_caller_that_puts_after_its_own_writes_waits_once(
+    open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread that calls `put_writes` and then makes the next `put` itself (a copy, a
+    migration) waits for a put once; after that its writes are committed at once."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 0.5)
+    log = open_log()
+    saver = EventLogSaver(log)
+    source = InMemorySaver()
+    graph = _one_node_chat(source)
+    cfg = {"configurable": {"thread_id": "moved"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg)
+    tuples = list(reversed(list(source.list(cfg))))
+    assert len(tuples) >= 6 and any(t.pending_writes for t in tuples)
+    started = time.monotonic()
+    for t in tuples:
+        parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
+        at = saver.put(
+            {"configurable": {"thread_id": "moved", "checkpoint_ns": "", "checkpoint_id": parent}},
+            t.checkpoint,
+            t.metadata,
+            t.checkpoint["channel_versions"],
+        )
+        tasks: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or []:
+            tasks.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in tasks.items():
+            saver.put_writes(at, writes, task_id)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0, f"{elapsed:.2f} s: every put_writes waited for a put"
+    mine = [(w[0], w[1]) for t in saver.list(cfg) for w in t.pending_writes or []]
+    theirs = [(w[0], w[1]) for t in source.list(cfg) for w in t.pending_writes or []]
+    assert mine == theirs
+
+
 # -- a process killed in the middle of a superstep -------------------------------------------------
 
 _KILLED = textwrap.dedent(
