@@ -106,3 +106,17 @@ def test_postgres_suite(tmp_path: Path) -> None:
     assert suite["skipped"] is None
     assert {t["name"] for t in suite["targets"]} >= {"PostgreSQL 4 writer processes ÷ 1"}
     assert suite["metrics"]["processes"]["eventlog_appends_per_s"]["4"] > 0
+
+
+def test_fleet_suite(tmp_path: Path) -> None:
+    """One process of each saver, two turns: the fleet runs, checks its threads and reports a ratio."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install 'eventlog[bench]'")
+    env = {"EVENTLOG_BENCH_FLEET_N": "1", "EVENTLOG_BENCH_FLEET_TURNS": "2"}
+    data = _run(["fleet", "--quick"], tmp_path, env=env)
+    suite = data["suites"]["fleet"]
+    assert suite["skipped"] is None
+    rates = suite["metrics"]["turns_per_s"]
+    assert set(rates) == {"eventlog-lmdb", "langgraph-sqlite"} and all(r["1"] > 0 for r in rates.values())
+    assert [t["name"] for t in suite["targets"]] == [
+        "EventLogSaver, LMDB (sync) ÷ SqliteSaver (WAL, one file), 1 processes"
+    ]

@@ -43,6 +43,7 @@ from eventlog.langgraph import (
     run_id_of,
     thread_of,
 )
+from eventlog.langgraph import _saver as saver_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -475,6 +476,117 @@ def test_a_run_of_other_events_is_not_taken_for_a_thread(open_log: Callable[...,
     log.append("mine", StepCompleted(node="a", superstep=1))
     with pytest.raises(LangGraphThreadError, match="not a LangGraph thread"):
         chat_graph(EventLogSaver(log)).invoke({"messages": []}, {"configurable": {"thread_id": "mine"}})
+
+
+# -- a superstep's writes share its checkpoint's commit ---------------------------------------------
+
+
+def _one_node_chat(saver: Any) -> Any:
+    g = StateGraph(Chat)
+    g.add_node("chatbot", lambda state: {"messages": [AIMessage(content=f"answer {len(state['messages'])}")]})
+    g.add_edge(START, "chatbot")
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_superstep_writes_share_the_commit_of_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    """Under `sync` and `async`, each superstep's `put_writes` are committed with the `put` that
+    ends it: one commit per checkpoint, not one per call; the thread reads as on InMemorySaver."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 10.0)  # a loaded machine still shares
+    turns = 3
+    ours, theirs = EventLogSaver.from_path(tmp_path / "log"), InMemorySaver()
+    with ours as saver:
+        calls: list[str] = []
+        for name in ("put", "put_writes"):
+            method = getattr(saver, name)
+
+            def counted(*a: Any, _m: Any = method, _n: str = name, **k: Any) -> Any:
+                calls.append(_n)
+                return _m(*a, **k)
+
+            setattr(saver, name, counted)
+        before = saver.log._writer.commits
+        runs = []
+        for s in (saver, theirs):
+            graph = _one_node_chat(s)
+            cfg = {"configurable": {"thread_id": "shared"}}
+            for i in range(turns):
+                graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg, durability=durability)
+            runs.append([snapshot(h) for h in graph.get_state_history(cfg)])
+        commits = saver.log._writer.commits - before
+        assert runs[0] == runs[1]
+        assert calls.count("put_writes") >= 2 * turns
+        assert commits == calls.count("put")  # every put_writes went into a put's commit
+
+
+def test_writes_are_committed_when_put_writes_returns(open_log: Callable[..., eventlog.EventLog]) -> None:
+    """A `put_writes` no `put` follows is committed alone before it returns; one a put takes from
+    another thread returns once that put has committed it."""
+    log = open_log()
+    saver = EventLogSaver(log)
+    graph = _one_node_chat(saver)
+    cfg = {"configurable": {"thread_id": "acked"}}
+    graph.invoke({"messages": [HumanMessage(content="q", id="q")]}, cfg)
+    head = graph.get_state(cfg).config
+    saver.put_writes(head, [("messages", [HumanMessage(content="late", id="late")])], "task-1")
+    kinds = [type(e.event).__name__ for e in log.read("acked")]
+    assert kinds[-1] == "WritesSaved"
+    assert [w[0] for w in saver.get_tuple(head).pending_writes] == ["task-1"]
+
+    done: list[bool] = []
+
+    def write() -> None:
+        saver.put_writes(head, [("messages", [HumanMessage(content="more", id="more")])], "task-2")
+        done.append(any(isinstance(e.event, WritesSaved) and e.event.task_id == "task-2" for e in log.read("acked")))
+
+    t = threading.Thread(target=write)
+    t.start()
+    tup = saver.get_tuple(head)
+    assert tup is not None
+    checkpoint = {**tup.checkpoint, "id": "1f0" + "0" * 33}
+    saver.put(head, checkpoint, {"source": "update", "step": 9}, {})
+    t.join()
+    assert done == [True]  # answered only once its writes were in the log
+    kinds = [type(e.event).__name__ for e in log.read("acked")]
+    assert kinds[-2:] in (["WritesSaved", "CheckpointSaved"], ["CheckpointSaved", "WritesSaved"])
+
+
+def test_a_caller_that_puts_after_its_own_writes_waits_once(
+    open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread that calls `put_writes` and then makes the next `put` itself (a copy, a
+    migration) waits for a put once; after that its writes are committed at once."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 0.5)
+    log = open_log()
+    saver = EventLogSaver(log)
+    source = InMemorySaver()
+    graph = _one_node_chat(source)
+    cfg = {"configurable": {"thread_id": "moved"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg)
+    tuples = list(reversed(list(source.list(cfg))))
+    assert len(tuples) >= 6 and any(t.pending_writes for t in tuples)
+    started = time.monotonic()
+    for t in tuples:
+        parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
+        at = saver.put(
+            {"configurable": {"thread_id": "moved", "checkpoint_ns": "", "checkpoint_id": parent}},
+            t.checkpoint,
+            t.metadata,
+            t.checkpoint["channel_versions"],
+        )
+        tasks: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or []:
+            tasks.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in tasks.items():
+            saver.put_writes(at, writes, task_id)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0, f"{elapsed:.2f} s: every put_writes waited for a put"
+    mine = [(w[0], w[1]) for t in saver.list(cfg) for w in t.pending_writes or []]
+    theirs = [(w[0], w[1]) for t in source.list(cfg) for w in t.pending_writes or []]
+    assert mine == theirs
 
 
 # -- a process killed in the middle of a superstep -------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -31,7 +32,11 @@ from ._values import Values
 from ._workers import Workers, async_iter_twin, async_twin
 from ._write import Writer, next_version
 
-__all__ = ["EventLogSaver"]
+__all__ = ["SHARE_SECONDS", "EventLogSaver"]
+
+
+SHARE_SECONDS = 0.02
+"""How long a `put_writes` waits for the `put` of its superstep, to share its commit."""
 
 
 class _Ops:
@@ -75,6 +80,9 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     ) -> None:
         super().__init__(serde=serde if serde is not None else SafeSerializer())
         self._workers = Workers(workers)
+        self._caller = threading.local()
+        """Per calling thread: `alone`, the checkpoint of its last put_writes no put took;
+        `sequential`, True once that thread made the next put itself (it never waits again)."""
         self.log = log
         self.reducer = ThreadReducer()
         self._threads = Threads(log, self.reducer, cache_size)
@@ -143,6 +151,9 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         """Append the checkpoint as a change of its parent: only the channels in `new_versions`,
         and for a list that grew, only the items appended."""
+        parent = config["configurable"].get("checkpoint_id")
+        if parent is not None and getattr(self._caller, "alone", None) == parent:
+            self._caller.sequential = True  # it puts after its own writes: waiting would gain nothing
         return self._workers.call(self._ops().write.put, config, checkpoint, metadata, new_versions)
 
     aput = async_twin(put)
@@ -156,8 +167,25 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         """Append writes pending on the config's checkpoint; a write saved before under the same
-        task and index is not saved again (LangGraph's special channels are replaced)."""
-        self._workers.call(self._ops().write.put_writes, config, writes, task_id, task_path)
+        task and index is not saved again (LangGraph's special channels are replaced).
+
+        The writes of a superstep's tasks share the commit of the `put` that ends it when that
+        put comes within `SHARE_SECONDS` (LangGraph calls it without waiting for them, under
+        `durability="sync"` and `"async"`); otherwise they are committed alone, and a thread that
+        then makes that put itself (a copy, a migration) no longer waits. Either way this
+        returns only once they are committed (docs/guides/langgraph.md, "Durability, and how fast")."""
+        ops = self._ops()
+        # an async twin (in a worker) and a caller that makes the next put itself commit at once
+        if not self._workers.inside() and not getattr(self._caller, "sequential", False):
+            run, waiting = ops.write.offer(config, writes, task_id, task_path)
+            if not waiting.done.wait(SHARE_SECONDS) and not ops.write.withdraw(run, waiting):
+                waiting.done.wait()  # a put took it just now: it answers
+            if waiting.done.is_set():
+                if waiting.error is not None:
+                    raise waiting.error
+                return
+            self._caller.alone = waiting.checkpoint_id
+        self._workers.call(ops.write.put_writes, config, writes, task_id, task_path)
 
     aput_writes = async_twin(put_writes)
     """Async `put_writes`."""

@@ -20,7 +20,7 @@ from ..log import EventLog
 from ..runwriter import RunWriter
 from ._events import POLICY, Blob, LangGraphThreadError, ThreadReducer, ThreadState
 
-__all__ = ["REWRITE", "Mark", "Run", "Threads", "checkpoint_metadata", "mark_of", "run_id_of", "thread_of"]
+__all__ = ["REWRITE", "Mark", "Run", "Threads", "Waiting", "checkpoint_metadata", "mark_of", "run_id_of", "thread_of"]
 
 REWRITE = "|:rewrite"
 """Suffix of the run a rewrite stages its result in (no LangGraph namespace starts with `:`)."""
@@ -77,6 +77,19 @@ def mark_of(offset: int, metadata: Mapping[str, Any]) -> Mark | None:
     return Mark(offset, cid, Blob(str(md[0]), bytes(md[1])))
 
 
+class Waiting:
+    """A `put_writes` waiting for the `put` that ends its superstep, to be committed with it.
+
+    The caller is answered only once its writes are committed (`done`), by that put or alone."""
+
+    def __init__(self, checkpoint_id: str, task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> None:
+        self.checkpoint_id, self.task_id, self.task_path, self.writes = checkpoint_id, task_id, task_path, writes
+        self.taken = False
+        """A put took it (under the run's lock): only that put answers it now."""
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
 class Run:
     """What the saver keeps in memory of one run; every use holds `lock`."""
 
@@ -94,6 +107,8 @@ class Run:
         self.position: dict[str, int] = {}
         self.current: Blob | None = None
         """Metadata of the current checkpoint, when known."""
+        self.waiting: list[Waiting] = []
+        """`put_writes` calls waiting to share the commit of the next `put` (kept by `forget`)."""
 
     def forget(self) -> None:
         self.rec, self.number, self.lists, self.marks, self.position, self.current = None, 0, {}, None, {}, None

@@ -30,9 +30,13 @@ class Workers:
 
     def call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run `fn` in a worker thread (at once when already in one) and return its result."""
-        if getattr(self._local, "worker", False):
+        if self.inside():
             return fn(*args, **kwargs)
         return self._pool.submit(self._work, fn, args, kwargs).result()
+
+    def inside(self) -> bool:
+        """Whether the calling thread is one of the pool's."""
+        return bool(getattr(self._local, "worker", False))
 
     async def acall(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """`call` for async callers: the event loop waits without blocking (never on an fsync)."""

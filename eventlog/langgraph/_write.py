@@ -28,7 +28,7 @@ from ._events import (
     WriteValue,
 )
 from ._rewrite import Part
-from ._threads import Mark, Run, checkpoint_metadata
+from ._threads import Mark, Run, Waiting, checkpoint_metadata
 
 __all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items"]
 
@@ -81,22 +81,50 @@ class Writer(Part):
         run = self.rewriter.open(thread_id, ns)
         md = self.values.blob(get_serializable_checkpoint_metadata(config, metadata))
         with run.lock:
-            for _ in range(CONFLICT_RETRIES):
-                rec = self.threads.writer(run)
-                event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
-                try:
-                    rec.append_many([event], checkpoint_metadata=checkpoint_metadata(event.checkpoint_id, md))
-                except ConflictError:  # another writer appended: rebuild against what it wrote
-                    run.forget()
-                    continue
-                run.lists, run.current = lists, md
-                if run.marks is not None:
-                    run.position[event.checkpoint_id] = len(run.marks)
-                    run.marks.append(Mark(rec.offset, event.checkpoint_id, md))
-                break
-            else:
-                raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
+            shared = [w for w in run.waiting if w.checkpoint_id == parent]  # its superstep's writes
+            for w in shared:
+                w.taken = True
+                run.waiting.remove(w)
+            try:
+                self._put(run, checkpoint, new_versions, parent, md, shared)
+            except BaseException as exc:
+                for w in shared:
+                    w.error = exc
+                raise
+            finally:
+                for w in shared:
+                    w.done.set()
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+
+    def _put(
+        self,
+        run: Run,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+        parent: str | None,
+        md: Blob,
+        shared: list[Waiting],
+    ) -> None:
+        """Append the checkpoint, after the writes of `shared`, in one commit (the run's lock held)."""
+        for _ in range(CONFLICT_RETRIES):
+            rec = self.threads.writer(run)
+            writes: list[WritesSaved] = []
+            for w in shared:
+                saved = self.writes_event(run, rec.state, w, writes)
+                if saved is not None:
+                    writes.append(saved)
+            event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
+            try:
+                rec.append_many([*writes, event], checkpoint_metadata=checkpoint_metadata(event.checkpoint_id, md))
+            except ConflictError:  # another writer appended: rebuild against what it wrote
+                run.forget()
+                continue
+            run.lists, run.current = lists, md
+            if run.marks is not None:
+                run.position[event.checkpoint_id] = len(run.marks)
+                run.marks.append(Mark(rec.offset, event.checkpoint_id, md))
+            return
+        raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
 
     def checkpoint_event(
         self,
@@ -183,6 +211,33 @@ class Writer(Part):
                 kept = run.lists[channel] = value
         return kept
 
+    def offer(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> tuple[Run, Waiting]:
+        """A `put_writes` made to wait for the put of its checkpoint's superstep (see `withdraw`)."""
+        conf = config["configurable"]
+        run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        waiting = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
+        with run.lock:
+            run.waiting.append(waiting)
+        return run, waiting
+
+    @staticmethod
+    def withdraw(run: Run, waiting: Waiting) -> bool:
+        """Take back an offered `put_writes` no put took: True when the caller must write it itself."""
+        with run.lock:
+            if waiting.taken:
+                return False
+            run.waiting.remove(waiting)
+            return True
+
+    def blobs(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[int, str, Any]]:
+        return [(WRITES_IDX_MAP.get(ch, i), ch, value) for i, (ch, value) in enumerate(writes)]
+
     def put_writes(
         self,
         config: RunnableConfig,
@@ -190,29 +245,35 @@ class Writer(Part):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """What `EventLogSaver.put_writes` does."""
+        """What `EventLogSaver.put_writes` does when it commits alone."""
         conf = config["configurable"]
         run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
-        checkpoint_id = conf["checkpoint_id"]
-        blobs = [(WRITES_IDX_MAP.get(ch, i), ch, value) for i, (ch, value) in enumerate(writes)]
+        alone = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
         with run.lock:
             for _ in range(CONFLICT_RETRIES):
                 rec = self.threads.writer(run)
-                known = {(w.task_id, w.idx) for w in self.writes_of(run, rec.state, checkpoint_id)}
-                items = [
-                    WriteValue(idx, ch, self.values.blob(value))
-                    for idx, ch, value in blobs
-                    if idx < 0 or (task_id, idx) not in known
-                ]
-                if not items:
+                event = self.writes_event(run, rec.state, alone, [])
+                if event is None:
                     return
                 try:
-                    rec.append_many([WritesSaved(checkpoint_id, task_id, task_path, items)])
+                    rec.append_many([event])
                 except ConflictError:
                     run.forget()
                     continue
                 return
             raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
+
+    def writes_event(self, run: Run, state: ThreadState, w: Waiting, before: list[WritesSaved]) -> WritesSaved | None:
+        """The event of a `put_writes` onto the run at `state`, after the events `before` of the same
+        commit; None when each write is saved already (LangGraph's special channels are replaced)."""
+        known = {(x.task_id, x.idx) for x in self.writes_of(run, state, w.checkpoint_id)}
+        known |= {(e.task_id, v.idx) for e in before if e.checkpoint_id == w.checkpoint_id for v in e.writes}
+        items = [
+            WriteValue(idx, ch, self.values.blob(value))
+            for idx, ch, value in w.writes
+            if idx < 0 or (w.task_id, idx) not in known
+        ]
+        return WritesSaved(w.checkpoint_id, w.task_id, w.task_path, items) if items else None
 
     def writes_of(self, run: Run, state: ThreadState, checkpoint_id: str) -> list[Write]:
         """The writes pending on a checkpoint of the run whose head state is `state`."""

@@ -22,6 +22,7 @@ SUITES: dict[str, str] = {
     "postgres": "tools.bench.postgres",
     "scale": "tools.bench.scale",
     "chat": "tools.bench.chat",
+    "fleet": "tools.bench.fleet",
     "wayflow": "tools.bench.wayflow",
     "ui_open": "tools.bench.ui_open",
 }

@@ -13,7 +13,8 @@ EVENTLOG_BENCH_PG_DSN set, EventLogSaver on PostgreSQL beside PostgresSaver on t
 server; each turn is one `invoke` with
 `durability="exit"` (one checkpoint per turn). Reported: bytes on disk (InMemorySaver:
 bytes of its serialized blobs) and per-turn wall time at turns 1, 100, 200 and 1,000
-(the median of that turn and the four before it), for a 1,000-turn chat; plus a separate
+(the median of that turn and the four before it), for a 1,000-turn chat
+(`EVENTLOG_BENCH_CHAT_TURNS`; with 200 the last two marks are turn 200); plus a separate
 200-turn eventlog chat measured after close.
 """
 
@@ -86,9 +87,9 @@ def run(ctx: Context) -> SuiteResult:
     from . import _langgraph as lg
 
     res = SuiteResult("chat", __doc__.strip().splitlines()[0])
-    long_t = ctx.n(1000, 50)
-    short_t = ctx.n(200, 20)
-    mid_t = ctx.n(100, 10)
+    long_t = ctx.size("EVENTLOG_BENCH_CHAT_TURNS", 1000, 50)
+    short_t = min(ctx.n(200, 20), long_t)
+    mid_t = min(ctx.n(100, 10), short_t)
     marks = [1, mid_t, short_t, long_t]
     sample_turns = set(marks) | set(range(0, long_t + 1, max(1, long_t // 40))) - {0}
     users, replies = _texts(long_t)

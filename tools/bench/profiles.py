@@ -10,7 +10,11 @@ as text (the call tree, frames under 1% of the time folded away) to DIR
   of 1,000, across the dictionary training thresholds;
 - `replay_agent`: `state_at(run, head)` over 100,000 agent-mix events, twice;
 - `postgres_single` and `postgres_batch` (when `EVENTLOG_BENCH_PG_DSN` is set): 1,000 single
-  appends, and 20 `append_many` of 1,000, to a schema of their own.
+  appends, and 20 `append_many` of 1,000, to a schema of their own;
+- `saver_lmdb` and `saver_postgres` (the latter with `EVENTLOG_BENCH_PG_DSN`): the fleet suite's
+  chat, 40 turns on one thread with LangGraph's default durability, `EventLogSaver` over LMDB
+  (durability `sync`) or PostgreSQL; what is profiled is the saver's one worker thread, where
+  every call of LangGraph's runs (the graph's own threads are not in the tree).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any
 from ._common import agent_events, chunks
 
 Prepared = tuple[Callable[[], None], Callable[[], None]]  # (the profiled work, the cleanup)
+_IN_THREAD: dict[str, Callable[[Callable[[], None]], None]] = {}
+"""Profiles whose work runs in another thread: how to run the profiler's start and stop there."""
 
 
 def _lmdb(durability: str) -> Any:
@@ -100,7 +106,49 @@ def _postgres(batch: bool) -> Prepared | None:
     return work, cleanup
 
 
+def _saver(name: str, postgres: bool) -> Prepared | None:
+    dsn = os.environ.get("EVENTLOG_BENCH_PG_DSN")
+    if postgres and not dsn:
+        return None
+    from langchain_core.messages import HumanMessage
+
+    import eventlog
+    from eventlog.langgraph import EventLogSaver
+
+    from ._langgraph import _build, _pg_drop
+    from .fleet import texts
+
+    schema = f"profile_saver_{os.getpid()}"
+    if postgres:
+        assert dsn is not None
+        _pg_drop(dsn, schema)
+        log = eventlog.open(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+    else:
+        log = eventlog.open(tempfile.mkdtemp(prefix="eventlog-profile-"), durability="sync")
+    saver = EventLogSaver(log, workers=1)
+    users, replies = texts(40)
+    graph = _build(saver, False, replies)
+    graph.invoke({"messages": [HumanMessage(content="hello", id="w1")]}, {"configurable": {"thread_id": "warm"}})
+    _IN_THREAD[name] = saver._workers.call
+
+    def work() -> None:
+        config = {"configurable": {"thread_id": "profiled"}}
+        for i, text in enumerate(users):
+            graph.invoke({"messages": [HumanMessage(content=text, id=f"u{i + 1}")]}, config)
+
+    def cleanup() -> None:
+        saver.close()
+        log.close()
+        if postgres:
+            assert dsn is not None
+            _pg_drop(dsn, schema)
+
+    return work, cleanup
+
+
 PROFILES: dict[str, Callable[[], Prepared | None]] = {
+    "saver_lmdb": lambda: _saver("saver_lmdb", postgres=False),
+    "saver_postgres": lambda: _saver("saver_postgres", postgres=True),
     "append_single": append_single,
     "append_batch_fresh": append_batch_fresh,
     "replay_agent": replay_agent,
@@ -128,9 +176,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         work, cleanup = prepared
         profiler = Profiler(interval=0.0005, async_mode="disabled")
+        in_thread = _IN_THREAD.get(name, lambda fn: fn())
         try:
-            with profiler:
+            in_thread(profiler.start)
+            try:
                 work()
+            finally:
+                in_thread(profiler.stop)
         finally:
             cleanup()
         text = profiler.output_text(unicode=True, color=False, show_all=False, timeline=False)

@@ -1,0 +1,210 @@
+"""Fleet: N processes run the same LangGraph chat, each on its own thread, over one store.
+
+Each process compiles the chat suite's one-node `add_messages` graph with its saver, plays one
+warm-up turn on a thread of its own, waits for the others, then plays `EVENTLOG_BENCH_FLEET_TURNS`
+turns (40; short messages: a 40-character question, a 120-character reply), one
+`graph.invoke` each with LangGraph's default durability (`"async"`). The figure is the
+fleet's turns per second: every process's turns over the wall time from the common start to the
+last process's end. Side by side, in one run: `EventLogSaver` on an LMDB directory
+(durability `sync`, fsync per commit) and LangGraph's `SqliteSaver` on one SQLite file (WAL,
+`synchronous=FULL`), and, with `EVENTLOG_BENCH_PG_DSN` set, `EventLogSaver` on a PostgreSQL
+schema and `PostgresSaver` on another schema of the same server (both dropped after), each at
+N = 1, 4 and 8 (`EVENTLOG_BENCH_FLEET_N`, comma-separated).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sqlite3
+import time
+from typing import Any
+
+from ._common import Context, SuiteResult, Text
+
+TURNS_ENV = "EVENTLOG_BENCH_FLEET_TURNS"
+N_ENV = "EVENTLOG_BENCH_FLEET_N"
+PAIRS = (("eventlog-lmdb", "langgraph-sqlite"), ("eventlog-pg", "langgraph-postgres"))
+"""(eventlog's system, the LangGraph saver it replaces): each pair shares a table row."""
+_LABELS = {
+    "eventlog-lmdb": "EventLogSaver, LMDB (sync)",
+    "langgraph-sqlite": "SqliteSaver (WAL, one file)",
+    "eventlog-pg": "EventLogSaver, PostgreSQL",
+    "langgraph-postgres": "PostgresSaver",
+}
+
+
+def texts(turns: int) -> tuple[list[str], list[str]]:
+    t = Text(4040)
+    return [t.words(40) for _ in range(turns)], [t.words(120) for _ in range(turns)]
+
+
+def _open(system: str, where: str) -> tuple[Any, list[Any]]:
+    """A saver of `system` over the store at `where` (a directory, or a PostgreSQL DSN and
+    schema as `DSN#schema`), and what to close after."""
+    if system == "eventlog-lmdb":
+        import eventlog
+        from eventlog.langgraph import EventLogSaver
+
+        log = eventlog.open(where, durability="sync")
+        saver = EventLogSaver(log)
+        return saver, [saver.close, log.close]
+    if system == "eventlog-pg":
+        import eventlog
+        from eventlog.langgraph import EventLogSaver
+
+        dsn, schema = where.split("#")
+        log = eventlog.open(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+        saver = EventLogSaver(log)
+        return saver, [saver.close, log.close]
+    if system == "langgraph-sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(os.path.join(where, "checkpoints.sqlite"), check_same_thread=False, timeout=120)
+        saver = SqliteSaver(conn)
+        saver.setup()  # WAL (SqliteSaver's setup), sqlite3's default synchronous=FULL
+        return saver, [conn.close]
+    if system == "langgraph-postgres":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        dsn, schema = where.split("#")
+        pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        pg.execute(f'SET search_path TO "{schema}"')
+        return PostgresSaver(pg), [pg.close]  # type: ignore[arg-type]
+    raise ValueError(system)
+
+
+def _prepare(system: str, where: str) -> None:
+    """Make the store once, before the fleet starts (schemas, tables)."""
+    if system == "langgraph-postgres":
+        import psycopg
+
+        dsn, schema = where.split("#")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+    saver, closers = _open(system, where)
+    if system == "langgraph-postgres":
+        saver.setup()
+    for close in closers:
+        close()
+
+
+def worker(system: str, where: str, k: int, turns: int, barrier: Any, out: Any) -> None:
+    """One process of the fleet: a warm-up turn, the common start, `turns` turns on thread `fleet-k`."""
+    from langchain_core.messages import HumanMessage
+
+    from ._langgraph import _build
+
+    users, replies = texts(turns)
+    saver, closers = _open(system, where)
+    try:
+        graph = _build(saver, False, replies)
+        graph.invoke(
+            {"messages": [HumanMessage(content="hello", id="w1")]}, {"configurable": {"thread_id": f"warm-{k}"}}
+        )
+        barrier.wait()
+        t0 = time.monotonic()
+        config = {"configurable": {"thread_id": f"fleet-{k}"}}
+        for i, text in enumerate(users):
+            graph.invoke({"messages": [HumanMessage(content=text, id=f"u{i + 1}")]}, config)
+        t1 = time.monotonic()
+        n = len(graph.get_state(config).values["messages"])
+        if n != 2 * turns:
+            raise AssertionError(f"{system}: thread fleet-{k} holds {n} messages, not {2 * turns}")
+        out.put((k, t0, t1, None))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        out.put((k, 0.0, 0.0, f"{type(exc).__name__}: {exc}"))
+        barrier.abort()
+    finally:
+        for close in closers:
+            close()
+
+
+def fleet(system: str, where: str, n: int, turns: int) -> float:
+    """Turns per second of `n` processes of `system` over the store at `where`."""
+    _prepare(system, where)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(n)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(system, where, k, turns, barrier, out)) for k in range(n)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=900) for _ in procs]
+    for p in procs:
+        p.join()
+    errors = [r[3] for r in results if r[3]]
+    if errors:
+        raise RuntimeError(f"{system} with {n} processes: {errors[0]}")
+    start, end = min(r[1] for r in results), max(r[2] for r in results)
+    return n * turns / (end - start)
+
+
+def _pg_where(dsn: str, system: str, n: int) -> str:
+    return f"{dsn}#bench_fleet_{system.replace('-', '_')}_{n}_{os.getpid()}"
+
+
+def run(ctx: Context) -> SuiteResult:
+    from . import _langgraph as lg
+
+    res = SuiteResult("fleet", __doc__.strip().splitlines()[0])
+    why = lg.missing()
+    if why is None and not lg.sqlite_available():
+        why = "langgraph-checkpoint-sqlite is not installed; pip install 'eventlog[bench]'"
+    if why:
+        res.skipped = why
+        return res
+    turns = ctx.size(TURNS_ENV, 40, 5)
+    counts = [int(x) for x in os.environ.get(N_ENV, "1,4,8").split(",") if x.strip()]
+    dsn = lg.pg_dsn()
+    pairs = list(PAIRS[:1])
+    if dsn is None:
+        res.metrics["skipped"] = f"PostgreSQL: set {lg.PG_DSN_ENV} to a PostgreSQL DSN to run it"
+    elif not lg.postgres_saver_available():
+        res.metrics["skipped"] = "PostgreSQL: langgraph-checkpoint-postgres is not installed"
+    else:
+        pairs.append(PAIRS[1])
+    table: dict[str, dict[int, float]] = {}
+    for pair in pairs:
+        for n in counts:
+            for system in pair:
+                print(f"  fleet: {system}, {n} processes x {turns} turns ...", flush=True)
+                if system.endswith("pg") or system.endswith("postgres"):
+                    assert dsn is not None
+                    where = _pg_where(dsn, system, n)
+                    try:
+                        rate = fleet(system, where, n, turns)
+                    finally:
+                        lg._pg_drop(dsn, where.split("#")[1])
+                else:
+                    where = ctx.path(f"{system}-{n}")
+                    os.makedirs(where, exist_ok=True)
+                    rate = fleet(system, where, n, turns)
+                table.setdefault(system, {})[n] = rate
+        ours, theirs = pair
+        for n in counts:
+            a, b = table[ours][n], table[theirs][n]
+            res.row(_LABELS[ours], f"{n} processes, turns/s", a, "turns/s", note=f"{_LABELS[theirs]}: {b:.1f}")
+            res.row(_LABELS[theirs], f"{n} processes, turns/s", b, "turns/s")
+            needs = ours == "eventlog-pg" or n in (1, 4)
+            if needs:
+                res.target(f"{_LABELS[ours]} ÷ {_LABELS[theirs]}, {n} processes", a / b, 1.0, ">=", "x")
+    res.metrics["turns"] = turns
+    res.metrics["processes"] = counts
+    res.metrics["turns_per_s"] = {s: {str(n): r for n, r in by.items()} for s, by in table.items()}
+    print(markdown(table, counts, pairs, turns), flush=True)
+    return res
+
+
+def markdown(table: dict[str, dict[int, float]], counts: list[int], pairs: list[tuple[str, str]], turns: int) -> str:
+    """The fleet's figures as the Markdown table docs/benchmarks.md shows."""
+    lines = [
+        "| store | processes | eventlog turns/s | LangGraph's saver turns/s | ratio |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for ours, theirs in pairs:
+        for n in counts:
+            a, b = table[ours][n], table[theirs][n]
+            lines.append(f"| {_LABELS[ours]} vs {_LABELS[theirs]} | {n} | {a:.1f} | {b:.1f} | {a / b:.2f} |")
+    return f"fleet, {turns} turns per process\n" + "\n".join(lines)
