@@ -117,3 +117,30 @@ def build_flow(script: Sequence[Message | Exception] = (), *, flow_id: str = "tr
         id=flow_id,
         name="trip_flow",
     )
+
+
+def build_a2a(agent_id: str = "remote-agent") -> Any:
+    """A client of a remote A2A agent at a local address nothing listens on (it is never called)."""
+    import warnings
+
+    from wayflowcore.a2a.a2aagent import A2AAgent, A2AConnectionConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # verify=False warns
+        config = A2AConnectionConfig(verify=False, id="remote-connection")
+    return A2AAgent(agent_url="http://127.0.0.1:9/", connection_config=config, id=agent_id, name="remote")
+
+
+def build_oci(agent_id: str = "oci-agent") -> Any:
+    """A client of an OCI Generative AI agent (never called: OCI agents are refused before any use)."""
+    from wayflowcore.models.ociclientconfig import OCIClientConfigWithApiKey
+    from wayflowcore.ociagent import OciAgent
+
+    config = OCIClientConfigWithApiKey(service_endpoint="https://127.0.0.1:9")
+    return OciAgent(
+        agent_endpoint_id="ocid1.endpoint",
+        client_config=config,
+        id=agent_id,
+        name="oci_helper",
+        description="An OCI agent.",
+    )

@@ -28,14 +28,22 @@ from ._types import IncompatibleComponentError, WayflowCheckpointError
 if TYPE_CHECKING:
     from wayflowcore.conversation import Conversation as WayflowConversation
 
-__all__ = ["RANDOM_ID", "check_compatible", "definition_of", "dump_conversation", "load_conversation", "shape_of"]
+__all__ = [
+    "RANDOM_ID",
+    "check_compatible",
+    "components_of",
+    "definition_of",
+    "dump_conversation",
+    "load_conversation",
+    "shape_of",
+]
 
 _EXTERNAL: dict[str, Any] = {"$external": True}
 RANDOM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _STEP_KEY = "$step:"
 
 
-def _components(root: Any) -> dict[str, Any]:
+def components_of(root: Any) -> dict[str, Any]:
     """Every wayflowcore component reachable from `root` through public attributes, by reference."""
     from wayflowcore.component import Component
     from wayflowcore.serialization.context import SerializationContext
@@ -63,7 +71,7 @@ def dump_conversation(conversation: WayflowConversation, component: Any, convers
     from wayflowcore.serialization.context import SerializationContext
     from wayflowcore.serialization.serializer import serialize_to_dict
 
-    components = _components(component)
+    components = components_of(component)
     context = SerializationContext(root=conversation)
     for item in components.values():
         context.record_obj_dict(item, _EXTERNAL)  # referenced, not serialized
@@ -106,7 +114,7 @@ def _load(data: dict[str, Any], component: Any, conversation_id: str) -> Wayflow
     from wayflowcore.serialization.context import DeserializationContext
     from wayflowcore.serialization.serializer import autodeserialize_from_dict
 
-    components = _components(component)
+    components = components_of(component)
     _rename_step_keys(data, components, to_names=False, conversation_id=conversation_id)
     missing = sorted(
         ref
