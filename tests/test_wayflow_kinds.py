@@ -4,6 +4,7 @@ LMDB and PostgreSQL, restores in a real new process where the point is a restart
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -15,15 +16,24 @@ import pytest
 
 pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
 
-from wayflow_app import build_a2a, build_agent, build_oci
+from wayflow_app import NESTED_KINDS, booked, build_a2a, build_agent, build_nested, build_oci, call, delegate, reply
 from wayflowcore.agent import Agent, CallerInputMode
 from wayflowcore.controlconnection import ControlFlowEdge
+from wayflowcore.executors.executionstatus import ToolExecutionConfirmationStatus
 from wayflowcore.flow import Flow
 from wayflowcore.steps import AgentExecutionStep
 
 import eventlog
+from eventlog.events import ToolCallCompleted
 from eventlog.store import LMDBStore
-from eventlog.wayflow import EventLogCheckpointer, UnsupportedComponentError, start_conversation
+from eventlog.wayflow import (
+    EventLogCheckpointer,
+    Snapshot,
+    UnsupportedComponentError,
+    WayflowCheckpointError,
+    WayflowReducer,
+    start_conversation,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DURABLE = pytest.mark.parametrize("backend", ["lmdb", "postgres"], indirect=True)
@@ -109,3 +119,57 @@ def test_an_oci_agent_is_refused_by_name_with_nothing_written(log: eventlog.Even
     with pytest.raises(UnsupportedComponentError):
         start_conversation(build(), checkpointer=checkpointer, conversation_id="c")
     assert log.head("c") == 1
+
+
+# -- a tool confirmation asked at any nesting level survives a restore --------------------------
+
+
+@pytest.mark.parametrize("kind", NESTED_KINDS)
+def test_a_nested_tool_confirmation_is_answered_after_a_restore(log: eventlog.EventLog, kind: str) -> None:
+    checkpointer = EventLogCheckpointer(log)
+    booking = [call("book_hotel", "w1", city="Bern", people=2), reply("Booked.")]
+    component = build_nested(kind, delegate(kind), booking)
+    conversation = start_conversation(
+        component, messages="Book a hotel", checkpointer=checkpointer, conversation_id="c"
+    )
+    status = conversation.execute()
+    assert isinstance(status, ToolExecutionConfirmationStatus)
+    assert [r.tool_request_id for r in status.tool_requests] == ["w1"]
+    booked.clear()
+    # restored with a component built again, whose LLMs hold only what is left of their scripts
+    again = build_nested(kind, delegate(kind)[1:], booking[1:])
+    restored = start_conversation(again, checkpointer=checkpointer, conversation_id="c")
+    status = restored.status
+    assert isinstance(status, ToolExecutionConfirmationStatus)
+    status.confirm_tool_execution(status.tool_requests[0])
+    after = restored.execute()
+    assert not isinstance(after, ToolExecutionConfirmationStatus)
+    assert booked == ["Bern/2"]  # the tool ran once, after the confirmation given to the restored conversation
+    ran = [e.event for e in log.read("c") if isinstance(e.event, ToolCallCompleted)]
+    assert [(t.call_id, t.output) for t in ran if t.tool == "book_hotel"] == [("w1", "booked a room for 2 in Bern")]
+
+
+@pytest.mark.parametrize("tagged", [True, False])
+def test_a_swarm_thread_that_holds_a_component_is_refused(log: eventlog.EventLog, tagged: bool) -> None:
+    """A swarm's threads are read back from stored data; the agents they name come only from the
+    live swarm: a thread whose agent is a definition (named by type or by the field's type) is refused."""
+    checkpointer = EventLogCheckpointer(log)
+    booking = [call("book_hotel", "w1", city="Bern", people=2)]
+    start_conversation(
+        build_nested("swarm", delegate("swarm"), booking), messages="hi", checkpointer=checkpointer, conversation_id="s"
+    ).execute()
+    rec = log.recorder("s", reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
+    data = copy.deepcopy(rec.state.conversation)
+    threads = [v for v in data["_referenced_objects"].values() if v.get("_component_type") == "SwarmThread"]
+    assert threads
+    agent = {"name": "evil", "llm": {"model_type": "openaicompatible", "model_id": "m", "base_url": "http://x.invalid"}}
+    for thread in threads:
+        thread["recipient_agent"] = {"_component_type": "Agent", **agent} if tagged else agent
+    rec.append(Snapshot(checkpoint_id="evil", delta=["=", data], status=rec.state.status, reason="manual"))
+    rec.checkpoint(metadata={"save_reason": "manual"}, checkpoint_id="evil")
+    head = log.head("s")
+    with pytest.raises(
+        WayflowCheckpointError, match="conversation 's'.*" + ("'Agent'" if tagged else "recipient_agent")
+    ):
+        start_conversation(build_nested("swarm", [], []), checkpointer=checkpointer, conversation_id="s")
+    assert log.head("s") == head

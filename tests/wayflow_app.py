@@ -144,3 +144,57 @@ def build_oci(agent_id: str = "oci-agent") -> Any:
         name="oci_helper",
         description="An OCI agent.",
     )
+
+
+NESTED_KINDS = ["workers", "swarm", "sub_agent", "agent_step", "nested_flow"]
+"""Where `build_nested` puts the agent that books (and asks for a confirmation first)."""
+
+
+def booker(script: Sequence[Message | Exception]) -> Agent:
+    return Agent(
+        llm=ScriptedLlm(script, id="booker-llm"),
+        tools=[book_hotel],
+        custom_instruction="You book hotels.",
+        id="booker",
+        name="booker",
+        description="Books hotels.",
+    )
+
+
+def build_nested(kind: str, outer: Sequence[Message | Exception], inner: Sequence[Message | Exception]) -> Any:
+    """A component of `kind` with the booking agent (LLM script `inner`) nested in it; `outer` is
+    the script of the agent that hands it the work, where there is one."""
+    from wayflowcore.agent import CallerInputMode
+    from wayflowcore.managerworkers import ManagerWorkers
+    from wayflowcore.steps import AgentExecutionStep, FlowExecutionStep
+    from wayflowcore.swarm import Swarm
+
+    def front(agent_id: str, **kwargs: Any) -> Agent:
+        llm = ScriptedLlm(outer, id=f"{agent_id}-llm")
+        return Agent(
+            llm=llm, custom_instruction="You delegate.", id=agent_id, name=agent_id, description="Leads.", **kwargs
+        )
+
+    def one_step(step: Any, flow_id: str) -> Flow:
+        edges = [ControlFlowEdge(step, None)]
+        return Flow(begin_step=step, steps={step.name: step}, control_flow_edges=edges, id=flow_id, name=flow_id)
+
+    worker = booker(inner)
+    if kind == "workers":
+        return ManagerWorkers(group_manager=front("manager"), workers=[worker], id="team", name="team")
+    if kind == "swarm":
+        lead = front("lead")
+        return Swarm(first_agent=lead, relationships=[(lead, worker)], id="swarm", name="swarm")
+    if kind == "sub_agent":
+        return front("parent", agents=[worker])
+    step = AgentExecutionStep(agent=worker, caller_input_mode=CallerInputMode.ALWAYS, name="book")
+    if kind == "agent_step":
+        return one_step(step, "booking-flow")
+    return one_step(FlowExecutionStep(one_step(step, "inner-flow"), name="inner"), "outer-flow")
+
+
+def delegate(kind: str) -> list[Message]:
+    """The outer agent's script: hand the booking over, then answer once it is done."""
+    if kind == "sub_agent":
+        return [call("booker", "d1", context="Book Bern for 2"), reply("All booked.")]
+    return [call("send_message", "d1", recipient="booker", message="Book Bern for 2"), reply("All booked.")]

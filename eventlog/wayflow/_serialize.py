@@ -134,17 +134,44 @@ def _load(data: dict[str, Any], component: Any, conversation_id: str) -> Wayflow
         conversation = autodeserialize_from_dict(data, context)
     if not isinstance(conversation, Conversation):
         raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
-    # A tool-confirmation pause: the agent's pending request must be the status's own object,
-    # the one `confirm_tool_execution` marks, or the agent asks again after a restore.
-    status = conversation.status
-    state: Any = conversation.state
-    if isinstance(status, ToolExecutionConfirmationStatus) and hasattr(state, "current_tool_request"):
-        by_id = {r.tool_request_id: r for r in status.tool_requests}
-        current = state.current_tool_request
-        if current is not None and current.tool_request_id in by_id:
-            state.current_tool_request = by_id[current.tool_request_id]
-        state.tool_call_queue = [by_id.get(r.tool_request_id, r) for r in state.tool_call_queue]
+    if isinstance(conversation.status, ToolExecutionConfirmationStatus):
+        _relink_tool_requests(conversation, conversation.status)
     return conversation
+
+
+def _relink_tool_requests(conversation: WayflowConversation, status: Any) -> None:
+    """A tool-confirmation pause: every pending request, at every nesting level (sub-agents, swarm
+    members, workers, agents in flow steps, nested flows), must be the status's own object, the
+    one `confirm_tool_execution` marks, or the agent that asked asks again after a restore.
+    Deserialized, each place holds a copy: each is replaced by the status's request of its id."""
+    from wayflowcore.conversation import Conversation
+    from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.executors.executionstatus import ExecutionStatus
+    from wayflowcore.tools import ToolRequest
+
+    by_id = {r.tool_request_id: r for r in status.tool_requests}
+
+    def same(item: Any) -> Any:
+        if isinstance(item, ToolRequest):
+            return by_id.get(item.tool_request_id, item)
+        if isinstance(item, list) and any(isinstance(x, ToolRequest) for x in item):
+            return [same(x) for x in item]
+        return item
+
+    seen: set[int] = set()
+    stack: list[Any] = [conversation]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, Conversation | ConversationExecutionState | ExecutionStatus) and id(item) not in seen:
+            seen.add(id(item))
+            for name, value in vars(item).items():
+                if item is not status and (new := same(value)) is not value:
+                    setattr(item, name, new)
+                stack.append(value)
 
 
 @functools.cache
@@ -153,13 +180,14 @@ def _stored_type_ok(cls: type) -> bool:
     from wayflowcore.conversation import Conversation
     from wayflowcore.executors._events.event import Event
     from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.executors._swarmconversation import SwarmThread, SwarmUser
     from wayflowcore.executors.executionstatus import ExecutionStatus
     from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
     from wayflowcore.messagelist import Message, MessageContent, MessageList
     from wayflowcore.tools import ToolRequest, ToolResult
 
     bases: tuple[type, ...] = (Conversation, ConversationExecutionState, Event, ExecutionStatus, ExecutionInterrupt)
-    bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult)
+    bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult, SwarmThread, SwarmUser)
     return issubclass(cls, bases) and cls.__module__.split(".")[0] == "wayflowcore"
 
 
