@@ -16,7 +16,19 @@ import pytest
 
 pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
 
-from wayflow_app import NESTED_KINDS, booked, build_a2a, build_agent, build_nested, build_oci, call, delegate, reply
+from wayflow_app import (
+    LOOSE_KINDS,
+    NESTED_KINDS,
+    booked,
+    build_a2a,
+    build_agent,
+    build_loose,
+    build_nested,
+    build_oci,
+    call,
+    delegate,
+    reply,
+)
 from wayflowcore.agent import Agent, CallerInputMode
 from wayflowcore.controlconnection import ControlFlowEdge
 from wayflowcore.executors.executionstatus import ToolExecutionConfirmationStatus
@@ -28,6 +40,7 @@ from eventlog.events import ToolCallCompleted
 from eventlog.store import LMDBStore
 from eventlog.wayflow import (
     EventLogCheckpointer,
+    IncompatibleComponentError,
     Snapshot,
     UnsupportedComponentError,
     WayflowCheckpointError,
@@ -173,3 +186,113 @@ def test_a_swarm_thread_that_holds_a_component_is_refused(log: eventlog.EventLog
     ):
         start_conversation(build_nested("swarm", [], []), checkpointer=checkpointer, conversation_id="s")
     assert log.head("s") == head
+
+
+@DURABLE
+def test_a_nested_tool_confirmation_is_answered_in_a_new_process(open_log: Any, backend: str) -> None:
+    """The same, each kind in a fresh interpreter (one for all kinds: it is slow to start)."""
+    log = open_log()
+    for kind in NESTED_KINDS:
+        component = build_nested(kind, delegate(kind), [call("book_hotel", "w1", city="Bern", people=2)])
+        conversation = start_conversation(
+            component, messages="Book a hotel", checkpointer=EventLogCheckpointer(log), conversation_id=kind
+        )
+        assert isinstance(conversation.execute(), ToolExecutionConfirmationStatus)
+    out = in_new_process(
+        log,
+        f"""
+        from eventlog.wayflow import EventLogCheckpointer, start_conversation
+        from wayflow_app import booked, build_nested, delegate, reply
+        with OPEN() as log:
+            for kind in {NESTED_KINDS!r}:
+                booked.clear()
+                component = build_nested(kind, delegate(kind)[1:], [reply("Booked.")])
+                restored = start_conversation(component, checkpointer=EventLogCheckpointer(log), conversation_id=kind)
+                status = restored.status
+                status.confirm_tool_execution(status.tool_requests[0])
+                print(kind, type(restored.execute()).__name__, booked)
+        """,
+    )
+    assert out.splitlines() == [f"{kind} UserMessageRequestStatus ['Bern/2']" for kind in NESTED_KINDS]
+
+
+# -- nested components whose ids are new in each process are found back by type and name ---------
+
+
+@DURABLE
+def test_a_component_with_generated_nested_ids_is_restored_in_a_new_process(open_log: Any, backend: str) -> None:
+    """Nested agents and LLMs with fixed ids other than their names, or with generated ids (only
+    the root's is fixed); the prompts and tools wayflowcore makes inside have generated ids."""
+    log = open_log()
+    cases = [(kind, fixed) for kind in LOOSE_KINDS for fixed in (True, False)]
+    for kind, fixed in cases:
+        conversation = start_conversation(
+            build_loose(kind, [reply("Hello.")], fixed=fixed),
+            messages="hi",
+            checkpointer=EventLogCheckpointer(log),
+            conversation_id=f"{kind}-{fixed}",
+        )
+        assert conversation.execute().message.content == "Hello."
+    out = in_new_process(
+        log,
+        f"""
+        from eventlog.wayflow import EventLogCheckpointer, start_conversation
+        from wayflow_app import build_loose, reply
+        with OPEN() as log:
+            for kind, fixed in {cases!r}:
+                component = build_loose(kind, [reply("Resumed.")], fixed=fixed)
+                restored = start_conversation(
+                    component, checkpointer=EventLogCheckpointer(log), conversation_id=f"{{kind}}-{{fixed}}"
+                )
+                restored.append_user_message("go on")
+                restored.execute()
+                print(kind, fixed, "|".join(m.content for m in restored.get_messages()))
+        """,
+    )
+    assert out.splitlines() == [f"{kind} {fixed} hi|Hello.|go on|Resumed." for kind, fixed in cases]
+
+
+@pytest.mark.parametrize("kind", LOOSE_KINDS)
+def test_a_nested_component_that_is_not_there_is_refused_by_name_with_nothing_written(
+    log: eventlog.EventLog, kind: str
+) -> None:
+    checkpointer = EventLogCheckpointer(log)
+    conversation = start_conversation(
+        build_loose(kind, [reply("Hello.")], fixed=False), messages="hi", checkpointer=checkpointer, conversation_id="c"
+    )
+    conversation.execute()
+    head = log.head("c")
+    with pytest.raises(IncompatibleComponentError, match="helper"):
+        start_conversation(
+            build_loose(kind, [], fixed=False, helper="other"), checkpointer=checkpointer, conversation_id="c"
+        )
+    assert log.head("c") == head
+
+
+@pytest.mark.parametrize("identities", ["junk", {}, "each-a-dict", "each-a-deep-list", "each-an-unknown-name"])
+def test_stored_identities_that_do_not_fit_are_refused_by_name(log: eventlog.EventLog, identities: Any) -> None:
+    """The type and name a checkpoint records for a reference only choose among the live component's
+    parts: malformed, missing or unknown ones refuse the restore, named, with nothing written."""
+    checkpointer = EventLogCheckpointer(log)
+    start_conversation(
+        build_loose("swarm", [reply("Hello.")], fixed=False),
+        messages="hi",
+        checkpointer=checkpointer,
+        conversation_id="c",
+    ).execute()
+    rec = log.recorder("c", reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
+    data = copy.deepcopy(rec.state.conversation)
+    refs = list(data["$components"])
+    assert any(ref.startswith("agent/") and ref != "agent/lead" for ref in refs)  # generated ids, named by it
+    made = {
+        "each-a-dict": {ref: {"type": "Agent", "name": "lead"} for ref in refs},
+        "each-a-deep-list": {ref: [["Agent"], ["lead"]] for ref in refs},
+        "each-an-unknown-name": {ref: ["Agent", "nobody"] for ref in refs},
+    }
+    data["$components"] = made.get(identities, identities) if isinstance(identities, str) else identities
+    rec.append(Snapshot(checkpoint_id="odd", delta=["=", data], status=rec.state.status, reason="manual"))
+    rec.checkpoint(metadata={"save_reason": "manual"}, checkpoint_id="odd")
+    head = log.head("c")
+    with pytest.raises(IncompatibleComponentError, match="conversation 'c': the checkpoint refers to agent/"):
+        start_conversation(build_loose("swarm", [], fixed=False), checkpointer=checkpointer, conversation_id="c")
+    assert log.head("c") == head

@@ -198,3 +198,28 @@ def delegate(kind: str) -> list[Message]:
     if kind == "sub_agent":
         return [call("booker", "d1", context="Book Bern for 2"), reply("All booked.")]
     return [call("send_message", "d1", recipient="booker", message="Book Bern for 2"), reply("All booked.")]
+
+
+LOOSE_KINDS = ["swarm", "workers", "sub_agent"]
+"""Components whose nested parts `build_loose` may leave with generated ids."""
+
+
+def build_loose(kind: str, script: Sequence[Message | Exception], *, fixed: bool, helper: str = "helper") -> Any:
+    """A component of `kind` with a fixed root id; every nested agent and LLM has a fixed id other
+    than its name (`fixed`) or one wayflowcore generates anew in each process."""
+    from wayflowcore.managerworkers import ManagerWorkers
+    from wayflowcore.swarm import Swarm
+
+    def ids(value: str) -> dict[str, str]:
+        return {"id": value} if fixed else {}
+
+    llm = ScriptedLlm(script, **ids("lead-llm"))
+    worker = Agent(
+        llm=ScriptedLlm([], **ids("helper-llm")), tools=[weather], name=helper, description="Helps.", **ids("helper-id")
+    )
+    if kind == "workers":
+        return ManagerWorkers(group_manager=llm, workers=[worker], id="team", name="team")
+    lead = Agent(llm=llm, name="lead", description="Leads.", custom_instruction="You lead.", **ids("lead-id"))
+    if kind == "swarm":
+        return Swarm(first_agent=lead, relationships=[(lead, worker)], id="swarm", name="swarm")
+    return Agent(llm=llm, agents=[worker], name="parent", description="Parent.", id="parent")
