@@ -117,3 +117,109 @@ def build_flow(script: Sequence[Message | Exception] = (), *, flow_id: str = "tr
         id=flow_id,
         name="trip_flow",
     )
+
+
+def build_a2a(agent_id: str = "remote-agent") -> Any:
+    """A client of a remote A2A agent at a local address nothing listens on (it is never called)."""
+    import warnings
+
+    from wayflowcore.a2a.a2aagent import A2AAgent, A2AConnectionConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # verify=False warns
+        config = A2AConnectionConfig(verify=False, id="remote-connection")
+    return A2AAgent(agent_url="http://127.0.0.1:9/", connection_config=config, id=agent_id, name="remote")
+
+
+def build_oci(agent_id: str = "oci-agent") -> Any:
+    """A client of an OCI Generative AI agent (never called: OCI agents are refused before any use)."""
+    from wayflowcore.models.ociclientconfig import OCIClientConfigWithApiKey
+    from wayflowcore.ociagent import OciAgent
+
+    config = OCIClientConfigWithApiKey(service_endpoint="https://127.0.0.1:9")
+    return OciAgent(
+        agent_endpoint_id="ocid1.endpoint",
+        client_config=config,
+        id=agent_id,
+        name="oci_helper",
+        description="An OCI agent.",
+    )
+
+
+NESTED_KINDS = ["workers", "swarm", "sub_agent", "agent_step", "nested_flow"]
+"""Where `build_nested` puts the agent that books (and asks for a confirmation first)."""
+
+
+def booker(script: Sequence[Message | Exception]) -> Agent:
+    return Agent(
+        llm=ScriptedLlm(script, id="booker-llm"),
+        tools=[book_hotel],
+        custom_instruction="You book hotels.",
+        id="booker",
+        name="booker",
+        description="Books hotels.",
+    )
+
+
+def build_nested(kind: str, outer: Sequence[Message | Exception], inner: Sequence[Message | Exception]) -> Any:
+    """A component of `kind` with the booking agent (LLM script `inner`) nested in it; `outer` is
+    the script of the agent that hands it the work, where there is one."""
+    from wayflowcore.agent import CallerInputMode
+    from wayflowcore.managerworkers import ManagerWorkers
+    from wayflowcore.steps import AgentExecutionStep, FlowExecutionStep
+    from wayflowcore.swarm import Swarm
+
+    def front(agent_id: str, **kwargs: Any) -> Agent:
+        llm = ScriptedLlm(outer, id=f"{agent_id}-llm")
+        return Agent(
+            llm=llm, custom_instruction="You delegate.", id=agent_id, name=agent_id, description="Leads.", **kwargs
+        )
+
+    def one_step(step: Any, flow_id: str) -> Flow:
+        edges = [ControlFlowEdge(step, None)]
+        return Flow(begin_step=step, steps={step.name: step}, control_flow_edges=edges, id=flow_id, name=flow_id)
+
+    worker = booker(inner)
+    if kind == "workers":
+        return ManagerWorkers(group_manager=front("manager"), workers=[worker], id="team", name="team")
+    if kind == "swarm":
+        lead = front("lead")
+        return Swarm(first_agent=lead, relationships=[(lead, worker)], id="swarm", name="swarm")
+    if kind == "sub_agent":
+        return front("parent", agents=[worker])
+    step = AgentExecutionStep(agent=worker, caller_input_mode=CallerInputMode.ALWAYS, name="book")
+    if kind == "agent_step":
+        return one_step(step, "booking-flow")
+    return one_step(FlowExecutionStep(one_step(step, "inner-flow"), name="inner"), "outer-flow")
+
+
+def delegate(kind: str) -> list[Message]:
+    """The outer agent's script: hand the booking over, then answer once it is done."""
+    if kind == "sub_agent":
+        return [call("booker", "d1", context="Book Bern for 2"), reply("All booked.")]
+    return [call("send_message", "d1", recipient="booker", message="Book Bern for 2"), reply("All booked.")]
+
+
+LOOSE_KINDS = ["swarm", "workers", "sub_agent"]
+"""Components whose nested parts `build_loose` may leave with generated ids."""
+
+
+def build_loose(kind: str, script: Sequence[Message | Exception], *, fixed: bool, helper: str = "helper") -> Any:
+    """A component of `kind` with a fixed root id; every nested agent and LLM has a fixed id other
+    than its name (`fixed`) or one wayflowcore generates anew in each process."""
+    from wayflowcore.managerworkers import ManagerWorkers
+    from wayflowcore.swarm import Swarm
+
+    def ids(value: str) -> dict[str, str]:
+        return {"id": value} if fixed else {}
+
+    llm = ScriptedLlm(script, **ids("lead-llm"))
+    worker = Agent(
+        llm=ScriptedLlm([], **ids("helper-llm")), tools=[weather], name=helper, description="Helps.", **ids("helper-id")
+    )
+    if kind == "workers":
+        return ManagerWorkers(group_manager=llm, workers=[worker], id="team", name="team")
+    lead = Agent(llm=llm, name="lead", description="Leads.", custom_instruction="You lead.", **ids("lead-id"))
+    if kind == "swarm":
+        return Swarm(first_agent=lead, relationships=[(lead, worker)], id="swarm", name="swarm")
+    return Agent(llm=llm, agents=[worker], name="parent", description="Parent.", id="parent")

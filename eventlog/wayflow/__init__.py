@@ -9,7 +9,8 @@
     restored = start_conversation(agent, conversation_id=conversation.conversation_id,
                                   checkpoint_id=checkpoint.checkpoint_id, checkpointer=checkpointer)
 
-It works with a wayflowcore 26.3.x `Agent` or `Flow` (the `wayflow` extra). A conversation is
+It works with a wayflowcore 26.3.x `Agent`, `Flow`, `Swarm`, `ManagerWorkers` or `A2AAgent` (the
+`wayflow` extra; an `OciAgent` is refused). A conversation is
 one run of the log, named by its conversation id:
 
 - `wayflow.started` (first event, once per conversation): the component's id, its shape (the
@@ -49,6 +50,7 @@ from ._types import (
     IncompatibleComponentError,
     NotAWayflowConversationError,
     RestoreWithMessagesError,
+    UnsupportedComponentError,
     WayflowCheckpointError,
 )
 from ._view import VIEW
@@ -66,6 +68,7 @@ __all__ = [
     "RestoreWithMessagesError",
     "Rewound",
     "Snapshot",
+    "UnsupportedComponentError",
     "WayflowCheckpointError",
     "WayflowReducer",
     "WayflowState",

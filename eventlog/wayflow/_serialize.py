@@ -28,14 +28,25 @@ from ._types import IncompatibleComponentError, WayflowCheckpointError
 if TYPE_CHECKING:
     from wayflowcore.conversation import Conversation as WayflowConversation
 
-__all__ = ["RANDOM_ID", "check_compatible", "definition_of", "dump_conversation", "load_conversation", "shape_of"]
+__all__ = [
+    "RANDOM_ID",
+    "check_compatible",
+    "components_of",
+    "definition_of",
+    "dump_conversation",
+    "load_conversation",
+    "shape_of",
+]
 
 _EXTERNAL: dict[str, Any] = {"$external": True}
 RANDOM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _STEP_KEY = "$step:"
+_IDENTITIES = "$components"
+"""Key of the stored conversation's map from each component reference to the component's type and
+name: how a nested component whose id is new in each process is found back."""
 
 
-def _components(root: Any) -> dict[str, Any]:
+def components_of(root: Any) -> dict[str, Any]:
     """Every wayflowcore component reachable from `root` through public attributes, by reference."""
     from wayflowcore.component import Component
     from wayflowcore.serialization.context import SerializationContext
@@ -63,15 +74,18 @@ def dump_conversation(conversation: WayflowConversation, component: Any, convers
     from wayflowcore.serialization.context import SerializationContext
     from wayflowcore.serialization.serializer import serialize_to_dict
 
-    components = _components(component)
+    components = components_of(component)
+    external = {**components, **_runtime_copies(conversation, components)}
     context = SerializationContext(root=conversation)
-    for item in components.values():
+    for item in external.values():
         context.record_obj_dict(item, _EXTERNAL)  # referenced, not serialized
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = serialize_to_dict(conversation, context)
     refs = data.get("_referenced_objects", {})
     data["_referenced_objects"] = {k: v for k, v in refs.items() if v is not _EXTERNAL}
+    named = {ref: _identity(external[ref]) for ref in sorted(set(_refs(data))) if ref in external}
+    data[_IDENTITIES] = {ref: who for ref, who in named.items() if who is not None}
     try:
         plain = msgspec.msgpack.decode(msgspec.msgpack.encode(data))  # a copy that shares nothing with the live objects
     except (TypeError, ValueError, OverflowError) as exc:
@@ -106,37 +120,124 @@ def _load(data: dict[str, Any], component: Any, conversation_id: str) -> Wayflow
     from wayflowcore.serialization.context import DeserializationContext
     from wayflowcore.serialization.serializer import autodeserialize_from_dict
 
-    components = _components(component)
-    _rename_step_keys(data, components, to_names=False, conversation_id=conversation_id)
-    missing = sorted(
-        ref
-        for ref in _refs(data)
-        if ref not in data.get("_referenced_objects", {}) and ref not in components and "/" in ref
-    )
-    if missing:
-        raise IncompatibleComponentError(
-            f"conversation {conversation_id!r}: the checkpoint refers to {', '.join(missing)}, which the component "
-            f"given does not have; build the component with the same ids (pass id=... to every Agent and Flow)"
-        )
+    identities = data.pop(_IDENTITIES, None)
+    bound = _bind(data, components_of(component), identities if isinstance(identities, dict) else {}, conversation_id)
+    _rename_step_keys(data, bound, to_names=False, conversation_id=conversation_id)
     context = _guarded_context(DeserializationContext, conversation_id)
-    for ref, item in components.items():
+    for ref, item in bound.items():
         context.recorddeserialized_object(ref, item)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         conversation = autodeserialize_from_dict(data, context)
     if not isinstance(conversation, Conversation):
         raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
-    # A tool-confirmation pause: the agent's pending request must be the status's own object,
-    # the one `confirm_tool_execution` marks, or the agent asks again after a restore.
-    status = conversation.status
-    state: Any = conversation.state
-    if isinstance(status, ToolExecutionConfirmationStatus) and hasattr(state, "current_tool_request"):
-        by_id = {r.tool_request_id: r for r in status.tool_requests}
-        current = state.current_tool_request
-        if current is not None and current.tool_request_id in by_id:
-            state.current_tool_request = by_id[current.tool_request_id]
-        state.tool_call_queue = [by_id.get(r.tool_request_id, r) for r in state.tool_call_queue]
+    if isinstance(conversation.status, ToolExecutionConfirmationStatus):
+        _relink_tool_requests(conversation, conversation.status)
     return conversation
+
+
+def _relink_tool_requests(conversation: WayflowConversation, status: Any) -> None:
+    """A tool-confirmation pause: every pending request, at every nesting level (sub-agents, swarm
+    members, workers, agents in flow steps, nested flows), must be the status's own object, the
+    one `confirm_tool_execution` marks, or the agent that asked asks again after a restore.
+    Deserialized, each place holds a copy: each is replaced by the status's request of its id."""
+    from wayflowcore.conversation import Conversation
+    from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.executors.executionstatus import ExecutionStatus
+    from wayflowcore.tools import ToolRequest
+
+    by_id = {r.tool_request_id: r for r in status.tool_requests}
+
+    def same(item: Any) -> Any:
+        if isinstance(item, ToolRequest):
+            return by_id.get(item.tool_request_id, item)
+        if isinstance(item, list) and any(isinstance(x, ToolRequest) for x in item):
+            return [same(x) for x in item]
+        return item
+
+    seen: set[int] = set()
+    stack: list[Any] = [conversation]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, Conversation | ConversationExecutionState | ExecutionStatus) and id(item) not in seen:
+            seen.add(id(item))
+            for name, value in vars(item).items():
+                if item is not status and (new := same(value)) is not value:
+                    setattr(item, name, new)
+                stack.append(value)
+
+
+def _bind(data: Any, components: dict[str, Any], identities: dict[str, Any], conversation_id: str) -> dict[str, Any]:
+    """The live component for each reference the stored conversation makes: by reference (type and
+    id), else the one component of the type and name the checkpoint recorded for it. A reference
+    neither finds is refused, named (nothing is built from stored data either way)."""
+    bound = dict(components)
+    by_identity: dict[tuple[str, str], list[Any]] = {}
+    for item in components.values():
+        if (mine := _identity(item)) is not None:
+            by_identity.setdefault((mine[0], mine[1]), []).append(item)
+    missing = []
+    for ref in sorted(set(_refs(data))):
+        if ref in data.get("_referenced_objects", {}) or ref in bound or "/" not in ref:
+            continue
+        who = identities.get(ref)
+        if not (isinstance(who, list) and len(who) == 2):
+            missing.append(ref)
+            continue
+        found = by_identity.get((str(who[0]), str(who[1])), [])
+        if len(found) == 1:  # a nested component whose id is new in this process
+            bound[ref] = found[0]
+        else:
+            missing.append(f"{ref} ({who[0]} {who[1]!r}{', more than one' if found else ''})")
+    if missing:
+        raise IncompatibleComponentError(
+            f"conversation {conversation_id!r}: the checkpoint refers to {', '.join(missing)}, which the component "
+            f"given does not have by id, nor once by type and name; build the component with the same ids or names"
+        )
+    return bound
+
+
+def _identity(item: Any) -> list[str] | None:
+    """A component's type and name, when its name is the user's (not one wayflowcore generated)."""
+    from wayflowcore.idgeneration import IdGenerator
+
+    name = getattr(item, "name", None)
+    if not isinstance(name, str) or not name or IdGenerator.is_auto_generated(name) or RANDOM_ID.match(name):
+        return None
+    return [type(item).__name__, name]
+
+
+def _runtime_copies(conversation: WayflowConversation, components: dict[str, Any]) -> dict[str, Any]:
+    """Components that sub-conversations run but the live tree does not hold: the copies of its
+    agents a swarm or a manager makes for each round (with their own tools, prompt and, in a
+    swarm, the agent's name as id), by reference. They are stored as references to the agent
+    they copy, found back by type and name: the executor makes a new copy before each round."""
+    from wayflowcore.conversation import Conversation
+    from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.serialization.context import SerializationContext
+
+    names = {tuple(who) for item in components.values() if (who := _identity(item)) is not None}
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    stack: list[Any] = [conversation]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, Conversation | ConversationExecutionState) and id(item) not in seen:
+            seen.add(id(item))
+            stack.extend(v for k, v in vars(item).items() if k != "component")
+            run = getattr(item, "component", None) if isinstance(item, Conversation) else None
+            ref = None if run is None else SerializationContext.get_reference(run)
+            if ref is not None and ref not in components and tuple(_identity(run) or ()) in names:
+                found[ref] = run
+    return found
 
 
 @functools.cache
@@ -145,13 +246,14 @@ def _stored_type_ok(cls: type) -> bool:
     from wayflowcore.conversation import Conversation
     from wayflowcore.executors._events.event import Event
     from wayflowcore.executors._executionstate import ConversationExecutionState
+    from wayflowcore.executors._swarmconversation import SwarmThread, SwarmUser
     from wayflowcore.executors.executionstatus import ExecutionStatus
     from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
     from wayflowcore.messagelist import Message, MessageContent, MessageList
     from wayflowcore.tools import ToolRequest, ToolResult
 
     bases: tuple[type, ...] = (Conversation, ConversationExecutionState, Event, ExecutionStatus, ExecutionInterrupt)
-    bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult)
+    bases += (Message, MessageContent, MessageList, ToolRequest, ToolResult, SwarmThread, SwarmUser)
     return issubclass(cls, bases) and cls.__module__.split(".")[0] == "wayflowcore"
 
 
@@ -266,19 +368,25 @@ def _step_key(key: str, steps: dict[str, Any], to_names: bool, conversation_id: 
     return f"{steps[name].id}_{rest}"
 
 
-def shape_of(component: Any) -> dict[str, Any]:
+def shape_of(component: Any, *, inner: bool = False) -> dict[str, Any]:
     """What a checkpoint depends on: ids and names of the conversational components, their tools,
-    their steps (by name and type) and the edges between steps. Prompts and models may change."""
+    their steps (by name and type) and the edges between steps. Prompts and models may change.
+    A nested component's generated id is left out: it is new in each process (type and name stay)."""
     from wayflowcore.agent import Agent
     from wayflowcore.conversationalcomponent import ConversationalComponent
     from wayflowcore.flow import Flow
+    from wayflowcore.managerworkers import ManagerWorkers
+    from wayflowcore.swarm import Swarm
 
-    out: dict[str, Any] = {"type": type(component).__name__, "id": getattr(component, "id", None)}
+    cid = getattr(component, "id", None)
+    if inner and isinstance(cid, str) and RANDOM_ID.match(cid):
+        cid = None
+    out: dict[str, Any] = {"type": type(component).__name__, "id": cid}
     out["name"] = str(getattr(component, "name", "") or "")
 
     def nested(item: Any) -> list[dict[str, Any]]:
         return [
-            shape_of(v)
+            shape_of(v, inner=True)
             for k, v in vars(item).items()
             if not k.startswith("_") and isinstance(v, ConversationalComponent)
         ]
@@ -288,8 +396,17 @@ def shape_of(component: Any) -> dict[str, Any]:
             str(getattr(t, "name", type(t).__name__)) + ("!" if getattr(t, "requires_confirmation", False) else "")
             for t in component.tools
         )
-        out["agents"] = [shape_of(a) for a in component.agents]
-        out["flows"] = [shape_of(f) for f in component.flows]
+        out["agents"] = [shape_of(a, inner=True) for a in component.agents]
+        out["flows"] = [shape_of(f, inner=True) for f in component.flows]
+    elif isinstance(component, Swarm):
+        members = {a.name: a for pair in component.relationships for a in pair}
+        members[component.first_agent.name] = component.first_agent
+        out["first_agent"] = component.first_agent.name
+        out["agents"] = [shape_of(members[name], inner=True) for name in sorted(members)]
+        out["relationships"] = sorted([a.name, b.name] for a, b in component.relationships)
+    elif isinstance(component, ManagerWorkers):
+        out["manager"] = shape_of(component.manager_agent, inner=True)
+        out["workers"] = [shape_of(w, inner=True) for w in component.workers]
     elif isinstance(component, Flow):
         names = {id(step): name for name, step in component.steps.items()}
         out["steps"] = {

@@ -13,12 +13,13 @@ from ..runwriter import RunWriter
 from ._checkpointer import CheckpointedConversation, EventLogCheckpointer
 from ._diff import diff
 from ._events import Rewound, WayflowState
-from ._serialize import RANDOM_ID, check_compatible, load_conversation, shape_of
+from ._serialize import RANDOM_ID, check_compatible, components_of, load_conversation, shape_of
 from ._types import (
     CheckpointingInterval,
     ConversationCheckpoint,
     NotAWayflowConversationError,
     RestoreWithMessagesError,
+    UnsupportedComponentError,
     WayflowCheckpointError,
 )
 
@@ -48,8 +49,9 @@ def start_conversation(
       `EventLogCheckpointer.branches`) and the conversation continues from the checkpoint.
 
     Refused before anything is written: new `messages` or `inputs` with a restore
-    (RestoreWithMessagesError: restore, then append the message), and a component that is not
-    the one the conversation was started with, by id or shape (IncompatibleComponentError).
+    (RestoreWithMessagesError: restore, then append the message), a component that is not
+    the one the conversation was started with, by id or shape (IncompatibleComponentError),
+    and a component that is or holds an `OciAgent` (UnsupportedComponentError).
     `interval` defaults to the checkpointer's.
     """
     try:
@@ -60,6 +62,7 @@ def start_conversation(
         raise TypeError(f"start_conversation takes a wayflowcore Agent or Flow, not {type(component).__name__}")
     if not isinstance(checkpointer, EventLogCheckpointer):
         raise TypeError(f"checkpointer must be an EventLogCheckpointer, not {type(checkpointer).__name__}")
+    takes_id = _check_supported(component)
     interval = interval or checkpointer.checkpointing_interval
     if not isinstance(interval, CheckpointingInterval):
         raise TypeError(f"interval must be a CheckpointingInterval, not {type(interval).__name__}")
@@ -95,8 +98,11 @@ def start_conversation(
         )
 
     if checkpoint is None:
-        start: Any = component.start_conversation  # Agent, Flow, Swarm, ManagerWorkers take a conversation_id
-        conversation = start(inputs=inputs, messages=messages, conversation_id=conversation_id)
+        start: Any = component.start_conversation
+        if takes_id:
+            conversation = start(inputs=inputs, messages=messages, conversation_id=conversation_id)
+        else:
+            conversation = start(inputs=inputs, messages=messages)
         conversation.id = conversation_id
         return CheckpointedConversation(
             checkpointer, conversation_id, component, conversation, recorder, interval, None, shape
@@ -118,6 +124,35 @@ def start_conversation(
     return CheckpointedConversation(
         checkpointer, conversation_id, component, conversation, recorder, interval, checkpoint, shape
     )
+
+
+def _check_supported(component: ConversationalComponent) -> bool:
+    """Refuse a component this module cannot checkpoint, or one that holds one, by name; True when
+    the component's own `start_conversation` takes a `conversation_id` (see docs/guides/wayflow.md,
+    "Component kinds"): support is decided per kind, not by trying."""
+    from wayflowcore.a2a.a2aagent import A2AAgent
+    from wayflowcore.agent import Agent
+    from wayflowcore.conversationalcomponent import ConversationalComponent
+    from wayflowcore.flow import Flow
+    from wayflowcore.managerworkers import ManagerWorkers
+    from wayflowcore.ociagent import OciAgent
+    from wayflowcore.swarm import Swarm
+
+    kinds = (Agent, Flow, Swarm, ManagerWorkers, A2AAgent)
+    for item in components_of(component).values():
+        if not isinstance(item, ConversationalComponent) or isinstance(item, kinds):
+            continue
+        where = "" if item is component else f" inside {type(component).__name__} {component.id!r}"
+        if isinstance(item, OciAgent):
+            raise UnsupportedComponentError(
+                f"OciAgent {item.name!r} (id {item.id!r}){where} keeps its conversation in the OCI Generative AI "
+                f"service, which a checkpoint cannot save or restore; checkpoint a component without it"
+            )
+        raise UnsupportedComponentError(
+            f"{type(item).__name__} {getattr(item, 'name', '')!r} (id {item.id!r}){where} is not a kind of component "
+            f"eventlog.wayflow checkpoints (Agent, Flow, Swarm, ManagerWorkers, A2AAgent)"
+        )
+    return not isinstance(component, A2AAgent)
 
 
 def _rewind(

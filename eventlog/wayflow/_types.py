@@ -16,6 +16,7 @@ __all__ = [
     "IncompatibleComponentError",
     "NotAWayflowConversationError",
     "RestoreWithMessagesError",
+    "UnsupportedComponentError",
     "WayflowCheckpointError",
 ]
 
@@ -34,6 +35,10 @@ class RestoreWithMessagesError(WayflowCheckpointError, ValueError):
 
 class NotAWayflowConversationError(WayflowCheckpointError):
     """The run exists but was not written by this module."""
+
+
+class UnsupportedComponentError(WayflowCheckpointError, ValueError):
+    """The component, or one nested in it, is of a kind this module cannot checkpoint (an `OciAgent`)."""
 
 
 class CheckpointingInterval(enum.Enum):
