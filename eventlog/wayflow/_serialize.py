@@ -155,20 +155,11 @@ def _relink_tool_requests(conversation: WayflowConversation, status: Any) -> Non
             return [same(x) for x in item]
         return item
 
-    seen: set[int] = set()
-    stack: list[Any] = [conversation]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        elif isinstance(item, Conversation | ConversationExecutionState | ExecutionStatus) and id(item) not in seen:
-            seen.add(id(item))
-            for name, value in vars(item).items():
-                if item is not status and (new := same(value)) is not value:
+    for item in _reachable(conversation, (Conversation, ConversationExecutionState, ExecutionStatus)):
+        if item is not status:
+            for name, value in list(vars(item).items()):
+                if (new := same(value)) is not value:
                     setattr(item, name, new)
-                stack.append(value)
 
 
 def _bind(data: Any, components: dict[str, Any], identities: dict[str, Any], conversation_id: str) -> dict[str, Any]:
@@ -222,22 +213,31 @@ def _runtime_copies(conversation: WayflowConversation, components: dict[str, Any
 
     names = {tuple(who) for item in components.values() if (who := _identity(item)) is not None}
     found: dict[str, Any] = {}
+    for item in _reachable(conversation, (Conversation, ConversationExecutionState), skip="component"):
+        if isinstance(item, Conversation):
+            run = getattr(item, "component", None)
+            ref = None if run is None else SerializationContext.get_reference(run)
+            if ref is not None and ref not in components and tuple(_identity(run) or ()) in names:
+                found[ref] = run
+    return found
+
+
+def _reachable(root: Any, kinds: tuple[type, ...], skip: str = "") -> Iterator[Any]:
+    """Each object of `kinds` reachable from `root` through dicts, lists, tuples and the attributes
+    of such objects (but `skip`), once. The caller may change an object's attributes when it is
+    yielded: what they hold afterwards is walked."""
     seen: set[int] = set()
-    stack: list[Any] = [conversation]
+    stack: list[Any] = [root]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
-        elif isinstance(item, Conversation | ConversationExecutionState) and id(item) not in seen:
+        elif isinstance(item, kinds) and id(item) not in seen:
             seen.add(id(item))
-            stack.extend(v for k, v in vars(item).items() if k != "component")
-            run = getattr(item, "component", None) if isinstance(item, Conversation) else None
-            ref = None if run is None else SerializationContext.get_reference(run)
-            if ref is not None and ref not in components and tuple(_identity(run) or ()) in names:
-                found[ref] = run
-    return found
+            yield item
+            stack.extend(v for k, v in vars(item).items() if k != skip)
 
 
 @functools.cache
