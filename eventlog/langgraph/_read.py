@@ -38,8 +38,7 @@ class Reader(Part):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """What `EventLogSaver.get_tuple` returns."""
-        conf = config["configurable"]
-        run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        run = self.rewriter.run_of(config)
         checkpoint_id = get_checkpoint_id(config)
         with run.lock:
             for _ in range(CONFLICT_RETRIES):

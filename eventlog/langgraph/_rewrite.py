@@ -17,6 +17,8 @@ import contextlib
 import time
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from ..errors import ConflictError, UnknownRunError
 from ..events import Event
 from ..log import EventLog
@@ -62,6 +64,11 @@ class Rewriter:
     def open(self, thread_id: str, ns: str) -> Run:
         """The cached run of a thread's namespace (its writer, when made, first `settle`s)."""
         return self.threads.get(thread_id, ns)[0]
+
+    def run_of(self, config: RunnableConfig) -> Run:
+        """The cached run of the thread and namespace a config names."""
+        conf = config["configurable"]
+        return self.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
 
     def settle(self, run_id: str) -> None:
         """Return once no rewrite of the run is staged: wait while another saver rewrites it, and

@@ -220,7 +220,7 @@ class Writer(Part):
     ) -> tuple[Run, Waiting]:
         """A `put_writes` made to wait for the put of its checkpoint's superstep (see `withdraw`)."""
         conf = config["configurable"]
-        run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        run = self.rewriter.run_of(config)
         waiting = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
         with run.lock:
             run.waiting.append(waiting)
@@ -247,7 +247,7 @@ class Writer(Part):
     ) -> None:
         """What `EventLogSaver.put_writes` does when it commits alone."""
         conf = config["configurable"]
-        run = self.rewriter.open(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        run = self.rewriter.run_of(config)
         alone = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
         with run.lock:
             for _ in range(CONFLICT_RETRIES):
