@@ -1,0 +1,423 @@
+"""eventlog.openai_agents on the real OpenAI Agents SDK, offline (tests/openai_agents_app.py's scripted model).
+
+The session is judged against the SDK's own `SQLiteSession`: the same operations on both give
+the same answers. Runs killed mid-way resume in real subprocesses on a real LMDB directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+
+from agents import Runner, SQLiteSession
+from agents.memory import Session
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai_agents_app import ADD_SCRIPT, REFUND_SCRIPT, ScriptedModel, agent, call, reply
+
+import eventlog
+from eventlog.openai_agents import (
+    VIEW,
+    AgentsReducer,
+    CheckpointError,
+    EventLogSession,
+    ItemAdded,
+    ItemPopped,
+    RunCheckpointer,
+    RunFinishedError,
+    RunStateSaved,
+    SessionCleared,
+    list_sessions,
+)
+from eventlog.openai_agents._delta import diff, patch
+
+HERE = Path(__file__).parent
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+# -- the session ----------------------------------------------------------------------------
+
+
+def test_session_protocol(log: eventlog.EventLog) -> None:
+    session = EventLogSession("s1", log)
+    assert isinstance(session, Session)
+
+    async def go() -> None:
+        assert await session.get_items() == [] and await session.pop_item() is None
+        await session.add_items([user("a"), user("b")])
+        await session.add_items([])
+        await session.add_items([user("c")])
+        assert await session.get_items() == [user("a"), user("b"), user("c")]
+        assert await session.get_items(limit=2) == [user("b"), user("c")]
+        assert await session.get_items(limit=0) == []
+        assert await session.pop_item() == user("c")
+        assert await session.get_items() == [user("a"), user("b")]
+        await session.clear_session()
+        assert await session.get_items() == []
+        await session.add_items([user("d")])
+        assert await session.get_items() == [user("d")]
+
+    asyncio.run(go())
+    # nothing was rewritten: one event per item, a pop and a clear, all readable
+    kinds = [type(e.event) for e in log.read("s1")]
+    assert kinds == [ItemAdded, ItemAdded, ItemAdded, ItemPopped, SessionCleared, ItemAdded]
+    history = session.history()
+    assert [(h.action, h.removed) for h in history] == [
+        ("added", True),
+        ("added", True),
+        ("added", True),
+        ("popped", False),
+        ("cleared", False),
+        ("added", False),
+    ]
+    assert history[3].item == user("c")
+    assert session.items_at(3) == [user("a"), user("b"), user("c")]
+    # another session object on the same log (another process, say) reads the same items
+    assert asyncio.run(EventLogSession("s1", log).get_items()) == [user("d")]
+
+
+def test_session_unicode_and_large_items(log: eventlog.EventLog) -> None:
+    big = {"role": "user", "content": "é🙂" * 200_000}
+    nested = {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [{"type": "input_text", "text": "\u0000\ufeff"}],
+    }
+    session = EventLogSession("ünï/😀", log)
+    asyncio.run(session.add_items([big, nested]))
+    assert asyncio.run(EventLogSession("ünï/😀", log).get_items()) == [big, nested]
+
+
+def test_session_settings_limit(log: eventlog.EventLog) -> None:
+    from agents.memory import SessionSettings
+
+    session = EventLogSession("s", log, session_settings=SessionSettings(limit=1))
+    asyncio.run(session.add_items([user("a"), user("b")]))
+    assert asyncio.run(session.get_items()) == [user("b")]
+    assert asyncio.run(session.get_items(limit=5)) == [user("a"), user("b")]
+
+
+_items = st.lists(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": st.text(max_size=8)}),
+    max_size=3,
+)
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), _items),
+        st.tuples(st.just("get"), st.one_of(st.none(), st.integers(-2, 6))),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("clear"), st.none()),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=30)
+@given(ops=_ops)
+def test_session_answers_as_sqlite_session(ops: list[tuple[str, Any]]) -> None:
+    """Every operation of the protocol answers what the SDK's SQLiteSession answers."""
+
+    async def apply(session: Any) -> list[Any]:
+        out = []
+        for op, arg in ops:
+            if op == "add":
+                out.append(await session.add_items(arg))
+            elif op == "get":
+                out.append(await session.get_items(arg))
+            elif op == "pop":
+                out.append(await session.pop_item())
+            else:
+                out.append(await session.clear_session())
+        out.append(await session.get_items())
+        return out
+
+    reference = SQLiteSession("s")
+    try:
+        expected = asyncio.run(apply(reference))
+    finally:
+        reference.close()
+    with eventlog.open(":memory:") as log:
+        assert asyncio.run(apply(EventLogSession("s", log))) == expected
+
+
+def test_concurrent_sessions_and_pops(log: eventlog.EventLog) -> None:
+    """Sessions of one log do not mix; two holders of one session never pop the same item twice."""
+
+    async def chat(sid: str) -> None:
+        session = EventLogSession(sid, log)
+        for i in range(10):
+            await session.add_items([user(f"{sid}-{i}")])
+
+    async def both() -> None:
+        await asyncio.gather(chat("x"), chat("y"))
+
+    asyncio.run(both())
+    for sid in ("x", "y"):
+        assert asyncio.run(EventLogSession(sid, log).get_items()) == [user(f"{sid}-{i}") for i in range(10)]
+
+    popped: list[Any] = []
+    holders = [EventLogSession("x", log) for _ in range(4)]
+
+    def pop_all(session: EventLogSession) -> None:
+        while (item := session.pop_item_sync()) is not None:
+            popped.append(item)
+
+    threads = [threading.Thread(target=pop_all, args=(h,)) for h in holders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(i["content"] for i in popped) == sorted(f"x-{i}" for i in range(10))
+    assert log.head("x") == 20
+
+
+def test_fork_session_and_listing(log: eventlog.EventLog) -> None:
+    session = EventLogSession("main", log)
+    asyncio.run(session.add_items([user("a"), user("b"), user("c")]))
+    branch = asyncio.run(session.fork_session(at=2, new_session_id="main-b"))
+    asyncio.run(branch.add_items([user("B")]))
+    assert asyncio.run(branch.get_items()) == [user("a"), user("b"), user("B")]
+    assert asyncio.run(session.get_items()) == [user("a"), user("b"), user("c")]
+    asyncio.run(branch.pop_item())
+    asyncio.run(branch.pop_item())
+    assert asyncio.run(branch.get_items()) == [user("a")]
+    assert asyncio.run(session.get_items()) == [user("a"), user("b"), user("c")]
+    log.append("other", eventlog.events.StepCompleted(node="n", superstep=1))
+    listed = {s.session_id: s for s in list_sessions(log)}
+    assert set(listed) == {"main", "main-b"}
+    assert listed["main-b"].parent == "main" and listed["main-b"].fork_offset == 2
+
+
+def test_session_on_a_sealed_log(open_log: Any, backend: str) -> None:
+    pytest.importorskip("cryptography")
+    key = os.urandom(32)
+    log = open_log(key=key)
+    asyncio.run(EventLogSession("s", log).add_items([user("secret")]))
+    log.close()
+    again = open_log(key=key)
+    assert asyncio.run(EventLogSession("s", again).get_items()) == [user("secret")]
+
+
+def test_runner_keeps_its_conversation_in_the_session(log: eventlog.EventLog) -> None:
+    model = ScriptedModel([[reply("Hi Ann")], [reply("You are Ann")]])
+    session = EventLogSession("chat", log)
+    first = asyncio.run(Runner.run(agent(model), "I am Ann", session=session))
+    second = asyncio.run(Runner.run(agent(model), "Who am I?", session=session))
+    assert (first.final_output, second.final_output) == ("Hi Ann", "You are Ann")
+    texts = [str(i) for i in model.inputs[1]]
+    assert any("I am Ann" in t for t in texts) and any("Hi Ann" in t for t in texts)
+    assert len(asyncio.run(session.get_items())) == 4
+
+
+# -- checkpoints in the middle of a run ------------------------------------------------------
+
+
+class Killed(BaseException):
+    """What the scripted model raises to end a run as a crash would (nothing after it runs)."""
+
+
+class DyingModel(ScriptedModel):
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        if self.calls + 1 == self.kill_at:
+            raise Killed
+        return await super().get_response(*args, **kwargs)
+
+
+def test_run_resumes_after_the_last_completed_step(log: eventlog.EventLog, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    checkpointer = RunCheckpointer(log)
+    dying = DyingModel(ADD_SCRIPT)
+    dying.kill_at = 3
+    with pytest.raises(Killed):
+        asyncio.run(checkpointer.run("job", agent(dying, ledger), "add 1+2 and 3+4"))
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
+    assert checkpointer.status("job") == "running"  # no end: killed
+    saved = [e.event for e in log.read("job") if isinstance(e.event, RunStateSaved)]
+    assert [s.model_calls for s in saved] == [0, 1, 2]
+
+    model = ScriptedModel(ADD_SCRIPT, skip=2)
+    result = asyncio.run(checkpointer.run("job", agent(model, ledger), "add 1+2 and 3+4"))
+    assert result.final_output == "1+2=3 and 3+4=7"
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]  # no tool call made twice
+    assert model.calls == 3 and len(model.inputs) == 1  # one model call made, the last
+    assert checkpointer.status("job") == "completed"
+    with pytest.raises(RunFinishedError):
+        asyncio.run(checkpointer.run("job", agent(model), None))
+    with pytest.raises(CheckpointError):
+        asyncio.run(RunCheckpointer(log).run("new", agent(model), None))
+
+
+def test_run_with_a_session_resumes_without_duplicate_items(log: eventlog.EventLog) -> None:
+    checkpointer = RunCheckpointer(log)
+    session = EventLogSession("conv", log)
+    dying = DyingModel(ADD_SCRIPT)
+    dying.kill_at = 3
+    with pytest.raises(Killed):
+        asyncio.run(checkpointer.run("job", agent(dying), "add", session=session))
+    model = ScriptedModel(ADD_SCRIPT, skip=2)
+    asyncio.run(checkpointer.run("job", agent(model), None, session=EventLogSession("conv", log)))
+    kinds = [i.get("type", i.get("role")) for i in asyncio.run(session.get_items())]
+    assert kinds == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+
+
+def test_checkpoints_store_changes_not_whole_states(log: eventlog.EventLog) -> None:
+    script = [[call("add", {"a": i, "b": i}, f"c{i}")] for i in range(8)] + [[reply("done")]]
+    result = asyncio.run(RunCheckpointer(log).run("long", agent(ScriptedModel(script)), "sum"))
+    enc = msgspec.msgpack.Encoder()
+    saved = [e.event for e in log.read("long") if isinstance(e.event, RunStateSaved)]
+    final = result.to_state().to_json()
+    deltas = sum(len(enc.encode(s.delta)) for s in saved)
+    # each checkpoint's full state would grow with the run: storing them all is quadratic
+    fulls = sum(len(enc.encode(patch_upto(saved, k))) for k in range(1, len(saved) + 1))
+    assert deltas < fulls / 2
+    state = log.state_at("long", reducer=AgentsReducer())
+    assert state.run_state["generated_items"] == final["generated_items"]
+
+
+def patch_upto(saved: list[RunStateSaved], k: int) -> Any:
+    state: Any = None
+    for s in saved[:k]:
+        state = patch(state, msgspec.msgpack.decode(msgspec.msgpack.encode(s.delta)))
+    return state
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=2), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(a=_json, b=_json)
+def test_diff_then_patch_gives_the_new_value(a: Any, b: Any) -> None:
+    old = msgspec.json.decode(msgspec.json.encode(a))
+    change = msgspec.msgpack.decode(msgspec.msgpack.encode(diff(a, b)))
+    assert msgspec.json.encode(patch(old, change), order="sorted") == msgspec.json.encode(b, order="sorted")
+    assert diff(b, b) is None
+
+
+def test_approval_answered_in_another_process(tmp_path: Path) -> None:
+    """A run waits on a human's approval; another process records it; the run resumes and the tool runs once."""
+    path, ledger = tmp_path / "log", tmp_path / "ledger"
+    with eventlog.open(path) as log:
+        checkpointer = RunCheckpointer(log)
+        result = asyncio.run(checkpointer.run("refund", agent(ScriptedModel(REFUND_SCRIPT), ledger), "refund A-17"))
+        assert result.interruptions and checkpointer.status("refund") == "interrupted"
+        [pending] = checkpointer.pending_approvals("refund")
+        assert (pending.call_id, pending.tool_name, pending.decision) == ("r1", "refund", None)
+    approver = textwrap.dedent(
+        f"""
+        import eventlog
+        from eventlog.openai_agents import RunCheckpointer
+        with eventlog.open({str(path)!r}) as log:
+            RunCheckpointer(log).approve("refund", "r1")
+        """
+    )
+    subprocess.run([sys.executable, "-c", approver], check=True, env=_env(), timeout=120)
+    assert not ledger.exists()
+    with eventlog.open(path) as log:
+        checkpointer = RunCheckpointer(log)
+        assert checkpointer.pending_approvals("refund")[0].decision is True
+        model = ScriptedModel(REFUND_SCRIPT, skip=1)
+        result = asyncio.run(checkpointer.run("refund", agent(model, ledger)))
+        assert result.final_output == "Order A-17 is refunded."
+        assert ledger.read_text().splitlines() == ["refund A-17"] and model.calls == 2
+        assert checkpointer.status("refund") == "completed"
+
+
+def test_rejection_is_sent_to_the_model(log: eventlog.EventLog, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    checkpointer = RunCheckpointer(log)
+    asyncio.run(checkpointer.run("r", agent(ScriptedModel(REFUND_SCRIPT), ledger), "refund A-17"))
+    with pytest.raises(CheckpointError):
+        checkpointer.approve("r", "no-such-call")
+    checkpointer.reject("r", "r1", message="not allowed")
+    model = ScriptedModel([[], [reply("I could not refund it.")]], skip=1)
+    result = asyncio.run(checkpointer.run("r", agent(model, ledger)))
+    assert result.final_output == "I could not refund it." and not ledger.exists()
+    assert "not allowed" in str(model.inputs[0])
+
+
+RESUMABLE = textwrap.dedent(
+    """
+    import asyncio, sys
+    import eventlog
+    from eventlog.openai_agents import RunCheckpointer
+    from openai_agents_app import ADD_SCRIPT, ScriptedModel, agent
+    path, ledger, skip, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    with eventlog.open(path) as log:
+        model = ScriptedModel(ADD_SCRIPT, skip=skip, kill_at=kill_at or None)
+        result = asyncio.run(RunCheckpointer(log).run("job", agent(model, __import__("pathlib").Path(ledger)), "add"))
+        print(result.final_output, model.calls)
+    """
+)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)])}
+
+
+def test_run_killed_with_sigkill_resumes_in_another_process(tmp_path: Path) -> None:
+    path, ledger = tmp_path / "log", tmp_path / "ledger"
+    killed = subprocess.run(
+        [sys.executable, "-c", RESUMABLE, str(path), str(ledger), "0", "3"],
+        env=_env(),
+        timeout=120,
+        capture_output=True,
+    )
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
+    resumed = subprocess.run(
+        [sys.executable, "-c", RESUMABLE, str(path), str(ledger), "2", "0"],
+        env=_env(),
+        timeout=120,
+        capture_output=True,
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
+    assert resumed.stdout.decode().split() == ["1+2=3", "and", "3+4=7", "3"]
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
+    with eventlog.open(path) as log:
+        assert RunCheckpointer(log).status("job") == "completed"
+        assert log.verify().ok
+
+
+# -- the view --------------------------------------------------------------------------------
+
+
+def test_view_shows_sessions_and_runs_as_conversations(log: eventlog.EventLog) -> None:
+    session = EventLogSession("chat", log)
+    asyncio.run(Runner.run(agent(ScriptedModel([[reply("Hi Ann")]])), "I am Ann", session=session))
+    state = VIEW.state(log, "chat", log.head("chat"))
+    assert state["messages"] == [{"role": "user", "content": "I am Ann"}, {"role": "assistant", "content": "Hi Ann"}]
+    columns, rows = VIEW.history(log, "chat", None)
+    assert [r["event"] for r in rows] == ["item", "item"] and "offset" in columns
+
+    asyncio.run(RunCheckpointer(log).run("job", agent(ScriptedModel(ADD_SCRIPT)), "add"))
+    state = VIEW.state(log, "job", log.head("job"))
+    assert state["status"] == "completed" and state["model_calls"] == 3
+    roles = [m["role"] for m in state["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert state["messages"][1]["tool_calls"] == [{"name": "add", "args": '{"a": 1, "b": 2}'}]
+    _, rows = VIEW.history(log, "job", 2)
+    assert [r["event"] for r in rows] == ["run_state", "run_finished"]
