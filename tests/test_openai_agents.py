@@ -317,6 +317,16 @@ def test_diff_then_patch_gives_the_new_value(a: Any, b: Any) -> None:
     assert diff(b, b) is None
 
 
+def test_a_tail_appended_to_two_lists_is_stored_once() -> None:
+    a = {"generated": [1], "session": [1]}
+    b = {"generated": [1, {"x": 1}], "session": [1, {"x": 1}]}
+    c = {"generated": [1, {"x": 2}], "session": [1, {"x": 1}]}
+    first = diff(a, b)
+    assert first == {"{}": {"generated": {"+": [{"x": 1}]}, "session": {"+=": "generated"}}}
+    state = patch(patch({"generated": [1], "session": [1]}, first), diff(b, c))
+    assert state == c
+
+
 def test_approval_answered_in_another_process(tmp_path: Path) -> None:
     """A run waits on a human's approval; another process records it; the run resumes and the tool runs once."""
     path, ledger = tmp_path / "log", tmp_path / "ledger"

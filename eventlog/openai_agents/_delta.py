@@ -8,11 +8,15 @@ their new tail, a map as the keys that changed. The format is plain data (msgpac
 - `{"=": v}`: the value is `v` (a new value, or one of another type);
 - `{"{}": {key: change}, "-": [key, ...]}`: a map; keys changed, keys removed;
 - `{"[]": {index: change}, "+": [v, ...]}`: a list as long as before or longer; elements
-  changed (the index as a string, for msgpack's map keys), elements appended.
+  changed (the index as a string, for msgpack's map keys), elements appended;
+- `{"+=": key}`, in a map's changes: the same elements are appended to this list as to the
+  list under `key` of the same map (a RunState's `session_items` grow as its
+  `generated_items` do: the items are stored once).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ._types import CheckpointError
@@ -43,6 +47,7 @@ def diff(old: Any, new: Any) -> Any:
             elif (d := diff(old[key], value)) is not None:
                 changed[key] = d
         removed = [key for key in old if key not in new]
+        _refer_same_tails(changed)
         if not changed and not removed:
             return None
         out: dict[str, Any] = {"{}": changed}
@@ -67,6 +72,19 @@ def diff(old: Any, new: Any) -> Any:
     return None if _same(old, new) else {"=": new}
 
 
+def _refer_same_tails(changed: dict[str, Any]) -> None:
+    """Name, instead of storing it again, a tail appended to a list that an earlier key's list got too."""
+    tails: list[tuple[str, list[Any]]] = []
+    for key, change in changed.items():
+        if not (isinstance(change, dict) and change.keys() == {"+"}):
+            continue
+        same = next((k for k, tail in tails if _same(tail, change["+"])), None)
+        if same is None:
+            tails.append((key, change["+"]))
+        else:
+            changed[key] = {"+=": same}
+
+
 def patch(old: Any, change: Any) -> Any:
     """`old` with `change` applied (`old` may be updated in place); the reverse of `diff`."""
     if change is None:
@@ -80,7 +98,15 @@ def patch(old: Any, change: Any) -> Any:
             raise CheckpointError("a stored change patches a map where the state holds none")
         for key in change.get("-", ()):
             old.pop(key, None)
-        for key, sub in change["{}"].items():
+        changes = change["{}"]
+        for key, sub in changes.items():
+            if isinstance(sub, dict) and "+=" in sub:
+                named = changes.get(sub["+="])
+                if not (isinstance(named, dict) and isinstance(named.get("+"), list)):
+                    raise CheckpointError(
+                        f"a stored change of {key!r} names the elements appended to {sub['+=']!r}, which has none"
+                    )
+                sub = {"+": copy.deepcopy(named["+"])}  # not shared: a later change may patch one list only
             old[key] = patch(old.get(key), sub)
         return old
     if "[]" in change or "+" in change:
