@@ -431,3 +431,67 @@ def test_view_shows_sessions_and_runs_as_conversations(log: eventlog.EventLog) -
     assert state["messages"][1]["tool_calls"] == [{"name": "add", "args": '{"a": 1, "b": 2}'}]
     _, rows = VIEW.history(log, "job", 2)
     assert [r["event"] for r in rows] == ["run_state", "run_finished"]
+
+
+def _registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The view as its entry point registers it (an installed eventlog has it; a source tree may not)."""
+    from eventlog import views
+
+    if all(v.name != VIEW.name for v in views.load_views()):
+        monkeypatch.setattr(views, "_loaded", [*views.load_views(), VIEW])
+
+
+def test_the_ui_shows_sessions_and_runs_as_conversations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("uvicorn")
+    import html
+
+    from ui_support import get, serving
+
+    from eventlog.ui import readings
+    from eventlog.views import view_for_run
+
+    _registered(monkeypatch)
+    with eventlog.open(tmp_path / "log") as log:
+        asyncio.run(Runner.run(agent(ScriptedModel([[reply("Hi <Ann>")]])), "I am Ann", session=EventLogSession("chat", log)))
+        asyncio.run(RunCheckpointer(log).run("job", agent(ScriptedModel(ADD_SCRIPT)), "add"))
+        with serving(log) as url:
+            _, listing, _ = get(url + "/")
+            for run_id in ("chat", "job"):
+                assert view_for_run(log, run_id) is VIEW
+                assert f'data-run="{run_id}"' in listing
+                status, page, _ = get(f"{url}/run?id={run_id}")
+                assert status == 200 and f'class="tab on" href="/run?id={run_id}&amp;view=conversation' in page
+                chat = readings.view_transcript(VIEW.state(log, run_id, log.head(run_id)))
+                assert chat and page.count('<div class="msg r-') == len(chat)
+                for bubble in chat:
+                    assert html.escape(bubble.text or bubble.payload) in page
+                _, page, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
+                assert page.count('<tr data-offset="') == len(VIEW.history(log, run_id, None)[1]) > 0
+
+
+def test_the_command_line_shows_sessions_and_runs(tmp_path: Path) -> None:
+    import json
+    from importlib.metadata import entry_points
+
+    env = {**_env(), "COLUMNS": "200"}
+    if all(ep.name != "openai_agents" for ep in entry_points(group="eventlog.views")):
+        site = tmp_path / "site" / "eventlog_openai_view-0.dist-info"
+        site.mkdir(parents=True)
+        (site / "METADATA").write_text("Metadata-Version: 2.1\nName: eventlog-openai-view\nVersion: 0\n")
+        (site / "entry_points.txt").write_text("[eventlog.views]\nopenai_agents = eventlog.openai_agents:VIEW\n")
+        env["PYTHONPATH"] += os.pathsep + str(site.parent)
+    path = tmp_path / "log"
+    with eventlog.open(path) as log:
+        asyncio.run(Runner.run(agent(ScriptedModel([[reply("Hi Ann")]])), "I am Ann", session=EventLogSession("chat", log)))
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "eventlog", "--log", str(path), *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "openai-agents" in cli("runs")
+    assert [r["event"] for r in json.loads(cli("history", "chat", "--json"))] == ["item", "item"]
+    state = json.loads(cli("state", "chat", "--json"))["state"]
+    assert state["messages"] == [{"role": "user", "content": "I am Ann"}, {"role": "assistant", "content": "Hi Ann"}]

@@ -69,7 +69,7 @@ class _View:
         rows: list[dict[str, Any]] = []
         for entry in log.read(run_id, log.run_info(run_id).base):
             event = entry.event
-            row: dict[str, Any] = {
+            row: dict[str, Any] = dict.fromkeys(columns) | {
                 "offset": entry.offset,
                 "time": _dt.datetime.fromtimestamp(entry.time_ns / 1e9, tz=_dt.UTC).isoformat(),
                 "event": str(type(event).__struct_config__.tag).removeprefix("openai_agents."),
