@@ -261,6 +261,28 @@ def test_run_resumes_after_the_last_completed_step(log: eventlog.EventLog, tmp_p
         asyncio.run(RunCheckpointer(log).run("new", agent(model), None))
 
 
+def test_a_second_runner_of_the_same_run_is_fenced(log: eventlog.EventLog) -> None:
+    """Two processes resume one run (a supervisor restarted it while it was only slow): the one
+    whose checkpoint comes second stops at it, without writing over the other's line."""
+    from agents import function_tool
+
+    from eventlog.openai_agents import AgentRunStarted, RunTakenError
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        log.append("job", RunStateSaved(delta=None))  # the other runner checkpoints meanwhile
+        return a + b
+
+    from agents import Agent
+
+    racing = Agent(name="clerk", model=ScriptedModel(ADD_SCRIPT), tools=[add])
+    with pytest.raises(RunTakenError):
+        asyncio.run(RunCheckpointer(log).run("job", racing, "add"))
+    kinds = [type(e.event) for e in log.read("job")]
+    assert kinds == [AgentRunStarted, RunStateSaved, RunStateSaved]  # nothing after the other's
+
+
 def test_run_with_a_session_resumes_without_duplicate_items(log: eventlog.EventLog) -> None:
     checkpointer = RunCheckpointer(log)
     session = EventLogSession("conv", log)
@@ -452,7 +474,9 @@ def test_the_ui_shows_sessions_and_runs_as_conversations(tmp_path: Path, monkeyp
 
     _registered(monkeypatch)
     with eventlog.open(tmp_path / "log") as log:
-        asyncio.run(Runner.run(agent(ScriptedModel([[reply("Hi <Ann>")]])), "I am Ann", session=EventLogSession("chat", log)))
+        asyncio.run(
+            Runner.run(agent(ScriptedModel([[reply("Hi <Ann>")]])), "I am Ann", session=EventLogSession("chat", log))
+        )
         asyncio.run(RunCheckpointer(log).run("job", agent(ScriptedModel(ADD_SCRIPT)), "add"))
         with serving(log) as url:
             _, listing, _ = get(url + "/")
@@ -482,11 +506,17 @@ def test_the_command_line_shows_sessions_and_runs(tmp_path: Path) -> None:
         env["PYTHONPATH"] += os.pathsep + str(site.parent)
     path = tmp_path / "log"
     with eventlog.open(path) as log:
-        asyncio.run(Runner.run(agent(ScriptedModel([[reply("Hi Ann")]])), "I am Ann", session=EventLogSession("chat", log)))
+        asyncio.run(
+            Runner.run(agent(ScriptedModel([[reply("Hi Ann")]])), "I am Ann", session=EventLogSession("chat", log))
+        )
 
     def cli(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "eventlog", "--log", str(path), *args], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "eventlog", "--log", str(path), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -49,6 +49,7 @@ from ._types import (
     NotAnAgentsRunError,
     PendingApproval,
     RunFinishedError,
+    RunTakenError,
     SessionInfo,
 )
 from ._view import VIEW
@@ -71,6 +72,7 @@ __all__ = [
     "RunCheckpointer",
     "RunFinishedError",
     "RunStateSaved",
+    "RunTakenError",
     "SessionCleared",
     "SessionInfo",
     "list_sessions",

@@ -34,7 +34,7 @@ from ._events import (
     ApprovalDecided,
     RunStateSaved,
 )
-from ._types import CheckpointError, NotAnAgentsRunError, PendingApproval, RunFinishedError
+from ._types import CheckpointError, NotAnAgentsRunError, PendingApproval, RunFinishedError, RunTakenError
 
 if TYPE_CHECKING:
     from agents import Agent, RunState
@@ -149,16 +149,17 @@ class RunCheckpointer:
         with). RunFinishedError for a run that completed. `on_event` receives each stream
         event; the other keywords go to `Runner.run_streamed` (`session`, `context`,
         `max_turns`, `hooks`, `run_config`, ...)."""
-        state = self.state(run_id)
+        state = await asyncio.to_thread(self.state, run_id)
         session = runner_kwargs.get("session")
         if state is None:
             if input is None:
                 raise CheckpointError(f"{run_id} does not exist: give the input to start it")
             started = AgentRunStarted(agent=agent.name, input=input, session_id=getattr(session, "session_id", None))
-            self.log.append(run_id, started, expected_offset=0)
+            head = await asyncio.to_thread(self.log.append, run_id, started, expected_offset=0)
             start: Any = input
             last: Any = None
         else:
+            head = state.events
             if state.status == "completed":
                 raise RunFinishedError(f"{run_id} completed already; its output: {state.output!r}")
             if input is not None and input != state.input:
@@ -169,20 +170,19 @@ class RunCheckpointer:
 
         hooks = _hooks_class()(self, run_id, runner_kwargs.pop("hooks", None))
         result = Runner.run_streamed(agent, start, hooks=hooks, **runner_kwargs)
-        hooks.result, hooks.last = result, last
+        hooks.result, hooks.last, hooks.head = result, last, head
         try:
             async for event in result.stream_events():
                 if on_event is not None and (waiting := on_event(event)) is not None:
                     await waiting
         except Exception as error:
-            await asyncio.to_thread(self.log.append, run_id, AgentRunFailed(error=f"{type(error).__name__}: {error}"))
+            if hooks.taken is not None:
+                raise hooks.taken from error
+            await hooks.append(AgentRunFailed(error=f"{type(error).__name__}: {error}"))
             raise
         await hooks.save()
         if not result.interruptions:
-            output = _plain(result.final_output)
-            await asyncio.to_thread(
-                self.log.append, run_id, AgentRunFinished(output=output, agent=result.last_agent.name)
-            )
+            await hooks.append(AgentRunFinished(output=_plain(result.final_output), agent=result.last_agent.name))
         return result
 
     def run_sync(self, run_id: str, agent: Agent[Any], input: str | list[Any] | None = None, **kwargs: Any) -> Any:
@@ -243,11 +243,27 @@ def _hooks_class() -> Any:
             self.checkpointer, self.run_id, self.inner = checkpointer, run_id, inner
             self.result: Any = None
             self.last: Any = None
+            """The state as of the last checkpoint (what the next one stores the change from)."""
+            self.head = 0
+            """The run's head as this runner left it: each append is fenced by it."""
+            self.taken: RunTakenError | None = None
+
+        async def append(self, event: Any) -> None:
+            try:
+                self.head = await asyncio.to_thread(
+                    self.checkpointer.log.append, self.run_id, event, expected_offset=self.head
+                )
+            except ConflictError as error:
+                self.taken = RunTakenError(
+                    f"{self.run_id}: another writer appended at offset {error.head} (another resume of "
+                    "the run, or a decision recorded while it ran): this one stops"
+                )
+                raise self.taken from error
 
         async def save(self) -> None:
             now, event = self.checkpointer._checkpoint(self.run_id, self.result, self.last)
             if event is not None:
-                await asyncio.to_thread(self.checkpointer.log.append, self.run_id, event)
+                await self.append(event)
                 self.last = now
 
         async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:

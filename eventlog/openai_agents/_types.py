@@ -13,6 +13,7 @@ __all__ = [
     "NotAnAgentsRunError",
     "PendingApproval",
     "RunFinishedError",
+    "RunTakenError",
     "SessionInfo",
 ]
 
@@ -23,6 +24,10 @@ class CheckpointError(EventLogError):
 
 class NotAnAgentsRunError(CheckpointError):
     """The run exists but was not written by this module (or is a session, not an agent run, or the reverse)."""
+
+
+class RunTakenError(CheckpointError):
+    """Another writer appended to the agent run while this process ran it: this one stops (the log fences it)."""
 
 
 class RunFinishedError(CheckpointError):
