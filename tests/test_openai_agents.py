@@ -223,6 +223,51 @@ def test_runner_keeps_its_conversation_in_the_session(log: eventlog.EventLog) ->
     assert len(asyncio.run(session.get_items())) == 4
 
 
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+def test_each_runner_method_keeps_separate_sessions(method: str) -> None:
+    """The SDK's three ways to run, each with two sessions of one log: each remembers its own."""
+
+    def run(model: ScriptedModel, text: str, session: EventLogSession) -> Any:
+        if method == "run_sync":
+            return Runner.run_sync(agent(model), text, session=session)
+
+        async def go() -> Any:
+            if method == "run":
+                return await Runner.run(agent(model), text, session=session)
+            streamed = Runner.run_streamed(agent(model), text, session=session)
+            async for _ in streamed.stream_events():
+                pass
+            return streamed
+
+        return asyncio.run(go())
+
+    with eventlog.open(":memory:") as log:
+        cats, dogs = EventLogSession("cats", log), EventLogSession("dogs", log)
+        model = ScriptedModel([[reply("cats noted")], [reply("dogs noted")], [reply("you like cats")]])
+        run(model, "I like cats", cats)
+        run(model, "I like dogs", dogs)
+        assert run(model, "What do I like?", cats).final_output == "you like cats"
+        assert "dogs" not in str(model.inputs[2]) and "I like cats" in str(model.inputs[2])
+        assert len(asyncio.run(cats.get_items())) == 4 and len(asyncio.run(dogs.get_items())) == 2
+
+
+def test_a_run_on_a_sealed_log_resumes(open_log: Any, tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    key = os.urandom(32)
+    log = open_log(key=key)
+    dying = DyingModel(ADD_SCRIPT)
+    dying.kill_at = 3
+    with pytest.raises(Killed):
+        asyncio.run(RunCheckpointer(log).run("job", agent(dying, tmp_path / "ledger"), "add"))
+    log.close()
+    again = open_log(key=key)
+    result = asyncio.run(
+        RunCheckpointer(again).run("job", agent(ScriptedModel(ADD_SCRIPT, skip=2), tmp_path / "ledger"))
+    )
+    assert result.final_output == "1+2=3 and 3+4=7"
+    assert (tmp_path / "ledger").read_text().count("\n") == 2
+
+
 # -- checkpoints in the middle of a run ------------------------------------------------------
 
 
