@@ -1,8 +1,9 @@
 """OpenAI Agents SDK: a 200-turn conversation in eventlog's session beside the SDK's SQLiteSession, and a long run's checkpoints.
 
-Sessions: the same conversation runs through `Runner.run` twice, with the SDK's
-`SQLiteSession` on a file (its default setup: WAL) and with `EventLogSession` on an LMDB log
-(durability="sync", an fsync per commit). The model is scripted (offline, deterministic):
+Sessions: the same conversation runs through `Runner.run` twice, a turn of each in turn,
+with the SDK's `SQLiteSession` on a file (its own setup: WAL, synchronous=FULL, so an fsync
+per commit) and with `EventLogSession` on an LMDB log (durability="sync": each commit
+synced). The model is scripted (offline, deterministic):
 each turn is a 200-character user message and an 800-character answer (the chat suite's
 seeded text), and every third turn the model first calls a tool. Figures: bytes on disk
 after close, and per turn the time of the session's own calls (the `get_items` and
@@ -119,48 +120,48 @@ class _Timed:
         await self._timed(self.inner.clear_session())
 
 
-async def _converse(session: Any, turns: int) -> dict[str, Any]:
+async def _converse(sessions: dict[str, Any], turns: int) -> dict[str, dict[str, Any]]:
+    """The same conversation in each session, a turn of each in turn (a loaded machine slows both alike)."""
     from agents import Runner
 
-    users, script = _conversation(turns)
-    agent = _agent(script)
-    timed = _Timed(session)
-    session_ms, turn_ms = [], []
-    for user in users:
-        before = timed.seconds
-        t0 = time.perf_counter()
-        await Runner.run(agent, user, session=timed)
-        turn_ms.append((time.perf_counter() - t0) * 1000.0)
-        session_ms.append((timed.seconds - before) * 1000.0)
-    items = len(await session.get_items())
-    return {"items": items, "session_ms": session_ms, "turn_ms": turn_ms}
-
-
-def sqlite_session(path: str, turns: int) -> dict[str, Any]:
-    from agents import SQLiteSession
-
-    session = SQLiteSession("trip", path)
-    try:
-        out = asyncio.run(_converse(session, turns))
-    finally:
-        session.close()
-    out["bytes"] = sum(disk_bytes(path + suffix) for suffix in ("", "-wal", "-shm") if _exists(path + suffix))
+    runs = {}
+    for name, session in sessions.items():
+        users, script = _conversation(turns)
+        runs[name] = (users, _agent(script), _Timed(session))
+    out: dict[str, dict[str, Any]] = {name: {"session_ms": [], "turn_ms": []} for name in sessions}
+    for n in range(turns):
+        for name, (users, agent, timed) in runs.items():
+            before = timed.seconds
+            t0 = time.perf_counter()
+            await Runner.run(agent, users[n], session=timed)
+            out[name]["turn_ms"].append((time.perf_counter() - t0) * 1000.0)
+            out[name]["session_ms"].append((timed.seconds - before) * 1000.0)
+    for name, session in sessions.items():
+        out[name]["items"] = len(await session.get_items())
     return out
 
 
-def eventlog_session(path: str, turns: int) -> dict[str, Any]:
+def sessions(sqlite_path: str, path: str, turns: int) -> dict[str, dict[str, Any]]:
+    from agents import SQLiteSession
+
     import eventlog
     from eventlog.openai_agents import EventLogSession
 
-    with eventlog.open(path, durability="sync") as log:
-        out = asyncio.run(_converse(EventLogSession("trip", log), turns))
-    out["bytes"] = disk_bytes(path)
-    out["live_bytes"] = lmdb_live_bytes(path)
+    reference = SQLiteSession("trip", sqlite_path)
+    try:
+        with eventlog.open(path, durability="sync") as log:
+            out = asyncio.run(_converse({"sqlite": reference, "eventlog": EventLogSession("trip", log)}, turns))
+    finally:
+        reference.close()
+    out["sqlite"]["bytes"] = sum(disk_bytes(sqlite_path + s) for s in ("", "-wal", "-shm") if _exists(sqlite_path + s))
+    el = out["eventlog"]
+    el["bytes"] = disk_bytes(path)
+    el["live_bytes"] = lmdb_live_bytes(path)
     with eventlog.open(path) as log:
         t0 = time.perf_counter()
         items = EventLogSession("trip", log).get_items_sync()
-        out["reopen_ms"] = (time.perf_counter() - t0) * 1000.0
-        assert len(items) == out["items"]
+        el["reopen_ms"] = (time.perf_counter() - t0) * 1000.0
+        assert len(items) == el["items"]
     return out
 
 
@@ -217,8 +218,8 @@ def run(ctx: Context) -> SuiteResult:
     agents.set_tracing_disabled(True)
     turns = ctx.size("EVENTLOG_BENCH_AGENT_TURNS", 200, 20)
     steps = ctx.size("EVENTLOG_BENCH_AGENT_STEPS", 50, 10)
-    sq = sqlite_session(ctx.path("sqlite.db"), turns)
-    el = eventlog_session(ctx.path("eventlog"), turns)
+    both = sessions(ctx.path("sqlite.db"), ctx.path("eventlog"), turns)
+    sq, el = both["sqlite"], both["eventlog"]
     assert sq["items"] == el["items"], (sq["items"], el["items"])
     for name, r in (("SQLiteSession", sq), ("eventlog", el)):
         res.row(
