@@ -306,6 +306,43 @@ def test_run_resumes_after_the_last_completed_step(log: eventlog.EventLog, tmp_p
         asyncio.run(RunCheckpointer(log).run("new", agent(model), None))
 
 
+def test_a_run_killed_inside_a_tool_call_makes_that_step_again(log: eventlog.EventLog, tmp_path: Path) -> None:
+    """The unit of a checkpoint is a model call and the tool calls it asked for: killed inside the
+    second tool call, the run resumes before the second model call; the first tool call is not made again."""
+    from agents import Agent, function_tool
+
+    ledger = tmp_path / "ledger"
+    dying_at = {"add 3 4"}
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        line = f"add {a} {b}"
+        if line in dying_at:
+            dying_at.clear()
+            raise Killed
+        with open(ledger, "a") as f:
+            f.write(line + "\n")
+        return a + b
+
+    def clerk(model: ScriptedModel) -> Agent[Any]:
+        return Agent(name="clerk", model=model, tools=[add])
+
+    events: list[str] = []
+    with pytest.raises(Killed):
+        asyncio.run(
+            RunCheckpointer(log).run(
+                "job", clerk(ScriptedModel(ADD_SCRIPT)), "add", on_event=lambda e: events.append(e.type)
+            )
+        )
+    assert "raw_response_event" in events
+    model = ScriptedModel(ADD_SCRIPT, skip=1)
+    result = asyncio.run(RunCheckpointer(log).run("job", clerk(model)))
+    assert result.final_output == "1+2=3 and 3+4=7"
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
+    assert model.calls == 3 and len(model.inputs) == 2  # the second model call is made again, the first is not
+
+
 def test_a_second_runner_of_the_same_run_is_fenced(log: eventlog.EventLog) -> None:
     """Two processes resume one run (a supervisor restarted it while it was only slow): the one
     whose checkpoint comes second stops at it, without writing over the other's line."""
@@ -416,6 +453,8 @@ def test_approval_answered_in_another_process(tmp_path: Path) -> None:
     with eventlog.open(path) as log:
         checkpointer = RunCheckpointer(log)
         assert checkpointer.pending_approvals("refund")[0].decision is True
+        loaded = asyncio.run(checkpointer.load("refund", agent(ScriptedModel([]))))
+        assert [i.call_id for i in loaded.get_interruptions()] == ["r1"]
         model = ScriptedModel(REFUND_SCRIPT, skip=1)
         result = asyncio.run(checkpointer.run("refund", agent(model, ledger)))
         assert result.final_output == "Order A-17 is refunded."
