@@ -306,9 +306,9 @@ def test_run_resumes_after_the_last_completed_step(log: eventlog.EventLog, tmp_p
         asyncio.run(RunCheckpointer(log).run("new", agent(model), None))
 
 
-def test_a_run_killed_inside_a_tool_call_makes_that_step_again(log: eventlog.EventLog, tmp_path: Path) -> None:
-    """The unit of a checkpoint is a model call and the tool calls it asked for: killed inside the
-    second tool call, the run resumes before the second model call; the first tool call is not made again."""
+def test_a_run_killed_inside_a_tool_call_makes_only_that_call_again(log: eventlog.EventLog, tmp_path: Path) -> None:
+    """Killed inside the second tool call: the resume takes the recorded second model response
+    instead of calling the model, and makes the tool call that did not return; nothing else again."""
     from agents import Agent, function_tool
 
     ledger = tmp_path / "ledger"
@@ -336,11 +336,40 @@ def test_a_run_killed_inside_a_tool_call_makes_that_step_again(log: eventlog.Eve
             )
         )
     assert "raw_response_event" in events
-    model = ScriptedModel(ADD_SCRIPT, skip=1)
+    model = ScriptedModel(ADD_SCRIPT, skip=2)
     result = asyncio.run(RunCheckpointer(log).run("job", clerk(model)))
     assert result.final_output == "1+2=3 and 3+4=7"
     assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
-    assert model.calls == 3 and len(model.inputs) == 2  # the second model call is made again, the first is not
+    assert model.calls == 3 and len(model.inputs) == 1  # only the last model call is made
+
+
+class _KillAfterTool:
+    """Run hooks that end the process as a crash would right after a tool call returned (and was recorded)."""
+
+    def __getattr__(self, name: str) -> Any:
+        async def nothing(*args: Any) -> None:
+            if name == "on_tool_end":
+                raise Killed
+
+        return nothing
+
+
+def test_a_tool_call_that_returned_before_a_kill_is_not_made_again(log: eventlog.EventLog, tmp_path: Path) -> None:
+    """Killed right after the first tool call returned, before the next checkpoint: the resume
+    takes the recorded model response and tool output; the tool is not called again."""
+    ledger = tmp_path / "ledger"
+    with pytest.raises(Killed):
+        asyncio.run(
+            RunCheckpointer(log).run("job", agent(ScriptedModel(ADD_SCRIPT), ledger), "add", hooks=_KillAfterTool())
+        )
+    assert ledger.read_text().splitlines() == ["add 1 2"]
+    model = ScriptedModel(ADD_SCRIPT, skip=1)
+    result = asyncio.run(RunCheckpointer(log).run("job", agent(model, ledger)))
+    assert result.final_output == "1+2=3 and 3+4=7"
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
+    assert model.calls == 3 and len(model.inputs) == 2  # the first model call is not made again
+    state = log.state_at("job", reducer=AgentsReducer())
+    assert state.run_state["generated_items"][1]["raw_item"]["output"] == "3"
 
 
 def test_a_second_runner_of_the_same_run_is_fenced(log: eventlog.EventLog) -> None:
@@ -348,7 +377,7 @@ def test_a_second_runner_of_the_same_run_is_fenced(log: eventlog.EventLog) -> No
     whose checkpoint comes second stops at it, without writing over the other's line."""
     from agents import function_tool
 
-    from eventlog.openai_agents import AgentRunStarted, RunTakenError
+    from eventlog.openai_agents import AgentRunStarted, ModelResponded, RunTakenError
 
     @function_tool
     def add(a: int, b: int) -> int:
@@ -362,7 +391,7 @@ def test_a_second_runner_of_the_same_run_is_fenced(log: eventlog.EventLog) -> No
     with pytest.raises(RunTakenError):
         asyncio.run(RunCheckpointer(log).run("job", racing, "add"))
     kinds = [type(e.event) for e in log.read("job")]
-    assert kinds == [AgentRunStarted, RunStateSaved, RunStateSaved]  # nothing after the other's
+    assert kinds == [AgentRunStarted, RunStateSaved, ModelResponded, RunStateSaved]  # nothing after the other's
 
 
 def test_run_with_a_session_resumes_without_duplicate_items(log: eventlog.EventLog) -> None:

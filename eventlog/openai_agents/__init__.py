@@ -14,17 +14,19 @@
   `fork_session(at=...)` is the log's fork; `list_sessions` lists them.
 - A checkpointed agent run is one run of the log: `openai_agents.run_started`, then an
   `openai_agents.run_state` before each model call and when the run stops (the change of
-  the SDK's `RunState.to_json()` since the previous one), `openai_agents.approval` for each
-  decision on a tool call the run waits on, and `openai_agents.run_finished` (or
-  `run_failed`). A process killed mid-run resumes with the same `run` call, from the last
-  checkpoint, without making again the model and tool calls before it.
+  the SDK's `RunState.to_json()` since the previous one), between them an
+  `openai_agents.model_response` after each model call and an `openai_agents.tool_output`
+  after each function tool call, `openai_agents.approval` for each decision on a tool call the
+  run waits on, and `openai_agents.run_finished` (or `run_failed`). A process killed mid-run
+  resumes with the same `run` call from the last checkpoint, taking the responses and outputs
+  recorded after it: no model call or tool call that returned is made again.
 
 Reading (the listings, the reducer, the command line's view) needs the SDK only for the
 checkpointer's `run` and `load`. See docs/guides/openai-agents.md.
 
 The package: `_types` (what it hands out and raises), `_events` (the event kinds and the
 fold), `_delta` (the change between two states), `_session` (`EventLogSession`),
-`_checkpointer` (`RunCheckpointer`) and `_view` (the command line's and the UI's view).
+`_checkpointer` (`RunCheckpointer`), `_replay` (what a resume takes from the log) and `_view` (the command line's and the UI's view).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from ._events import (
     ApprovalDecided,
     ItemAdded,
     ItemPopped,
+    ModelResponded,
     RunStateSaved,
     SessionCleared,
+    ToolReturned,
 )
 from ._session import EventLogSession, list_sessions
 from ._types import (
@@ -67,6 +71,7 @@ __all__ = [
     "HistoryEntry",
     "ItemAdded",
     "ItemPopped",
+    "ModelResponded",
     "NotAnAgentsRunError",
     "PendingApproval",
     "RunCheckpointer",
@@ -75,5 +80,6 @@ __all__ = [
     "RunTakenError",
     "SessionCleared",
     "SessionInfo",
+    "ToolReturned",
     "list_sessions",
 ]

@@ -3,15 +3,16 @@ resumes from the last completed step without repeating it.
 
 The run goes through `Runner.run_streamed`, whose result can make a `RunState` at any time.
 A run hook saves that state just before each model call: the state then holds every model
-response and every tool output so far, so a checkpoint covers the previous model call and the
-tool calls it asked for, and is durable before the next step begins (the hook is awaited by
-the SDK's run loop). A last checkpoint is saved when the run stops: at its end, or at an
-interruption (tool calls waiting for a human decision). Each checkpoint stores the change of
-`RunState.to_json()` since the previous one (`_delta`), not the whole state.
+response and every tool output so far, and it is durable before the next step begins (the
+SDK's run loop awaits the hook). A last checkpoint is saved when the run stops: at its end, or
+at an interruption (tool calls waiting for a human decision). Each checkpoint stores the change
+of `RunState.to_json()` since the previous one (`_delta`), not the whole state.
 
+Between two checkpoints the hooks record each model response (`on_llm_end`, before its tool
+calls run) and each function tool's output (`on_tool_end`), also awaited by the run loop.
 Resuming loads the folded state (`RunState.from_json`), applies the decisions recorded with
-`approve`/`reject` (from any process), and runs again from there: the model calls and tool
-calls before the checkpoint are not made again.
+`approve`/`reject` (from any process), and runs again from there, taking the recorded responses
+and outputs instead of making those calls again (`_replay`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from ._events import (
     AgentsReducer,
     AgentsState,
     ApprovalDecided,
+    ModelResponded,
     RunStateSaved,
+    ToolReturned,
 )
+from ._replay import Replay, replaying
 from ._types import CheckpointError, NotAnAgentsRunError, PendingApproval, RunFinishedError, RunTakenError
 
 if TYPE_CHECKING:
@@ -164,11 +168,14 @@ class RunCheckpointer:
                 raise RunFinishedError(f"{run_id} completed already; its output: {state.output!r}")
             if input is not None and input != state.input:
                 raise CheckpointError(f"{run_id} started with another input; resume it with input=None")
+            replay = Replay(list(state.responses), dict(state.outputs))
+            agent = replaying(agent, replay, runner_kwargs.get("run_config"))
             start = state.input if state.run_state is None else await self._restore(agent, state)
             last = state.run_state
         from agents import Runner
 
         hooks = _hooks_class()(self, run_id, runner_kwargs.pop("hooks", None))
+        hooks.replay = replay if state is not None else Replay()
         result = Runner.run_streamed(agent, start, hooks=hooks, **runner_kwargs)
         hooks.result, hooks.last, hooks.head = result, last, head
         try:
@@ -247,6 +254,10 @@ def _hooks_class() -> Any:
             self.head = 0
             """The run's head as this runner left it: each append is fenced by it."""
             self.taken: RunTakenError | None = None
+            self.replay = Replay()
+            """What this resume takes from the log instead of making again."""
+            self.recorded = False
+            """A model response or tool output was recorded since the last checkpoint."""
 
         async def append(self, event: Any) -> None:
             try:
@@ -262,9 +273,11 @@ def _hooks_class() -> Any:
 
         async def save(self) -> None:
             now, event = self.checkpointer._checkpoint(self.run_id, self.result, self.last)
+            if event is None and self.recorded:
+                event = RunStateSaved(delta=None)  # the records before it are now in the state
             if event is not None:
                 await self.append(event)
-                self.last = now
+                self.last, self.recorded = now, False
 
         async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
             await self.save()
@@ -272,6 +285,21 @@ def _hooks_class() -> Any:
                 await self.inner.on_llm_start(context, agent, system_prompt, input_items)
 
         async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            if self.replay.served_response:
+                self.replay.served_response = False  # recorded already
+                self.recorded = True  # taken: the next checkpoint must say so
+            else:
+                usage = response.usage
+                await self.append(
+                    ModelResponded(
+                        output=[item.model_dump(mode="json", exclude_none=True) for item in response.output],
+                        agent=agent.name,
+                        response_id=response.response_id,
+                        input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+                        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+                    )
+                )
+                self.recorded = True
             if self.inner is not None:
                 await self.inner.on_llm_end(context, agent, response)
 
@@ -292,6 +320,13 @@ def _hooks_class() -> Any:
                 await self.inner.on_tool_start(context, agent, tool)
 
         async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+            call_id = getattr(context, "tool_call_id", None)
+            self.recorded = self.recorded or call_id in self.replay.served_calls
+            if isinstance(call_id, str) and call_id not in self.replay.served_calls:
+                await self.append(
+                    ToolReturned(call_id=call_id, tool=str(getattr(tool, "name", "")), output=_plain(result))
+                )
+                self.recorded = True
             if self.inner is not None:
                 await self.inner.on_tool_end(context, agent, tool, result)
 

@@ -29,8 +29,10 @@ __all__ = [
     "ApprovalDecided",
     "ItemAdded",
     "ItemPopped",
+    "ModelResponded",
     "RunStateSaved",
     "SessionCleared",
+    "ToolReturned",
 ]
 
 
@@ -78,6 +80,27 @@ class RunStateSaved(Event, frozen=True, tag="openai_agents.run_state"):
     """Tool calls waiting for approval: `call_id`, `tool_name`, `arguments`, `agent`."""
 
 
+class ModelResponded(Event, frozen=True, tag="openai_agents.model_response"):
+    """A model call returned (recorded before its tool calls run): a resume from the checkpoint
+    before it takes this response instead of calling the model again."""
+
+    output: list[Any]
+    """The response's output items, as the JSON maps the Responses API gives."""
+    agent: str = ""
+    """Name of the agent that called the model."""
+    response_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ToolReturned(Event, frozen=True, tag="openai_agents.tool_output"):
+    """A function tool call returned: a resume takes this output instead of calling the tool again."""
+
+    call_id: str
+    tool: str = ""
+    output: Any = None
+
+
 class ApprovalDecided(Event, frozen=True, tag="openai_agents.approval"):
     """A decision on a tool call an interrupted run waits on, applied when the run resumes."""
 
@@ -109,6 +132,8 @@ _KINDS: tuple[type[Event], ...] = (
     SessionCleared,
     AgentRunStarted,
     RunStateSaved,
+    ModelResponded,
+    ToolReturned,
     ApprovalDecided,
     AgentRunFinished,
     AgentRunFailed,
@@ -142,6 +167,10 @@ class AgentsState(msgspec.Struct, omit_defaults=True):
     interruptions: list[dict[str, Any]] = []
     decisions: dict[str, dict[str, Any]] = {}
     """Decisions recorded since the last checkpoint, by call id."""
+    responses: list[dict[str, Any]] = []
+    """Model responses recorded since the last checkpoint (`ModelResponded` as maps), oldest first."""
+    outputs: dict[str, Any] = {}
+    """Tool outputs recorded since the last checkpoint, by call id."""
     output: Any = None
     error: str | None = None
 
@@ -178,7 +207,12 @@ class AgentsReducer:
             s.turn, s.model_calls = event.turn, event.model_calls
             s.interruptions = list(event.interruptions)
             s.status = "interrupted" if event.interruptions else "running"
-            s.decisions, s.error = {}, None
+            s.decisions, s.error, s.responses, s.outputs = {}, None, [], {}
+        elif isinstance(event, ModelResponded):
+            s.responses.append({"output": event.output, "agent": event.agent, "response_id": event.response_id})
+            s.model_calls += 1
+        elif isinstance(event, ToolReturned):
+            s.outputs[event.call_id] = event.output
         elif isinstance(event, ApprovalDecided):
             s.decisions[event.call_id] = {"approved": event.approved, "always": event.always, "message": event.message}
         elif isinstance(event, AgentRunFinished):
