@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, FunctionTool, function_tool, set_tracing_disabled
+from agents import Agent, FunctionTool, RunHooks, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -121,3 +121,15 @@ def agent(model: Model, ledger: Path | None = None) -> Agent[Any]:
 
 
 set_tracing_disabled(True)  # offline: no trace export
+
+
+class KillAfterTool(RunHooks[Any]):
+    """Run hooks that end the process with SIGKILL right after the n-th tool call returned (and was recorded)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+        self.n -= 1
+        if self.n == 0:
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -506,15 +506,16 @@ def test_rejection_is_sent_to_the_model(log: eventlog.EventLog, tmp_path: Path) 
 
 RESUMABLE = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, pathlib, sys
     import eventlog
     from eventlog.openai_agents import RunCheckpointer
-    from openai_agents_app import ADD_SCRIPT, ScriptedModel, agent
-    path, ledger, skip, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    from openai_agents_app import ADD_SCRIPT, KillAfterTool, ScriptedModel, agent
+    path, ledger, skip, kill_after_tool = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    hooks = KillAfterTool(kill_after_tool) if kill_after_tool else None
     with eventlog.open(path) as log:
-        model = ScriptedModel(ADD_SCRIPT, skip=skip, kill_at=kill_at or None)
-        result = asyncio.run(RunCheckpointer(log).run("job", agent(model, __import__("pathlib").Path(ledger)), "add"))
-        print(result.final_output, model.calls)
+        model = ScriptedModel(ADD_SCRIPT, skip=skip)
+        result = asyncio.run(RunCheckpointer(log).run("job", agent(model, ledger), "add", hooks=hooks))
+        print(result.final_output, model.calls, len(model.inputs), "'c2'" in str(model.inputs[0]) if model.inputs else "")
     """
 )
 
@@ -524,9 +525,11 @@ def _env() -> dict[str, str]:
 
 
 def test_run_killed_with_sigkill_resumes_in_another_process(tmp_path: Path) -> None:
+    """A process SIGKILLed right after its second tool call returned (after the second model call,
+    before the next checkpoint); another process resumes: only the third model call is made."""
     path, ledger = tmp_path / "log", tmp_path / "ledger"
     killed = subprocess.run(
-        [sys.executable, "-c", RESUMABLE, str(path), str(ledger), "0", "3"],
+        [sys.executable, "-c", RESUMABLE, str(path), str(ledger), "0", "2"],
         env=_env(),
         timeout=120,
         capture_output=True,
@@ -540,8 +543,9 @@ def test_run_killed_with_sigkill_resumes_in_another_process(tmp_path: Path) -> N
         capture_output=True,
     )
     assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
-    assert resumed.stdout.decode().split() == ["1+2=3", "and", "3+4=7", "3"]
-    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]
+    # the model: one call in this process, the third (its input holds the second tool call's output)
+    assert resumed.stdout.decode().split() == ["1+2=3", "and", "3+4=7", "3", "1", "True"]
+    assert ledger.read_text().splitlines() == ["add 1 2", "add 3 4"]  # each tool call made once
     with eventlog.open(path) as log:
         assert RunCheckpointer(log).status("job") == "completed"
         assert log.verify().ok
