@@ -491,6 +491,20 @@ def test_approval_answered_in_another_process(tmp_path: Path) -> None:
         assert checkpointer.status("refund") == "completed"
 
 
+def test_an_approved_tool_call_is_not_made_again_after_a_kill(log: eventlog.EventLog, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    checkpointer = RunCheckpointer(log)
+    asyncio.run(checkpointer.run("r", agent(ScriptedModel(REFUND_SCRIPT), ledger), "refund A-17"))
+    checkpointer.approve("r", "r1")
+    with pytest.raises(Killed):
+        asyncio.run(checkpointer.run("r", agent(ScriptedModel(REFUND_SCRIPT, skip=1), ledger), hooks=_KillAfterTool()))
+    assert ledger.read_text().splitlines() == ["refund A-17"]
+    model = ScriptedModel(REFUND_SCRIPT, skip=1)
+    result = asyncio.run(checkpointer.run("r", agent(model, ledger)))
+    assert result.final_output == "Order A-17 is refunded."
+    assert ledger.read_text().splitlines() == ["refund A-17"] and len(model.inputs) == 1
+
+
 def test_rejection_is_sent_to_the_model(log: eventlog.EventLog, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     checkpointer = RunCheckpointer(log)
