@@ -102,6 +102,20 @@ def test_session_unicode_and_large_items(log: eventlog.EventLog) -> None:
     assert asyncio.run(EventLogSession("ünï/😀", log).get_items()) == [big, nested]
 
 
+def test_an_async_log_serves_a_session_and_a_run() -> None:
+    import eventlog.aio
+
+    async def go() -> None:
+        async with await eventlog.aio.open(":memory:") as alog:
+            session = EventLogSession("s", alog)
+            await session.add_items([user("a")])
+            assert await session.get_items() == [user("a")]
+            result = await RunCheckpointer(alog).run("job", agent(ScriptedModel(ADD_SCRIPT)), "add")
+            assert result.final_output == "1+2=3 and 3+4=7"
+
+    asyncio.run(go())
+
+
 def test_session_settings_limit(log: eventlog.EventLog) -> None:
     from agents.memory import SessionSettings
 

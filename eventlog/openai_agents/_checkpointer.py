@@ -23,6 +23,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..aio import AsyncEventLog
 from ..errors import ConflictError
 from ..log import EventLog
 from ._delta import diff
@@ -60,12 +61,12 @@ class RunCheckpointer:
 
     def __init__(
         self,
-        log: EventLog[Any],
+        log: EventLog[Any] | AsyncEventLog[Any],
         *,
         context_serializer: Callable[[Any], Any] | None = None,
         context_deserializer: Callable[[Any], Any] | None = None,
     ) -> None:
-        self.log = log
+        self.log: EventLog[Any] = log.sync if isinstance(log, AsyncEventLog) else log
         self.context_serializer = context_serializer
         self.context_deserializer = context_deserializer
         self._reducer = AgentsReducer()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ..aio import AsyncEventLog
 from ..errors import ConflictError
 from ..log import EventLog
 from ._events import AgentsReducer, AgentsState, ItemAdded, ItemPopped, SessionCleared
@@ -42,13 +43,16 @@ class EventLogSession:
         session = EventLogSession("user-42", log)
         result = await Runner.run(agent, "Hello", session=session)
 
-    Any eventlog log works (memory, LMDB, PostgreSQL; sealed or not). The methods are
-    coroutines, as the protocol asks; the log's calls run in a worker thread.
+    Any eventlog log works (memory, LMDB, PostgreSQL; sealed or not), and an `AsyncEventLog`
+    (its `sync` log is used). The methods are coroutines, as the protocol asks; the log's calls
+    run in a worker thread.
     """
 
-    def __init__(self, session_id: str, log: EventLog[Any], *, session_settings: Any = None) -> None:
+    def __init__(
+        self, session_id: str, log: EventLog[Any] | AsyncEventLog[Any], *, session_settings: Any = None
+    ) -> None:
         self.session_id = session_id
-        self.log = log
+        self.log: EventLog[Any] = log.sync if isinstance(log, AsyncEventLog) else log
         self.session_settings = session_settings
         """The SDK's `SessionSettings` (its `limit` is the default of `get_items`), or None."""
         self._reducer = AgentsReducer()
