@@ -214,6 +214,9 @@ def test_fork_session_and_listing(log: eventlog.EventLog) -> None:
     listed = {s.session_id: s for s in list_sessions(log)}
     assert set(listed) == {"main", "main-b"}
     assert listed["main-b"].parent == "main" and listed["main-b"].fork_offset == 2
+    first = list_sessions(log, limit=1)
+    assert [s.session_id for s in first] == ["main"]
+    assert [s.session_id for s in list_sessions(log, after=first[-1].session_id, limit=1)] == ["main-b"]
 
 
 def test_session_on_a_sealed_log(open_log: Any, backend: str) -> None:

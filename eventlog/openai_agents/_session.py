@@ -191,10 +191,13 @@ class EventLogSession:
         return self._state
 
 
-def list_sessions(log: EventLog[Any]) -> list[SessionInfo]:
-    """Every session of `log` (a run whose first event is an item), in run id order."""
-    out = []
-    for run_id in log.iter_runs():
+def list_sessions(log: EventLog[Any], *, after: str | None = None, limit: int | None = None) -> list[SessionInfo]:
+    """The sessions of `log` (runs whose first event kept is a session's), in run id order: those
+    after the run id `after`, at most `limit` of them (a page; the next starts after its last id)."""
+    out: list[SessionInfo] = []
+    for run_id in log.iter_runs(after):
+        if limit is not None and len(out) >= limit:
+            break
         info = log.run_info(run_id)
         for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
             if isinstance(entry.event, _SESSION_KINDS):
