@@ -431,6 +431,43 @@ def test_run_with_a_session_resumes_without_duplicate_items(log: eventlog.EventL
     ]
 
 
+class _KilledAfterSecondWrite(EventLogSession):
+    """A session whose process dies right after the SDK's second write (a turn's items) committed."""
+
+    writes = 0
+
+    async def add_items(self, items: list[Any]) -> None:
+        await super().add_items(items)
+        self.writes += 1
+        if self.writes == 2:
+            raise Killed
+
+
+def test_items_written_to_the_session_after_the_last_checkpoint_are_not_written_twice(log: eventlog.EventLog) -> None:
+    """Killed after the SDK wrote the first turn's items to the session, before the next
+    checkpoint: the resumed run goes through that turn again and does not add them again."""
+    with pytest.raises(Killed):
+        asyncio.run(
+            RunCheckpointer(log).run(
+                "job", agent(ScriptedModel(ADD_SCRIPT)), "add", session=_KilledAfterSecondWrite("conv", log)
+            )
+        )
+    session = EventLogSession("conv", log)
+    assert len(asyncio.run(session.get_items())) == 3
+    model = ScriptedModel(ADD_SCRIPT, skip=1)
+    asyncio.run(RunCheckpointer(log).run("job", agent(model), session=session))
+    kinds = [i.get("type", i.get("role")) for i in asyncio.run(session.get_items())]
+    assert kinds == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert len(model.inputs) == 2  # the first model call is taken from the log
+
+
 def test_checkpoints_store_changes_not_whole_states(log: eventlog.EventLog) -> None:
     script = [[call("add", {"a": i, "b": i}, f"c{i}")] for i in range(8)] + [[reply("done")]]
     result = asyncio.run(RunCheckpointer(log).run("long", agent(ScriptedModel(script)), "sum"))

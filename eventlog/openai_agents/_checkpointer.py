@@ -23,6 +23,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..aio import AsyncEventLog
 from ..errors import ConflictError
 from ..log import EventLog
@@ -39,6 +41,7 @@ from ._events import (
     ToolReturned,
 )
 from ._replay import Replay, replaying
+from ._session import EventLogSession, SkippingSession
 from ._types import CheckpointError, NotAnAgentsRunError, PendingApproval, RunFinishedError, RunTakenError
 
 if TYPE_CHECKING:
@@ -170,6 +173,8 @@ class RunCheckpointer:
             if input is not None and input != state.input:
                 raise CheckpointError(f"{run_id} started with another input; resume it with input=None")
             replay = Replay(list(state.responses), dict(state.outputs))
+            if session is not None and state.session_head >= 0:
+                runner_kwargs["session"] = await asyncio.to_thread(_skipping_written, session, state.session_head)
             agent = replaying(agent, replay, runner_kwargs.get("run_config"))
             start = state.input if state.run_state is None else await self._restore(agent, state)
             last = state.run_state
@@ -179,6 +184,7 @@ class RunCheckpointer:
         hooks.replay = replay if state is not None else Replay()
         result = Runner.run_streamed(agent, start, hooks=hooks, **runner_kwargs)
         hooks.result, hooks.last, hooks.head = result, last, head
+        hooks.session = session
         try:
             async for event in result.stream_events():
                 if on_event is not None and (waiting := on_event(event)) is not None:
@@ -257,6 +263,8 @@ def _hooks_class() -> Any:
             self.taken: RunTakenError | None = None
             self.replay = Replay()
             """What this resume takes from the log instead of making again."""
+            self.session: Any = None
+            """The run's session: an `EventLogSession`'s head is kept with each checkpoint."""
             self.recorded = False
             """A model response or tool output was recorded since the last checkpoint."""
 
@@ -276,6 +284,9 @@ def _hooks_class() -> Any:
             now, event = self.checkpointer._checkpoint(self.run_id, self.result, self.last)
             if event is None and self.recorded:
                 event = RunStateSaved(delta=None)  # the records before it are now in the state
+            if event is not None and isinstance(self.session, EventLogSession):
+                session_head = await asyncio.to_thread(self.session.log.head, self.session.session_id)
+                event = msgspec.structs.replace(event, session_head=session_head)
             if event is not None:
                 await self.append(event)
                 self.last, self.recorded = now, False
@@ -332,6 +343,15 @@ def _hooks_class() -> Any:
                 await self.inner.on_tool_end(context, agent, tool, result)
 
     return _CheckpointHooks
+
+
+def _skipping_written(session: Any, session_head: int) -> Any:
+    """`session`, skipping the items the killed attempt wrote to it after the last checkpoint
+    (the resumed run writes them again), when it is an `EventLogSession`."""
+    if not isinstance(session, EventLogSession):
+        return session
+    written = session.items_added_after(session_head)
+    return SkippingSession(session, written) if written else session
 
 
 def _plain(value: Any) -> Any:

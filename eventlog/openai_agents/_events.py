@@ -78,6 +78,8 @@ class RunStateSaved(Event, frozen=True, tag="openai_agents.run_state"):
     """Items the run generated so far."""
     interruptions: list[dict[str, Any]] = msgspec.field(default_factory=list)
     """Tool calls waiting for approval: `call_id`, `tool_name`, `arguments`, `agent`."""
+    session_head: int = -1
+    """The head of the run's session (an `EventLogSession`) when the state was taken; -1: none or unknown."""
 
 
 class ModelResponded(Event, frozen=True, tag="openai_agents.model_response"):
@@ -167,6 +169,8 @@ class AgentsState(msgspec.Struct, omit_defaults=True):
     interruptions: list[dict[str, Any]] = []
     decisions: dict[str, dict[str, Any]] = {}
     """Decisions recorded since the last checkpoint, by call id."""
+    session_head: int = -1
+    """The head of the run's session at the last checkpoint (-1: none or unknown)."""
     responses: list[dict[str, Any]] = []
     """Model responses recorded since the last checkpoint (`ModelResponded` as maps), oldest first."""
     outputs: dict[str, Any] = {}
@@ -204,7 +208,7 @@ class AgentsReducer:
             s.input = event.input
         elif isinstance(event, RunStateSaved):
             s.run_state = patch(s.run_state, event.delta)
-            s.turn, s.model_calls = event.turn, event.model_calls
+            s.turn, s.model_calls, s.session_head = event.turn, event.model_calls, event.session_head
             s.interruptions = list(event.interruptions)
             s.status = "interrupted" if event.interruptions else "running"
             s.decisions, s.error, s.responses, s.outputs = {}, None, [], {}

@@ -21,7 +21,7 @@ from ..log import EventLog
 from ._events import AgentsReducer, AgentsState, ItemAdded, ItemPopped, SessionCleared
 from ._types import HistoryEntry, NotAnAgentsRunError, SessionInfo
 
-__all__ = ["EventLogSession", "list_sessions"]
+__all__ = ["EventLogSession", "SkippingSession", "list_sessions"]
 
 T = TypeVar("T")
 
@@ -154,6 +154,10 @@ class EventLogSession:
             for r in rows
         ]
 
+    def items_added_after(self, offset: int) -> list[Any]:
+        """The items added to the session after its first `offset` events, in order."""
+        return [e.event.item for e in self.log.read(self.session_id, offset) if isinstance(e.event, ItemAdded)]
+
     def items_at(self, offset: int) -> list[Any]:
         """The session's items as they were after its first `offset` events."""
         state: AgentsState = self.log.state_at(self.session_id, offset, reducer=self._reducer)
@@ -189,6 +193,39 @@ class EventLogSession:
                     )
                 self._state = self._reducer.apply(self._state, entry.event)
         return self._state
+
+
+class SkippingSession:
+    """A session that does not add again the items a killed attempt of a run added already.
+
+    A resumed run goes through the steps after its last checkpoint again and adds their items
+    to the session; those the killed attempt added are in `written` (in order) and are skipped
+    once each, as they come. Everything else goes to `inner`."""
+
+    def __init__(self, inner: EventLogSession, written: list[Any]) -> None:
+        self.inner = inner
+        self.session_id = inner.session_id
+        self.session_settings = inner.session_settings
+        self.written = list(written)
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return await self.inner.get_items(limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        fresh = []
+        for item in items:
+            i = next((k for k, w in enumerate(self.written) if w == item), None)
+            if i is None:
+                fresh.append(item)
+            else:
+                del self.written[: i + 1]  # an earlier one not added again (the run's input) is passed
+        await self.inner.add_items(fresh)
+
+    async def pop_item(self) -> Any:
+        return await self.inner.pop_item()
+
+    async def clear_session(self) -> None:
+        await self.inner.clear_session()
 
 
 def list_sessions(log: EventLog[Any], *, after: str | None = None, limit: int | None = None) -> list[SessionInfo]:
