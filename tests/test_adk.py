@@ -513,10 +513,62 @@ def test_view_shows_a_session_as_a_conversation(log: eventlog.EventLog) -> None:
     ]
     assert state["state"] == {"k": 1} and state["session_id"] == "v"
     columns, rows = VIEW.history(log, run, 2)
-    assert list(columns)[:3] == ["offset", "time", "author"] and [r["text"] for r in rows] == ["weather", "Clear."]
+    assert list(columns)[:3] == ["offset", "time", "author"] and [r["text"] for r in rows] == [
+        "[weather answered]",
+        "Clear.",
+    ]
 
 
 def _installed_views() -> list[Any]:
     from eventlog.views import load_views
 
     return load_views()
+
+
+def _view_on_path(tmp_path: Path) -> Path:
+    """A dist-info directory that registers the view under `eventlog.views`, as `pip install`
+    of this package does (the test's interpreter may have metadata older than the view)."""
+    site = tmp_path / "site"
+    info = site / "eventlog_adk_view-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: eventlog-adk-view\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[eventlog.views]\nadk = eventlog.adk:VIEW\n")
+    return site
+
+
+def test_cli_and_ui_show_sessions_as_conversations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("uvicorn", reason="the ui extra is not installed")
+    from ui_support import get, serving
+
+    import eventlog.views
+
+    with eventlog.open(tmp_path / "log") as log:
+        svc = EventLogSessionService(log)
+        runner = Runner(agent=build_agent(), app_name=APP, session_service=svc)
+        asyncio.run(svc.create_session(app_name=APP, user_id=USER, session_id="chat"))
+
+        async def turn() -> None:
+            async for _ in runner.run_async(user_id=USER, session_id="chat", new_message=user("Weather in Bern?")):
+                pass
+
+        asyncio.run(turn())
+    site = _view_on_path(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), str(site)])}
+    run = session_run(APP, USER, "chat")
+    cli = [sys.executable, "-m", "eventlog"]
+    where = ["--log", str(tmp_path / "log")]
+    listed = subprocess.run(
+        [*cli, "runs", *where], env={**env, "COLUMNS": "250"}, capture_output=True, text=True, check=True
+    )
+    assert "│ adk " in listed.stdout  # the view column of the session's run
+    history = subprocess.run(
+        [*cli, "history", *where, run, "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    assert "Clear in Bern." in history.stdout and "[calls weather]" in history.stdout
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(eventlog.views, "_loaded", None)
+    with eventlog.open(tmp_path / "log") as log, serving(log) as url:
+        status, body, _ = get(f"{url}/run?id={run}&view=conversation")
+        assert status == 200
+        assert body.count('<div class="msg r-user"') == 1 and body.count('<div class="msg r-assistant"') == 2
+        assert "Clear in Bern." in body

@@ -45,6 +45,15 @@ def messages_of(data: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _short(message: dict[str, Any]) -> str:
+    """A message in a few words: its text, the tools it calls, or the tool it answers for."""
+    if message["role"] == "tool":
+        return f"[{message.get('name', '')} answered]"
+    calls = ", ".join(str(c.get("name", "")) for c in message.get("tool_calls", []))
+    text = message["content"] if isinstance(message["content"], str) else ""
+    return " ".join(x for x in (text, f"[calls {calls}]" if calls else "") if x)
+
+
 class _View:
     """How the command line and the UI show an ADK session (see eventlog.views)."""
 
@@ -61,9 +70,7 @@ class _View:
             if not isinstance(ev, AdkEvent):
                 continue
             data = upcast_data(ev.data, ev.layout)
-            text = " ".join(
-                m["content"] if isinstance(m["content"], str) else m.get("name", "") for m in messages_of(data)
-            )
+            text = " ".join(_short(m) for m in messages_of(data))
             rows.append(
                 {
                     "offset": entry.offset,
