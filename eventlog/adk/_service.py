@@ -31,7 +31,7 @@ class EventLogSessionService(BaseSessionService):
     loop (the default); False runs them on the loop (an in-memory log, tests).
     """
 
-    def __init__(self, log: EventLog[Any], *, checkpoint_every: int = 64, offload: bool = True) -> None:
+    def __init__(self, log: EventLog[Any], *, checkpoint_every: int = 16, offload: bool = True) -> None:
         super().__init__()
         self.log = log
         """The log the sessions are kept in."""

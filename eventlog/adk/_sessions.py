@@ -59,6 +59,7 @@ _RETRIES_MAX = 64
 _WRITERS_MAX = 1024
 """Run writers kept (each holds one session's or one scope's state)."""
 _READ_CHUNK_MIN = 32
+"""Offsets read at once from a session's end when `after_timestamp` alone bounds the read (doubling)."""
 
 
 class InvocationNotFoundError(ValueError):
@@ -392,7 +393,7 @@ def _events(
     if n is None and after_ts is None:
         return [e.event for e in log.read(run, start, head, run_number=number) if isinstance(e.event, AdkEvent)]
     out: list[AdkEvent] = []
-    upto, size = head, max(_READ_CHUNK_MIN, n or 0)
+    upto, size = head, (n if n is not None else _READ_CHUNK_MIN)  # n events take n offsets but for a fork mark
     while upto > start:
         after = max(start, upto - size)
         chunk = [e.event for e in log.read(run, after, upto, run_number=number) if isinstance(e.event, AdkEvent)]

@@ -27,6 +27,7 @@ from ._common import Context, SuiteResult, fmt_num
 _PACKAGES = (
     "msgspec", "zstandard", "lmdb", "langgraph", "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite", "langgraph-checkpoint-lmdb", "langchain-core", "matplotlib", "wayflowcore",
+    "google-adk", "sqlalchemy",
 )  # fmt: skip
 
 
