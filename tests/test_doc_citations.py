@@ -42,6 +42,10 @@ EXTERNAL: dict[str, tuple[str, str]] = {
     "SqliteSaver": ("langgraph.checkpoint.sqlite:SqliteSaver", "LangGraph's SQLite saver, compared in the guide"),
     "graph": ("langgraph.graph.state:CompiledStateGraph", "a compiled LangGraph graph in the LangGraph guide"),
     "Runner": ("google.adk.runners:Runner", "ADK's runner, whose rewind the ADK guide names"),
+    "RunConfig": (
+        "google.adk.agents.run_config:RunConfig",
+        "ADK's run options, whose session read benchmarks.md names",
+    ),
     "Transaction": ("lmdb:Transaction", "py-lmdb's transaction, named in a profile of benchmarks.md"),
 }
 FILE_SUFFIXES = ("py", "md", "mdb", "json", "part", "html", "toml")
