@@ -413,11 +413,27 @@ _WRITER = textwrap.dedent(
 )
 
 
-def test_two_processes_append_to_one_session(tmp_path: Path) -> None:
+@pytest.fixture(params=["lmdb", "postgres"])
+def shared_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where two processes open one log: an LMDB directory, or a PostgreSQL schema of its own."""
+    if request.param == "lmdb":
+        yield str(tmp_path / "log")
+        return
+    dsn = os.environ.get("EVENTLOG_TEST_PG_DSN")
+    if not dsn:
+        pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
+    from eventlog.store.postgres import PostgresStore
+
+    schema = f"adk_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+    yield f"{dsn}?schema={schema}"
+    PostgresStore.drop_schema(dsn, schema)
+
+
+def test_two_processes_append_to_one_session(shared_log: str) -> None:
     """Each process holds the session as it was before the other wrote: both append every event,
     ordered by the log's fencing, where ADK's database services raise StaleSessionError."""
     n = int(os.environ.get("ADK_CONCURRENT_EVENTS", "20"))
-    path = tmp_path / "log"
+    path = shared_log
     with eventlog.open(path) as log:
         asyncio.run(EventLogSessionService(log).create_session(app_name=APP, user_id=USER, session_id="shared"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), *sys.path])}
@@ -572,3 +588,69 @@ def test_cli_and_ui_show_sessions_as_conversations(tmp_path: Path, monkeypatch: 
         assert status == 200
         assert body.count('<div class="msg r-user"') == 1 and body.count('<div class="msg r-assistant"') == 2
         assert "Clear in Bern." in body
+
+
+_KEYS = st.sampled_from(["a", "b", "app:x", "user:y", "temp:z"])
+_VALUES = st.none() | st.integers(-3, 3) | st.text(max_size=3) | st.lists(st.integers(0, 2), max_size=2)
+_SIDS = st.sampled_from(["s1", " s1", "s2"])
+_UIDS = st.sampled_from(["ann", "ann", "bob"])
+_APPEND = st.tuples(
+    st.just("append"),
+    _UIDS,
+    _SIDS,
+    st.dictionaries(_KEYS, _VALUES, max_size=3),
+    st.sampled_from([1.0, 2.0, 3.0]),
+    st.integers(0, 5),
+)
+_OPS = st.one_of(
+    st.tuples(st.just("create"), _UIDS, _SIDS, st.dictionaries(_KEYS, _VALUES, max_size=3)),
+    _APPEND,
+    _APPEND,  # twice: appends are most of what a session sees
+    st.tuples(
+        st.just("get"), _UIDS, _SIDS, st.none() | st.integers(0, 4), st.none() | st.sampled_from([1.5, 2.0, 3.0])
+    ),
+    st.tuples(st.just("list"), st.none() | _UIDS),
+    st.tuples(st.just("delete"), _UIDS, _SIDS),
+    st.tuples(st.just("user"), _UIDS),
+)
+
+
+async def _play(svc: BaseSessionService, ops: list[tuple[Any, ...]]) -> list[Any]:
+    """Each op on `svc`; an append goes to the session as `get_session` returns it just before."""
+    out: list[Any] = []
+    for op in ops:
+        try:
+            if op[0] == "create":
+                r: Any = await svc.create_session(app_name=APP, user_id=op[1], session_id=op[2], state=op[3])
+            elif op[0] == "append":
+                s = await svc.get_session(app_name=APP, user_id=op[1], session_id=op[2].strip())
+                s = s or Session(id=op[2].strip(), app_name=APP, user_id=op[1])
+                e = Event(id=f"e{op[5]}", author="user", timestamp=op[4], actions=EventActions(state_delta=op[3]))
+                r = await svc.append_event(s, e)
+            elif op[0] == "get":
+                config = GetSessionConfig(num_recent_events=op[3], after_timestamp=op[4])
+                r = await svc.get_session(app_name=APP, user_id=op[1], session_id=op[2], config=config)
+            elif op[0] == "list":
+                r = await svc.list_sessions(app_name=APP, user_id=op[1])
+            elif op[0] == "delete":
+                r = await svc.delete_session(app_name=APP, user_id=op[1], session_id=op[2])
+            else:
+                r = await svc.get_user_state(app_name=APP, user_id=op[1])
+        except Exception as exc:
+            r = type(exc).__name__
+        out.append(shown(r))
+    return out
+
+
+@settings(max_examples=int(os.environ.get("ADK_PROPERTY_EXAMPLES", "30")))
+@given(ops=st.lists(_OPS, max_size=25))
+def test_any_sequence_of_calls_answers_as_in_memory(ops: list[tuple[Any, ...]]) -> None:
+    """Random calls of every method (scopes, temp keys, re-used event ids, deletions and
+    re-creations, filters): the same answers as ADK's InMemorySessionService, call by call."""
+    reset_sources()
+    want = asyncio.run(_play(InMemorySessionService(), ops))
+    reset_sources()
+    with eventlog.open(":memory:") as log:
+        got = asyncio.run(_play(EventLogSessionService(log, checkpoint_every=3, offload=False), ops))
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        assert g == w, (i, ops[i])
