@@ -654,3 +654,10 @@ def test_any_sequence_of_calls_answers_as_in_memory(ops: list[tuple[Any, ...]]) 
         got = asyncio.run(_play(EventLogSessionService(log, checkpoint_every=3, offload=False), ops))
     for i, (w, g) in enumerate(zip(want, got, strict=True)):
         assert g == w, (i, ops[i])
+
+
+def test_reading_sessions_needs_no_google_adk() -> None:
+    """The view, the kinds and the folds import without google-adk (the command line loads them)."""
+    code = "import sys, eventlog.adk as a; a.VIEW, a.SessionReducer; assert 'google.adk' not in sys.modules, 'imported'"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
