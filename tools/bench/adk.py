@@ -8,7 +8,10 @@ same events go to each service, one after the other, in one process:
 
 - `eventlog.adk.EventLogSessionService` on an LMDB log (durability="sync");
 - ADK's `DatabaseSessionService` on SQLite (`sqlite+aiosqlite`, needs sqlalchemy: the `bench` extra);
-- ADK's `SqliteSessionService` (aiosqlite).
+- ADK's `SqliteSessionService` (aiosqlite);
+- with `EVENTLOG_BENCH_PG_DSN` set, also eventlog on PostgreSQL and `DatabaseSessionService`
+  on the same server (`postgresql+psycopg`), each in a schema of its own, dropped after
+  (bytes: `pg_total_relation_size` of the schema's tables).
 
 Figures: bytes on disk after close, per-turn latency (the `get_session` and the appends), the
 median of turns 1-10, 91-100 and 191-200, and at the end `get_session` of the whole session and of its last 10
@@ -19,6 +22,7 @@ reopened log (nothing kept in memory: the state is folded from the nearest snaps
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -160,6 +164,48 @@ def _sqlite(path: str, turns: list[list[Any]]) -> dict[str, Any]:
     return out
 
 
+def _pg_eventlog(dsn: str, schema: str, turns: list[list[Any]]) -> dict[str, Any]:
+    import eventlog
+    from eventlog.adk import EventLogSessionService
+
+    from ._langgraph import _pg_drop, _pg_schema_bytes
+
+    _pg_drop(dsn, schema)
+    try:
+        with eventlog.open(f"{dsn}?schema={schema}") as log:
+            out = asyncio.run(_drive(EventLogSessionService(log), turns))
+        out["bytes"] = _pg_schema_bytes(dsn, schema)
+    finally:
+        _pg_drop(dsn, schema)
+    return out
+
+
+def _pg_database(dsn: str, schema: str, turns: list[list[Any]]) -> dict[str, Any]:
+    import psycopg
+    from google.adk.sessions import DatabaseSessionService
+
+    from ._langgraph import _pg_drop, _pg_schema_bytes
+
+    _pg_drop(dsn, schema)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+    async def go() -> dict[str, Any]:
+        url = "postgresql+psycopg://" + dsn.split("://", 1)[1]
+        service = DatabaseSessionService(url, connect_args={"options": f"-csearch_path={schema}"})
+        try:
+            return await _drive(service, turns)
+        finally:
+            await service.close()
+
+    try:
+        out = asyncio.run(go())
+        out["bytes"] = _pg_schema_bytes(dsn, schema)
+    finally:
+        _pg_drop(dsn, schema)
+    return out
+
+
 def run(ctx: Context) -> SuiteResult:
     res = SuiteResult("adk", __doc__.strip().splitlines()[0])
     try:
@@ -174,6 +220,12 @@ def run(ctx: Context) -> SuiteResult:
         ("adk-database-sqlite", _database, "adk-db.sqlite"),
         ("adk-sqlite", _sqlite, "adk.sqlite"),
     ]
+    dsn = os.environ.get("EVENTLOG_BENCH_PG_DSN")
+    if dsn:
+        systems += [
+            ("eventlog-postgres", lambda _p, t: _pg_eventlog(dsn, "bench_adk_eventlog", t), ""),
+            ("adk-database-postgres", lambda _p, t: _pg_database(dsn, "bench_adk_database", t), ""),
+        ]
     results: dict[str, dict[str, Any]] = {}
     for name, fn, where in systems:
         try:
