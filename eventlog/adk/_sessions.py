@@ -25,7 +25,7 @@ from google.adk.sessions import Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from pydantic_core import to_jsonable_python
 
-from ..errors import ConflictError, ForkDependencyError, OffsetOutOfRangeError, RunReplacedError
+from ..errors import ConflictError, ForkDependencyError, OffsetOutOfRangeError, RunExistsError, RunReplacedError
 from ..log import EventLog
 from ..policy import CheckpointPolicy
 from ..runwriter import RunWriter
@@ -199,14 +199,16 @@ class Sessions:
             sid = sid or platform_uuid.new_uuid()
             run = session_run(app_name, user_id, sid)
             w = self.writer(run)
-            for _ in range(_RETRIES_MAX):
+            for attempt in range(_RETRIES_MAX):
                 if w.state.exists:
                     raise AlreadyExistsError(f"Session with id {sid} already exists.")
                 try:
                     w.append(SessionCreated(app_name=app_name, user_id=user_id, session_id=sid, time=now, state=own))
                     break
                 except (ConflictError, RunReplacedError):
-                    continue  # another writer made or changed it: look again
+                    if attempt == _RETRIES_MAX - 1:
+                        raise
+                    # another writer made or changed it (the writer reloaded): look again
             return Session(
                 id=sid,
                 app_name=app_name,
@@ -219,7 +221,8 @@ class Sessions:
         sid = session_id.strip() if session_id else session_id
         run = session_run(app_name, user_id, sid)
         with self.lock:
-            for _ in range(_RETRIES_MAX):
+            for attempt in range(_RETRIES_MAX):
+                last = attempt == _RETRIES_MAX - 1
                 number, head = self.log.life(run)
                 found = self.retrying(lambda: self.session(run))
                 if found is None:
@@ -233,9 +236,11 @@ class Sessions:
                         self.writer(run).append(SessionDeleted(time=platform_time.get_time()))
                         return
                     except (ConflictError, RunReplacedError):
-                        continue
+                        if last:
+                            raise
                 except (ConflictError, RunReplacedError):
-                    continue
+                    if last:
+                        raise  # another writer kept appending: look again
 
     def append(self, session: Session, event: AdkModel) -> bool:
         """Store the event and its app and user state; False when an equal event of its id is there."""
@@ -289,7 +294,10 @@ class Sessions:
             at = _fork_point(self.log, run, number, s, before_invocation_id, num_events)
             if self.retrying(lambda: self.session(new_run)) is not None or self.log.head(new_run):
                 raise AlreadyExistsError(f"Session with id {new_sid} already exists.")
-            self.log.fork(run, at, new_run, run_number=number)
+            try:
+                self.log.fork(run, at, new_run, run_number=number)
+            except RunExistsError:
+                raise AlreadyExistsError(f"Session with id {new_sid} already exists.") from None
             now = platform_time.get_time()
             self.writer(new_run).append(
                 SessionForked(
