@@ -661,3 +661,34 @@ def test_reading_sessions_needs_no_google_adk() -> None:
     code = "import sys, eventlog.adk as a; a.VIEW, a.SessionReducer; assert 'google.adk' not in sys.modules, 'imported'"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+
+
+def test_tasks_and_threads_of_one_process_append_at_once(log: eventlog.EventLog) -> None:
+    """Tasks on one event loop append to one session at once (each call runs in a worker thread):
+    every event is kept once, and the state is the last writer's for each key."""
+    svc = EventLogSessionService(log)
+
+    async def go() -> Session | None:
+        s = await svc.create_session(app_name=APP, user_id=USER, session_id="busy")
+        await asyncio.gather(
+            *(
+                svc.append_event(
+                    s,
+                    Event(
+                        id=f"t{i}",
+                        author="user",
+                        timestamp=float(i),
+                        actions=EventActions(state_delta={f"k{i % 3}": i, "user:n": i}),
+                    ),
+                )
+                for i in range(30)
+            )
+        )
+        return await svc.get_session(app_name=APP, user_id=USER, session_id="busy")
+
+    got = asyncio.run(go())
+    assert got is not None and sorted(e.id for e in got.events) == sorted(f"t{i}" for i in range(30))
+    order = [int(e.id[1:]) for e in got.events]  # the order the log committed them in
+    last = {f"k{i % 3}": i for i in order}
+    assert {k: got.state[k] for k in last} == last
+    assert got.state["user:n"] == order[-1]
