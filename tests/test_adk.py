@@ -692,3 +692,17 @@ def test_tasks_and_threads_of_one_process_append_at_once(log: eventlog.EventLog)
     last = {f"k{i % 3}": i for i in order}
     assert {k: got.state[k] for k in last} == last
     assert got.state["user:n"] == order[-1]
+
+
+def test_bench_suite_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m tools.bench adk --quick`: every service gives its figures (figures not judged)."""
+    from tools.bench._common import Context
+    from tools.bench.adk import run
+
+    for name in ("EVENTLOG_BENCH_PG_DSN", "EVENTLOG_BENCH_ADK_TURNS"):
+        monkeypatch.delenv(name, raising=False)  # the quick size, no server
+    res = run(Context(quick=True, workdir=str(tmp_path)))
+    assert res.skipped is None
+    systems = {row.system for row in res.rows}
+    assert {"eventlog-lmdb", "adk-sqlite"} <= systems
+    assert res.metrics["eventlog-lmdb"]["events"] == res.metrics["adk-sqlite"]["events"] > 0
