@@ -28,6 +28,7 @@ _PACKAGES = (
     "msgspec", "zstandard", "lmdb", "langgraph", "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite", "langgraph-checkpoint-lmdb", "langchain-core", "matplotlib", "wayflowcore",
     "openai-agents",
+    "google-adk", "sqlalchemy",
 )  # fmt: skip
 
 
