@@ -41,7 +41,6 @@ EXTERNAL: dict[str, tuple[str, str]] = {
     "langgraph.checkpoint": ("langgraph.checkpoint", "LangGraph's checkpoint package, beside eventlog.langgraph"),
     "SqliteSaver": ("langgraph.checkpoint.sqlite:SqliteSaver", "LangGraph's SQLite saver, compared in the guide"),
     "graph": ("langgraph.graph.state:CompiledStateGraph", "a compiled LangGraph graph in the LangGraph guide"),
-    "Runner": ("google.adk.runners:Runner", "ADK's runner, whose rewind the ADK guide names"),
     "RunConfig": (
         "google.adk.agents.run_config:RunConfig",
         "ADK's run options, whose session read benchmarks.md names",
