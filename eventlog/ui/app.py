@@ -332,6 +332,7 @@ def create_app(
             entry=entry,
             kind=model.kind_of(entry.event) if entry else "",
             event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
+            fork_name=model.free_fork_name(log, run_id, at) if allow_writes else "",
         )
 
     def diff_fragment(request: Request) -> Response:

@@ -130,7 +130,8 @@ def select_runs(
     summaries: list[RunSummary], wanted: RunFilter, page: int, per_page: int, now_ns: int | None = None
 ) -> tuple[list[RunSummary], int]:
     """(the rows of one page of the runs that match `wanted`, in its order, each fork right under
-    the run it was forked from when both are on the page; the number of runs that match)."""
+    the run it was forked from when both are on the page, a tree where its first run in the
+    order is; the number of runs that match)."""
     now = time.time_ns() if now_ns is None else now_ns
     matched = sorted((r for r in summaries if wanted.matches(r, now)), key=_sort_key(wanted.sort))
     chosen = {r.info.run_id: r for r in matched[page * per_page : (page + 1) * per_page]}
@@ -145,8 +146,12 @@ def select_runs(
         for child in row.children:
             place(chosen[child], depth + 1)
 
-    for row in chosen.values():
-        if row.info.parent not in chosen:
+    placed: set[str] = set()
+    for row in chosen.values():  # each tree where its first run in the order is
+        while row.info.parent in chosen:
+            row = chosen[row.info.parent]
+        if row.info.run_id not in placed:
+            placed.add(row.info.run_id)
             place(row, 0)
     return ordered, len(matched)
 

@@ -18,6 +18,7 @@ from eventlog import (
     Checkpoint,
     Entry,
     EventLog,
+    EventLogError,
     RunInfo,
     UnknownRunError,
 )
@@ -159,6 +160,25 @@ def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
     last = log.entry(info.run_id, info.head, run_number=info.number)  # the life `info` names
     status = "" if view is not None else status_after(last.event)
     return RunSummary(info, run_kind(first, view), status, max(last.time_ns, info.created_ns), view)
+
+
+fork_names_tried_max = 100
+"""Default names a fork form tries (`RUN-fork-AT`, then `-2`, `-3`, …) before it leaves the choice to the user."""
+
+
+def free_fork_name(log: EventLog[Any], run_id: str, at: int) -> str:
+    """The fork form's default name: `RUN-fork-AT`, or the first of `RUN-fork-AT-2`, `-3`, …
+    that no run holds yet (so that forking twice at one offset is not refused)."""
+    first = f"{run_id}-fork-{at}"
+    for n in range(1, fork_names_tried_max + 1):
+        name = first if n == 1 else f"{first}-{n}"
+        try:
+            log.run_info(name)
+        except UnknownRunError:
+            return name
+        except EventLogError:  # a name too long to be a run id: the user picks one
+            return first
+    return first
 
 
 def forks_of(log: EventLog[Any], run_id: str) -> list[RunInfo]:
