@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, serving
+from ui_support import browser_context, keep, serving, shoot
 
 import eventlog
 from eventlog.events import RunFailed, RunStarted, StepCompleted, StepFailed, UserMessage
@@ -241,7 +241,7 @@ def test_a_server_gone_is_said_and_found_again(page: Any, finds: eventlog.EventL
         assert page.locator("#conn").is_hidden()
     page.wait_for_selector("#conn:not([hidden])")
     assert "connection to the server is lost" in page.inner_text("#conn") and "Retrying" in page.inner_text("#conn")
-    assert page.get_attribute("#live", "data-state") == "off"
+    assert page.get_attribute("#live", "data-state") == "off" and page.inner_text("#live") == "offline"
     page.click('#panel tr[data-offset="1"] td.time')
     page.wait_for_selector("#inspector .error-box")
     assert "the server did not answer" in page.inner_text("#inspector .error-box")
@@ -338,3 +338,20 @@ def test_the_fork_form_sits_above_the_state_and_its_default_name_is_free(page: A
             page.goto(base + "/")
             assert page.inner_text('tr.run-row[data-run="w-fork-1-2"] td:last-child') == "just now"
             assert shown_runs(page) == ["w", "w-fork-1-2", "w-fork-1"]  # a tree where its newest run is
+
+
+def test_screenshots_of_finding_things(page: Any, url: str, finds: eventlog.EventLog, tmp_path: Path) -> None:
+    """The pictures of docs/guides/ui.md's "Finding things" and "When something goes wrong"."""
+    shoot(page, url + "/?since=24h&sort=events", None, tmp_path / "ui-find-runs.png")
+    shoot(page, run_url(url, "long-run", kind="failed", at=50), '.insp[data-at="50"]', tmp_path / "ui-find-run.png")
+    port = _free_port()
+    with serving(finds, port=port) as base:
+        page.goto(run_url(base, "long-run", view="timeline", at=320))
+        state_at(page, 320)
+        page.wait_for_selector("#live[data-state='on']")
+    page.wait_for_selector("#conn:not([hidden])")
+    page.click('#panel tr[data-offset="319"] td.time')
+    page.wait_for_selector("#inspector .error-box")
+    page.mouse.move(0, 0)
+    page.screenshot(path=str(tmp_path / "ui-connection-lost.png"))
+    keep(tmp_path / "ui-connection-lost.png")

@@ -130,6 +130,11 @@ def shoot(page: Any, url: str, ready: str | None, path: Path, height: int | None
     page.mouse.move(0, 0)
     page.wait_for_timeout(150)
     page.screenshot(path=str(path))
+    keep(path)
+
+
+def keep(path: Path) -> None:
+    """Check a screenshot, and copy it into docs/img/ when EVENTLOG_UI_SCREENSHOTS is set."""
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, path.name
     if os.environ.get("EVENTLOG_UI_SCREENSHOTS"):

@@ -28,7 +28,9 @@
 
   function setLive(state) {
     const dot = document.getElementById("live");
-    if (dot) dot.dataset.state = state;
+    if (!dot) return;
+    dot.dataset.state = state;
+    dot.textContent = { on: "live", wait: "reconnecting", off: "offline" }[state] || "live";
   }
 
   // -- the connection --------------------------------------------------------------------------
