@@ -544,3 +544,26 @@ def test_bounded_scans_find_what_a_full_read_finds(
             assert low == 0 or len(back) == most or low == start - scan
         finally:
             find.scan_events_max = old
+
+
+def test_the_runs_list_keeps_up_with_appends_forks_and_deletes(log: eventlog.EventLog) -> None:
+    from eventlog.events import RunFailed, RunStarted
+
+    def listed(url: str, query: str = "") -> list[str]:
+        _, body, _ = get(f"{url}/?sort=id&fragment=1{query}")
+        return re.findall(r'data-run="([^"]+)"', body)
+
+    log.append_many("a", [RunStarted(), StepCompleted(node="n", superstep=1)])
+    log.append("b", UserMessage(content="hi"))
+    with serving(log) as url:
+        assert listed(url) == ["a", "b"] and listed(url, "&status=failed") == []
+        log.append("a", RunFailed(error="x"))  # a feed entry: the run is summarized again
+        assert listed(url, "&status=failed") == ["a"]
+        log.fork("a", at=1, new_run_id="a-fork")  # no feed entry: a new id
+        assert listed(url) == ["a", "a-fork", "b"] and listed(url, "&status=running&kind=graph") == ["a-fork"]
+        log.delete_run("b")
+        assert listed(url) == ["a", "a-fork"]
+        log.append_many("b", [RunStarted(), RunFailed(error="y")])  # made again
+        assert listed(url, "&status=failed") == ["a", "b"]
+        _, body, _ = get(f"{url}/?q=a-fork&fragment=1")
+        assert re.search(r'data-run="a-fork".*?<td class="num">1</td>', body, re.DOTALL)

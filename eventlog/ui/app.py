@@ -224,6 +224,7 @@ def create_app(
         position = feed_end(log)
         summaries = index.summaries(log)
         rows, total = find.select_runs(summaries, wanted, number, model.runs_page_max)
+        rows = index.fresh(log, rows)
         context: dict[str, Any] = {
             "rows": rows,
             "total": total,

@@ -17,7 +17,16 @@ from typing import Any
 
 import msgspec
 
-from eventlog import CorruptRecordError, Entry, EventLog, RunInfo, RunReplacedError, UnknownKindError, UnknownRunError
+from eventlog import (
+    CorruptRecordError,
+    Entry,
+    EventLog,
+    EventLogError,
+    RunInfo,
+    RunReplacedError,
+    UnknownKindError,
+    UnknownRunError,
+)
 
 from .model import RunSummary, fields_of, kind_of, summary_of
 
@@ -38,6 +47,9 @@ text_chars_max = 200
 """The longest text a search inside a run takes."""
 backward_chunk_events = 1024
 """Events read at once when a search goes back."""
+changed_entries_max = 10_000
+"""Feed entries the runs list reads to learn which runs changed since its last request; more,
+and it checks every run's `run_info` instead."""
 
 SORTS = {"activity": "newest activity first", "created": "newest first", "id": "by id", "events": "most events first"}
 """The orders of the runs list (the first is the default)."""
@@ -90,32 +102,67 @@ def _sort_key(sort: str) -> Any:
 
 
 class RunIndex:
-    """Every run's summary, kept between requests and checked against `run_info` at each.
+    """Every run's summary, kept between requests.
 
-    Memory: one summary per run. A summary is made again when the run's life, head or base
-    changed; its counts (checkpoints, forks) come from the fresh `run_info`."""
+    At each request, the feed's entries committed since the last one say which runs changed
+    (at most `changed_entries_max` of them are read; past that, or when the feed does not
+    read, every run's `run_info` is checked); run ids that came or went are found in
+    `log.runs()`. A run is summarized again when its life, head or base changed. The rows a
+    page shows get a fresh `run_info` (`fresh`): their counts of checkpoints and forks, and a
+    run made again under its id with no events yet, are never stale. Memory: one summary a run."""
 
     def __init__(self) -> None:
         self._kept: dict[str, RunSummary] = {}
+        self._position: int | None = None
         self._lock = threading.Lock()
 
     def summaries(self, log: EventLog[Any]) -> list[RunSummary]:
-        """A fresh summary of every run of the log, in id order."""
+        """A summary of every run of the log, in id order."""
         with self._lock:
+            position = log.position()
+            touched = self._touched(log, position)
             kept: dict[str, RunSummary] = {}
-            for run_id in log.iter_runs():
+            for run_id in log.runs():
+                old = self._kept.get(run_id)
+                if old is not None and touched is not None and run_id not in touched:
+                    kept[run_id] = old
+                    continue
                 try:
                     info = log.run_info(run_id)
                 except UnknownRunError:
                     continue  # deleted since the list was read
-                row = self._summary(log, info)
+                row = self._summary(log, info, old)
                 if row is not None:
                     kept[run_id] = row
-            self._kept = kept
+            self._kept, self._position = kept, position
             return [msgspec.structs.replace(r, depth=0, children=[]) for r in kept.values()]
 
-    def _summary(self, log: EventLog[Any], info: RunInfo) -> RunSummary | None:
-        old = self._kept.get(info.run_id)
+    def fresh(self, log: EventLog[Any], rows: list[RunSummary]) -> list[RunSummary]:
+        """`rows` with a fresh `run_info` each (summarized again if the run changed; gone if deleted)."""
+        out = []
+        for row in rows:
+            try:
+                info = log.run_info(row.info.run_id)
+            except UnknownRunError:
+                continue
+            new = self._summary(log, info, row)
+            if new is not None:
+                out.append(msgspec.structs.replace(new, depth=row.depth, children=row.children))
+        return out
+
+    def _touched(self, log: EventLog[Any], position: int) -> set[str] | None:
+        """The runs with entries committed since the last request (None: check every run)."""
+        if self._position is None or position < self._position:
+            return None
+        if position - self._position > changed_entries_max:
+            return None
+        try:
+            return {e.run_id for e in log.feed(after=self._position, limit=position - self._position)}
+        except EventLogError:  # a damaged entry, a kind not registered: check every run
+            return None
+
+    @staticmethod
+    def _summary(log: EventLog[Any], info: RunInfo, old: RunSummary | None) -> RunSummary | None:
         if old is not None and (old.info.number, old.info.head, old.info.base) == (info.number, info.head, info.base):
             return msgspec.structs.replace(old, info=info)
         try:

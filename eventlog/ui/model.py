@@ -40,7 +40,7 @@ __all__ = [
 
 page_events = 200
 """Events on one page of a run's timeline."""
-runs_page_max = 500
+runs_page_max = 200
 """Runs on one page of the runs list."""
 short_chars_max = 160
 """Longest one-line rendering of a value in a row."""

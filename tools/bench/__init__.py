@@ -25,6 +25,7 @@ SUITES: dict[str, str] = {
     "fleet": "tools.bench.fleet",
     "wayflow": "tools.bench.wayflow",
     "ui_open": "tools.bench.ui_open",
+    "ui_runs": "tools.bench.ui_runs",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""
 
