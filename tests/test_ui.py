@@ -148,9 +148,19 @@ def test_every_value_from_the_log_is_escaped(tmp_path: Path) -> None:
                 run.replace("/run?", "/run/state?") + "&at=2",
                 run.replace("/run?", "/run/diff?") + "&a=0&b=2",
             ]
+            hostile = urllib.parse.quote(HOSTILE_TEXT)
+            pages += [  # what the user typed, shown back: a search, a filtered run, an error page
+                f"/?q={hostile}",
+                f"/?q={hostile}&fragment=1",
+                run + f"&q={hostile}",
+                run + f"&q={hostile}&fragment=1",
+                run.replace("/run?", "/run/state?") + "&at=9",
+                "/run/state?id=" + hostile + "&at=9",
+                "/run/find?id=" + urllib.parse.quote(HOSTILE_ID) + "&q=" + hostile,
+            ]
             for page in pages:
                 status, body, _ = get(url + page)
-                assert status == 200, (page, body[:500])
+                assert status == (404 if "at=9" in page else 200), (page, body[:500])
                 assert "<script>window" not in body and "<img src=x" not in body, page
                 assert "\x1b" not in body and "\u202e" not in body, page
                 assert body.count("<script") == (1 if "<html" in body else 0), page  # ui.js only
