@@ -252,7 +252,7 @@ def create_app(
         at, after, b, before = (params.in_run(request, n, run_id, base, head) for n in ("at", "after", "b", "before"))
         wanted = params.event_filter(request)
         if wanted:
-            win = _matches(run_id, info.summary.info, wanted, after, before, at)
+            win = find.matching_window(log, info.summary.info, wanted, after=after, before=before, at=at)
         else:
             win = model.window(log, run_id, head, base, after, at)
         view_chat = None
@@ -285,19 +285,6 @@ def create_app(
             context["history"] = info.view.history(log, run_id, None)
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"
         return page(template, **context)
-
-    def _matches(
-        run_id: str, info: Any, wanted: find.EventFilter, after: int | None, before: int | None, at: int | None
-    ) -> model.Window:
-        """The window of the events `wanted` matches: going back from `before`, else on from `after`
-        (or from just before `at`, or from the run's start)."""
-        most = model.page_events
-        if before is not None:
-            entries, lo = find.scan_backward(log, run_id, before, info.base, wanted, most, info.number)
-            return model.Window(run_id, info.base, info.head, lo, before, entries, filtered=True)
-        start = after if after is not None else max(info.base, at - 1) if at is not None else info.base
-        entries, hi = find.scan_forward(log, run_id, start, info.head, wanted, most, info.number)
-        return model.Window(run_id, info.base, info.head, start, hi, entries, filtered=True)
 
     def find_event(request: Request) -> Response:
         run_id = params.run_id(request)

@@ -28,7 +28,7 @@ from eventlog import (
     UnknownRunError,
 )
 
-from .model import RunSummary, fields_of, kind_of, summary_of
+from .model import RunSummary, Window, fields_of, kind_of, page_events, summary_of
 
 __all__ = [
     "EventFilter",
@@ -36,6 +36,7 @@ __all__ = [
     "RunIndex",
     "families",
     "find",
+    "matching_window",
     "scan_backward",
     "scan_forward",
     "select_runs",
@@ -263,6 +264,22 @@ def scan_backward(
                     return found[::-1], entry.offset - 1
         hi = lo
     return found[::-1], min(before, floor)
+
+
+def matching_window(
+    log: EventLog[Any], info: RunInfo, wanted: EventFilter, *, after: int | None, before: int | None, at: int | None
+) -> Window:
+    """A page of the events of the run `info` names that `wanted` matches (`page_events` at most):
+    going back from `before`, else on from `after`, else from just before `at`, else from the
+    run's start."""
+    run_id, base, head, number = info.run_id, info.base, info.head, info.number
+    if before is not None:
+        entries, lo = scan_backward(log, run_id, before, base, wanted, page_events, number)
+        return Window(run_id, base, head, lo, before, entries, filtered=True)
+    if after is None:
+        after = base if at is None else max(base, at - 1)
+    entries, hi = scan_forward(log, run_id, after, head, wanted, page_events, number)
+    return Window(run_id, base, head, after, hi, entries, filtered=True)
 
 
 def find(
