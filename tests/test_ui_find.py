@@ -323,7 +323,7 @@ def test_long_ids_labels_and_numbers_do_not_widen_the_page(page: Any, long_url: 
 
 
 def test_the_fork_form_sits_above_the_state_and_its_default_name_is_free(page: Any, tmp_path: Path) -> None:
-    with eventlog.open(tmp_path / "log") as log:
+    with eventlog.open(tmp_path / "log", durability="none") as log:  # no fsync to wait for on a busy machine
         log.append_many("w", [UserMessage(content="a"), UserMessage(content="b")])
         with serving(log, allow_writes=True) as base:
             for expected in ("w-fork-1", "w-fork-1-2"):
@@ -333,7 +333,7 @@ def test_the_fork_form_sits_above_the_state_and_its_default_name_is_free(page: A
                 assert form["y"] + form["height"] <= tree["y"]
                 assert page.input_value('#fork-form input[name="new"]') == expected
                 page.click("#fork-button")
-                page.wait_for_url(f"**/run?id={expected}")
+                page.wait_for_url(f"**/run?id={expected}", timeout=30_000)
                 assert log.run_info(expected).parent == "w"
             page.goto(base + "/")
             assert page.inner_text('tr.run-row[data-run="w-fork-1-2"] td:last-child') == "just now"
