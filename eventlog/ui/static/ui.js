@@ -122,16 +122,17 @@
     const form = document.getElementById("run-filters");
     const body = document.getElementById("runs-body");
     const hint = document.getElementById("search-hint");
-    function query() {
-      const params = {};
+    // The question in the form; the page shown is kept for a live update, not for a new question.
+    function query(samePage) {
+      const params = { page: samePage ? new URL(location.href).searchParams.get("page") : null };
       for (const [k, v] of new FormData(form)) params[k] = String(v).trim();
       if (params.sort === "activity") params.sort = "";
       return withParams("/", params);
     }
     let asked = 0; // the list shows the answer to the latest question only
-    async function refresh() {
+    async function refresh(samePage) {
       const ticket = ++asked;
-      const target = query();
+      const target = query(samePage === true);
       hint.textContent = "searching…";
       let html;
       try {
@@ -149,17 +150,17 @@
     form.addEventListener("input", (e) => {
       if (!e.target.matches("input")) return;
       clearTimeout(timer);
-      timer = setTimeout(refresh, 200);
+      timer = setTimeout(() => refresh(false), 200);
     });
     form.addEventListener("change", (e) => {
-      if (e.target.matches("select")) refresh();
+      if (e.target.matches("select")) refresh(false);
     });
     form.addEventListener("submit", (e) => {
       e.preventDefault();
       clearTimeout(timer);
-      refresh();
+      refresh(false);
     });
-    const live = serial(refresh);
+    const live = serial(() => refresh(true));
     listen(root.dataset.stream, { runs: live }, live);
   }
 
