@@ -148,9 +148,19 @@ def test_every_value_from_the_log_is_escaped(tmp_path: Path) -> None:
                 run.replace("/run?", "/run/state?") + "&at=2",
                 run.replace("/run?", "/run/diff?") + "&a=0&b=2",
             ]
+            hostile = urllib.parse.quote(HOSTILE_TEXT)
+            pages += [  # what the user typed, shown back: a search, a filtered run, an error page
+                f"/?q={hostile}",
+                f"/?q={hostile}&fragment=1",
+                run + f"&q={hostile}",
+                run + f"&q={hostile}&fragment=1",
+                run.replace("/run?", "/run/state?") + "&at=9",
+                "/run/state?id=" + hostile + "&at=9",
+                "/run/find?id=" + urllib.parse.quote(HOSTILE_ID) + "&q=" + hostile,
+            ]
             for page in pages:
                 status, body, _ = get(url + page)
-                assert status == 200, (page, body[:500])
+                assert status == (404 if "at=9" in page else 200), (page, body[:500])
                 assert "<script>window" not in body and "<img src=x" not in body, page
                 assert "\x1b" not in body and "\u202e" not in body, page
                 assert body.count("<script") == (1 if "<html" in body else 0), page  # ui.js only
@@ -454,3 +464,116 @@ def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tm
                 columns, rows = view.history(log, run_id, None)
                 assert page.count('<tr data-offset="') == len(rows) > 0
                 assert all(f"<th>{html.escape(c)}</th>" in page for c in columns)
+
+
+# -- finding things (issue 25, item 3): the server searches, on every store ------------------------
+
+
+def test_the_server_finds_runs_and_events_on_every_store(
+    log: eventlog.EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventlog.events import RunFailed, StepFailed
+    from eventlog.ui import find
+
+    events: list[Any] = [StepCompleted(node="n", superstep=i, update={"i": i}) for i in range(1, 41)]
+    events[9] = StepFailed(node="n", superstep=10, error="boom")  # offset 10
+    events[29] = StepFailed(node="needle", superstep=30, error="bang")  # offset 30
+    log.append_many("steps", events)
+    log.append("chat", UserMessage(content="hi"))
+    log.append_many("bad", [StepCompleted(node="a", superstep=1), RunFailed(error="x")])
+    with serving(log) as url:
+        _, body, _ = get(f"{url}/?status=failed&fragment=1")
+        assert re.findall(r'data-run="([^"]+)"', body) == ["bad"]
+        _, body, _ = get(f"{url}/?kind=conversation&fragment=1")
+        assert re.findall(r'data-run="([^"]+)"', body) == ["chat"]
+        _, body, _ = get(f"{url}/?fragment=1")  # the newest activity first
+        assert re.findall(r'data-run="([^"]+)"', body) == ["bad", "chat", "steps"]
+        _, body, _ = get(f"{url}/?sort=events&fragment=1")
+        assert re.findall(r'data-run="([^"]+)"', body) == ["steps", "bad", "chat"]
+        _, body, _ = get(f"{url}/?q=nothing-like-it&fragment=1")
+        assert "No run matches an id holding “nothing-like-it”" in body and "searched all 3 runs" in body
+
+        def found(query: str) -> Any:
+            status, body, _ = get(f"{url}/run/find?id=steps&{query}")
+            assert status == 200, body
+            return json.loads(body)
+
+        assert found("kind=failed") == {"offset": 10, "scanned": 10, "done": False}
+        assert found("kind=failed&from=10") == {"offset": 30, "scanned": 30, "done": False}
+        assert found("kind=failed&from=30") == {"offset": None, "scanned": 40, "done": True}
+        assert found("kind=failed&from=30&direction=previous")["offset"] == 10
+        assert found("q=NEEDLE") == {"offset": 30, "scanned": 30, "done": False}
+        monkeypatch.setattr(find, "scan_events_max", 8)  # a long search goes on where it stopped
+        assert found("kind=failed&from=12") == {"offset": None, "scanned": 20, "done": False}
+        assert found("kind=failed&from=25&direction=previous") == {"offset": None, "scanned": 16, "done": False}
+        _, body, _ = get(f"{url}/run?id=steps&kind=step.failed")
+        assert re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body) == []
+        assert "No event matches in offsets 1–8: the search stopped there" in body and "search on from 8" in body
+        monkeypatch.undo()
+        _, body, _ = get(f"{url}/run?id=steps&kind=failed")
+        assert re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body) == ["10", "30"]
+        _, body, _ = get(f"{url}/run?id=steps&kind=failed&before=29")
+        assert re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body) == ["10"]
+
+
+@given(
+    kinds=st.lists(st.sampled_from(["step", "failed", "user"]), min_size=1, max_size=60),
+    wanted=st.sampled_from(["step", "failed", "message", "step.failed", ""]),
+    text=st.sampled_from(["", "n7", "HI"]),
+    start=st.integers(0, 60),
+    most=st.integers(1, 5),
+    scan=st.integers(1, 70),
+)
+@settings(max_examples=60)
+def test_bounded_scans_find_what_a_full_read_finds(
+    kinds: list[str], wanted: str, text: str, start: int, most: int, scan: int
+) -> None:
+    from eventlog.events import StepFailed
+    from eventlog.ui import find
+
+    make = {
+        "step": lambda i: StepCompleted(node=f"n{i}", superstep=i),
+        "failed": lambda i: StepFailed(node=f"n{i}", superstep=i, error="x"),
+        "user": lambda i: UserMessage(content=f"hi {i}"),
+    }
+    with eventlog.open(":memory:") as log:
+        log.append_many("r", [make[k](i + 1) for i, k in enumerate(kinds)])
+        head, number = log.head("r"), log.run_info("r").number
+        start = min(start, head)
+        f = find.EventFilter(kind=wanted, text=text)
+        every = [e.offset for e in log.read("r") if f.matches(e)]
+        old, find.scan_events_max = find.scan_events_max, scan
+        try:
+            ahead, reached = find.scan_forward(log, "r", start, head, f, most, number)
+            window = [o for o in every if start < o <= reached]
+            assert [e.offset for e in ahead] == window[:most]
+            assert reached == head or len(ahead) == most or reached == start + scan
+            back, low = find.scan_backward(log, "r", start, 0, f, most, number)
+            window = [o for o in every if low < o <= start]
+            assert [e.offset for e in back] == window[-most:]
+            assert low == 0 or len(back) == most or low == start - scan
+        finally:
+            find.scan_events_max = old
+
+
+def test_the_runs_list_keeps_up_with_appends_forks_and_deletes(log: eventlog.EventLog) -> None:
+    from eventlog.events import RunFailed, RunStarted
+
+    def listed(url: str, query: str = "") -> list[str]:
+        _, body, _ = get(f"{url}/?sort=id&fragment=1{query}")
+        return re.findall(r'data-run="([^"]+)"', body)
+
+    log.append_many("a", [RunStarted(), StepCompleted(node="n", superstep=1)])
+    log.append("b", UserMessage(content="hi"))
+    with serving(log) as url:
+        assert listed(url) == ["a", "b"] and listed(url, "&status=failed") == []
+        log.append("a", RunFailed(error="x"))  # a feed entry: the run is summarized again
+        assert listed(url, "&status=failed") == ["a"]
+        log.fork("a", at=1, new_run_id="a-fork")  # no feed entry: a new id
+        assert listed(url) == ["a", "a-fork", "b"] and listed(url, "&status=running&kind=graph") == ["a-fork"]
+        log.delete_run("b")
+        assert listed(url) == ["a", "a-fork"]
+        log.append_many("b", [RunStarted(), RunFailed(error="y")])  # made again
+        assert listed(url, "&status=failed") == ["a", "b"]
+        _, body, _ = get(f"{url}/?q=a-fork&fragment=1")
+        assert re.search(r'data-run="a-fork".*?<td class="num">1</td>', body, re.DOTALL)

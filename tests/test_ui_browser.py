@@ -14,7 +14,6 @@ import concurrent.futures
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import browser_context, serving, write_langgraph_thread, write_wayflow_conversation
+from ui_support import browser_context, serving, shoot, write_langgraph_thread, write_wayflow_conversation
 
 import eventlog
 from eventlog.demo import run_demo
@@ -101,11 +100,12 @@ def test_the_runs_list_shows_every_run_and_filters(page: Any, demo_url: str, dem
         row = page.locator(f'tr.run-row[data-run="{run_id}"]')
         assert row.locator("td.run-id a").inner_text() == run_id
         assert row.locator("td.num").first.inner_text() == str(demo_log.head(run_id))
-    page.fill("#run-search", "rewind")
-    assert page.eval_on_selector_all("tr.run-row:not([hidden])", "rows => rows.map(r => r.dataset.run)") == [
-        "chat-demo-rewind"
-    ]
+    page.fill("#run-search", "rewind")  # the server searches; test_ui_find.py has more
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('tr.run-row')].map(r => r.dataset.run).join() === 'chat-demo-rewind'"
+    )
     page.fill("#run-search", "")
+    page.wait_for_function("() => document.querySelectorAll('tr.run-row').length === 5")
     page.click('tr.run-row[data-run="workflow-demo-replay"] td.run-id a')
     page.wait_for_selector("#inspector .insp")
     assert page.inner_text("h1.run-title") == "workflow-demo-replay"
@@ -126,7 +126,7 @@ def test_clicking_an_event_shows_the_state_at_its_offset(
     head = demo_log.head(run_id)
     assert msgspec.convert(state_shown(page, head), eventlog.AgentState) == demo_log.state_at(run_id, head)
     for k in offsets:
-        page.locator(f'#panel [data-offset="{k}"]').first.click()
+        page.locator(f'#panel [data-offset="{k}"]').first.click(position={"x": 4, "y": 4})  # not on a link inside
         state = state_shown(page, k)
         assert msgspec.convert(state, eventlog.AgentState) == demo_log.state_at(run_id, k), k
         assert f"at={k}" in page.url
@@ -317,23 +317,6 @@ def test_langgraph_and_wayflow_runs_read_through_their_views(page: Any, integrat
                 page.click(f'#panel tr[data-offset="{row["offset"]}"] td >> nth=0')
                 state = state_shown(page, row["offset"])
                 assert state == json.loads(msgspec.json.encode(view.state(log, run_id, row["offset"])))
-
-
-def shoot(page: Any, url: str, ready: str | None, path: Path) -> None:
-    """A screenshot of the page at `url` once `ready` (an inspector selector) shows, into `path`;
-    copied into docs/img/ when EVENTLOG_UI_SCREENSHOTS is set."""
-    page.set_viewport_size({"width": 1400, "height": 420 if ready is None else 860})
-    page.goto(url)
-    page.wait_for_selector("#live[data-state='on']")
-    if ready:
-        page.wait_for_selector("#inspector " + ready)
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(150)
-    page.screenshot(path=str(path))
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, path.name
-    if os.environ.get("EVENTLOG_UI_SCREENSHOTS"):
-        shutil.copyfile(path, ROOT / "docs" / "img" / path.name)
 
 
 def test_screenshots_of_the_real_pages(page: Any, demo_url: str, tmp_path: Path) -> None:

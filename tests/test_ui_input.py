@@ -47,12 +47,13 @@ BAD_NUMBERS = [
 ]
 ROUTES = {  # route: (parameters that are numbers, the run parameter's name)
     "/": (["page"], None),
-    "/run": (["at", "after", "b"], "id"),
+    "/run": (["at", "after", "b", "before"], "id"),
     "/run/state": (["at"], "id"),
     "/run/state.json": (["at"], "id"),
     "/run/diff": (["a", "b"], "id"),
     "/run/diff.json": (["a", "b"], "id"),
     "/run/prompt": (["at"], "id"),
+    "/run/find": (["from"], "id"),
     "/stream": (["position"], "run"),
 }
 BAD_RUNS = ["nope", "x" * 2000, "%ED%A0%80", "%00"]
@@ -114,6 +115,28 @@ def test_every_route_refuses_a_run_that_is_not_there(ui: str) -> None:
         assert status == 400 and "no run given" in body, (route, body[:200])
 
 
+BAD_WORDS = [  # route and parameters: each is a 400 naming the parameter
+    "/?status=lost",
+    "/?since=1y",
+    "/?sort=random",
+    "/?kind=%3Cscript%3E",
+    "/?q=" + "x" * 1200,
+    "/run?id=r&kind=a%20b",
+    "/run?id=r&q=" + "x" * 201,
+    "/run/find?id=r&kind=failed&direction=sideways",
+    "/run/find?id=r&kind=%22",
+]
+
+
+def test_every_word_parameter_is_one_it_knows(ui: str) -> None:
+    for target in BAD_WORDS:
+        status, _, body = _request(ui, target)
+        name = target.split("&")[-1].split("?")[-1].split("=")[0]
+        assert status == 400 and name in body, (target, status, body[:300])
+    status, kind, body = _request(ui, "/run/find?id=r")
+    assert status == 400 and kind == "application/json" and "kind=" in body
+
+
 def test_the_stream_refuses_a_position_past_the_feed_and_takes_good_ones(ui: str, log: eventlog.EventLog) -> None:
     end = log.position()
     status, _, body = _request(ui, f"/stream?position={end + 1}")
@@ -132,6 +155,9 @@ def test_a_good_request_still_answers(ui: str) -> None:
         "/run?id=r&at=2&b=3",
         "/run/state?id=r&at=",
         "/run/diff?id=r&a=0&b=head",
+        "/?q=r&status=running&kind=graph&since=1h&sort=events",
+        "/run?id=r&kind=step&q=n2&before=5",
+        "/run/find?id=r&kind=step&from=2&direction=previous",
     ):
         assert _request(ui, target)[0] == 200, target
     assert _request(ui, "/run/prompt?id=r&at=6")[0] == 200

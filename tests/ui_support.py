@@ -12,12 +12,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import eventlog
 
+ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -32,14 +34,17 @@ CHROMIUM_FLAGS = [
 
 @contextlib.contextmanager
 def serving(log: eventlog.EventLog, **options: Any) -> Iterator[str]:
-    """The UI over `log`, served by uvicorn on a free loopback port in a thread; yields its base URL."""
+    """The UI over `log`, served by uvicorn on a loopback port (`port=`, else a free one) in a
+    thread; yields its base URL."""
     import uvicorn
 
     from eventlog.ui import create_app
 
+    port = options.pop("port", 0)
     app = create_app(log, name=options.pop("name", "test log"), **options)
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port served before, again
+    sock.bind(("127.0.0.1", port))
     sock.listen(64)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
@@ -112,6 +117,28 @@ def browser_context(**options: Any) -> Iterator[Any]:
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def shoot(page: Any, url: str, ready: str | None, path: Path, height: int | None = None) -> None:
+    """A screenshot of the page at `url` once `ready` (an inspector selector) shows, into `path`;
+    copied into docs/img/ when EVENTLOG_UI_SCREENSHOTS is set."""
+    page.set_viewport_size({"width": 1400, "height": height or (420 if ready is None else 860)})
+    page.goto(url)
+    page.wait_for_selector("#live[data-state='on']")
+    if ready:
+        page.wait_for_selector("#inspector " + ready)
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(150)
+    page.screenshot(path=str(path))
+    keep(path)
+
+
+def keep(path: Path) -> None:
+    """Check a screenshot, and copy it into docs/img/ when EVENTLOG_UI_SCREENSHOTS is set."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, path.name
+    if os.environ.get("EVENTLOG_UI_SCREENSHOTS"):
+        shutil.copyfile(path, ROOT / "docs" / "img" / path.name)
 
 
 # -- runs written by the integrations ----------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from functools import partial
@@ -37,7 +36,7 @@ from eventlog import (
 )
 from eventlog.views import load_views
 
-from . import model, readings
+from . import find, model, params, readings
 from .live import feed_end, follow
 from .render import environment
 
@@ -161,43 +160,9 @@ async def _redirect(send: Send, target: str, cookie: str) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-def _url(path: str, **params: Any) -> str:
-    query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+def _url(path: str, **fields: Any) -> str:
+    query = urlencode({k: v for k, v in fields.items() if v is not None and v != ""})
     return path + ("?" + query if query else "")
-
-
-_NUMBER = re.compile(r"[0-9]{1,19}")
-
-
-def _int(request: Request, name: str, default: int | None = None, *, high: int | None = None) -> int | None:
-    """The parameter `name` as a whole number from 0 to `high` (an empty one, or `head`: the
-    default); anything else is a 400 before the route answers."""
-    raw = request.query_params.get(name)
-    if raw is None or raw in ("", "head"):
-        return default
-    value = int(raw) if _NUMBER.fullmatch(raw) else -1
-    if value < 0 or (high is not None and value > high):
-        upto = f" to {high}" if high is not None else ""
-        raise HTTPException(400, f"{name} must be a whole number from 0{upto}, not {raw[:40]!r}")
-    return value
-
-
-def _run_id(request: Request, name: str = "id") -> str:
-    """The run named by the parameter `name` (the route then finds it, or answers 404)."""
-    run_id = request.query_params.get(name)
-    if not run_id:
-        raise HTTPException(400, f"no run given: ?{name}=RUN")
-    return run_id
-
-
-def _in_run(request: Request, name: str, run_id: str, base: int, head: int) -> int | None:
-    """The parameter `name` as an offset of the run: from `base` to `head` (else 404), or None."""
-    value = _int(request, name)
-    if value is not None and not base <= value <= head:
-        if value < base:
-            raise PrunedError(run_id, value, base)
-        raise OffsetOutOfRangeError(run_id, value, head)
-    return value
 
 
 class _ForkForm(msgspec.Struct):
@@ -245,36 +210,56 @@ def create_app(
     def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(templates.get_template(template).render(**common, **context), status_code=status)
 
+    index = find.RunIndex()
+
     def runs_page(request: Request) -> HTMLResponse:
-        query = request.query_params.get("q", "").strip()
-        number = _int(request, "page", 0) or 0
+        wanted = find.RunFilter(
+            query=params.text(request, "q", 1100),
+            status=params.choice(request, "status", ("", *find.STATUSES)),
+            kind=params.kind(request),
+            since=params.choice(request, "since", find.SINCE),
+            sort=params.choice(request, "sort", find.SORTS, "activity"),
+        )
+        number = params.number(request, "page", 0) or 0
         position = feed_end(log)
-        rows, total = model.run_summaries(log, query, number)
-        pages = max(1, -(-total // model.runs_page_max))
+        summaries = index.summaries(log)
+        rows, total = find.select_runs(summaries, wanted, number, model.runs_page_max)
+        rows = index.fresh(log, rows)
         context: dict[str, Any] = {
             "rows": rows,
             "total": total,
-            "query": query,
+            "all_runs": len(summaries),
+            "kinds": sorted({r.kind for r in summaries} | {"conversation", "graph", "events"}),
+            "wanted": wanted,
+            "filters": {"q": wanted.query, "status": wanted.status, "kind": wanted.kind, "since": wanted.since},
+            "sort": None if wanted.sort == "activity" else wanted.sort,
             "page": number,
-            "pages": pages,
+            "pages": max(1, -(-total // model.runs_page_max)),
             "position": position,
+            "sorts": find.SORTS,
+            "since": find.SINCE,
+            "statuses": find.STATUSES,
         }
         if request.query_params.get("fragment"):
-            return page("_runs_rows.html", **context)
+            return page("_runs_body.html", **context)
         return page("runs.html", **context)
 
     def run_view(request: Request) -> HTMLResponse:
-        run_id = _run_id(request)
+        run_id = params.run_id(request)
         position = feed_end(log)  # before the window: an entry committed meanwhile comes again, never not at all
         info = model.run_page(log, run_id)
         head, base = info.summary.info.head, info.summary.info.base
-        at, after, b = (_in_run(request, name, run_id, base, head) for name in ("at", "after", "b"))
-        win = model.window(log, run_id, head, base, after, at)
+        at, after, b, before = (params.in_run(request, n, run_id, base, head) for n in ("at", "after", "b", "before"))
+        wanted = params.event_filter(request)
+        if wanted:
+            win = find.matching_window(log, info.summary.info, wanted, after=after, before=before, at=at)
+        else:
+            win = model.window(log, run_id, head, base, after, at)
         view_chat = None
         if info.view is not None:  # an integration's run: its view's messages, as a chat
             view_chat = readings.view_transcript(info.view.state(log, run_id, head if at is None else at))
         ways = model.ways_to_read(info, win.entries, view_chat is not None)
-        reading = request.query_params.get("view", "")
+        reading = "timeline" if wanted else request.query_params.get("view", "")
         if reading not in ways:
             reading = ways[0]
         context: dict[str, Any] = {
@@ -287,6 +272,8 @@ def create_app(
             "b": b,
             "position": position,
             "page_events": model.page_events,
+            "wanted": wanted,
+            "families": find.families(model.kind_of(e.event) for e in win.entries),
         }
         if reading == "timeline":
             context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
@@ -299,13 +286,24 @@ def create_app(
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"
         return page(template, **context)
 
+    def find_event(request: Request) -> Response:
+        run_id = params.run_id(request)
+        info = log.run_info(run_id)
+        start = params.in_run(request, "from", run_id, info.base, info.head)
+        direction = params.choice(request, "direction", ("next", "previous"), "next")
+        wanted = params.event_filter(request)
+        if not wanted:
+            raise HTTPException(400, "say what to find: ?kind= (failed: the errors) or ?q=")
+        start = (info.base if direction == "next" else info.head + 1) if start is None else start
+        return _json_response(find.find(log, run_id, start, direction == "next", wanted, info))
+
     def _offset(request: Request, name: str, run_id: str) -> int:
         head = log.run_info(run_id).head
-        value = _in_run(request, name, run_id, 0, head)
+        value = params.in_run(request, name, run_id, 0, head)
         return head if value is None else value
 
     def state_fragment(request: Request) -> Response:
-        run_id = _run_id(request)
+        run_id = params.run_id(request)
         at = _offset(request, "at", run_id)
         doc = model.state_doc(log, run_id, at, model.view_for(log, run_id))
         if request.url.path.endswith(".json"):
@@ -322,10 +320,11 @@ def create_app(
             entry=entry,
             kind=model.kind_of(entry.event) if entry else "",
             event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
+            fork_name=model.free_fork_name(log, run_id, at) if allow_writes else "",
         )
 
     def diff_fragment(request: Request) -> Response:
-        run_id = _run_id(request)
+        run_id = params.run_id(request)
         a, b = _offset(request, "a", run_id), _offset(request, "b", run_id)
         doc = model.diff_doc(log, run_id, a, b, model.view_for(log, run_id))
         if request.url.path.endswith(".json"):
@@ -335,7 +334,7 @@ def create_app(
         return page("_diff.html", run_id=run_id, a=a, b=b, doc=doc, json=json, size=size, shown_max=shown_max)
 
     def prompt_fragment(request: Request) -> Response:
-        run_id = _run_id(request)
+        run_id = params.run_id(request)
         at = _offset(request, "at", run_id)
         found = model.prompt_of(log, run_id, at)
         if found is None:
@@ -352,11 +351,11 @@ def create_app(
 
     def stream_from(request: Request) -> tuple[str | None, int]:
         """The stream's run (which must exist) and position (0 to the feed's end), checked before it answers."""
-        run_id = _run_id(request, "run") if "run" in request.query_params else None
+        run_id = params.run_id(request, "run") if "run" in request.query_params else None
         if run_id is not None:
             log.run_info(run_id)
         end = feed_end(log)
-        after = _int(request, "position", end, high=end)
+        after = params.number(request, "position", end, high=end)
         assert after is not None
         return run_id, after
 
@@ -402,9 +401,17 @@ def create_app(
         return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
 
     def error(request: Request, status: int, message: str) -> Response:
-        if request.headers.get(_FRAGMENT_HEADER) or request.url.path.startswith("/run/"):
+        """The error as the asker reads it: JSON for a JSON route, a fragment for the page's
+        script, else a page of its own (a fragment's URL opened in the browser, say)."""
+        path = request.url.path
+        if path.endswith(".json") or path == "/run/find":
+            return Response(
+                msgspec.json.encode({"status": status, "error": message}), status, media_type="application/json"
+            )
+        if request.headers.get(_FRAGMENT_HEADER):
             return page("_error.html", status, code=status, message=message)
-        return page("error.html", status, code=status, message=message)
+        back = request.query_params.get("id") if path.startswith("/run/") else None  # the run's page
+        return page("error.html", status, code=status, message=message, back=back)
 
     async def on_error(request: Request, exc: Exception) -> Response:
         if isinstance(exc, HTTPException):
@@ -424,7 +431,7 @@ def create_app(
         of the life `?number=` names, when the page that asks shows one."""
 
         def pinned(request: Request) -> Response:
-            run_id, number = _run_id(request), _int(request, "number")
+            run_id, number = params.run_id(request), params.number(request, "number")
             with log.pinned(run_id) as info:
                 if number is not None and number != info.number:
                     raise RunReplacedError(run_id, number, info.number, "its page was open")
@@ -441,6 +448,7 @@ def create_app(
         Route("/run/diff", one_life(diff_fragment)),
         Route("/run/diff.json", one_life(diff_fragment)),
         Route("/run/prompt", one_life(prompt_fragment)),
+        Route("/run/find", one_life(find_event)),
         Route("/stream", stream),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]

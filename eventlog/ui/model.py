@@ -16,12 +16,10 @@ import msgspec
 
 from eventlog import (
     Checkpoint,
-    CorruptRecordError,
     Entry,
     EventLog,
+    EventLogError,
     RunInfo,
-    RunReplacedError,
-    UnknownKindError,
     UnknownRunError,
 )
 from eventlog import events as ev
@@ -36,14 +34,13 @@ __all__ = [
     "fields_shown",
     "kind_of",
     "prompt_of",
-    "run_summaries",
     "state_doc",
     "window",
 ]
 
 page_events = 200
 """Events on one page of a run's timeline."""
-runs_page_max = 500
+runs_page_max = 200
 """Runs on one page of the runs list."""
 short_chars_max = 160
 """Longest one-line rendering of a value in a row."""
@@ -125,7 +122,8 @@ class RunSummary(msgspec.Struct):
     """Read from the last event: `running`, `completed`, `failed`, `paused`, `idle`, `empty` (or
     `unreadable`)."""
     last_ns: int
-    """Commit time of the last event (the creation time of a run with none)."""
+    """The run's last activity: the commit time of its last event, or its creation when later
+    (a run with no events, a fork with none of its own yet)."""
     view: RunView | None = None
     """The view of an integration's run (None: a run of the standard kinds)."""
     problem: str = ""
@@ -161,47 +159,26 @@ def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
         return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
     last = log.entry(info.run_id, info.head, run_number=info.number)  # the life `info` names
     status = "" if view is not None else status_after(last.event)
-    return RunSummary(info, run_kind(first, view), status, last.time_ns, view)
+    return RunSummary(info, run_kind(first, view), status, max(last.time_ns, info.created_ns), view)
 
 
-def run_summaries(log: EventLog[Any], query: str = "", page: int = 0) -> tuple[list[RunSummary], int]:
-    """(rows of one page of the runs list, number of runs matched).
+fork_names_tried_max = 100
+"""Default names a fork form tries (`RUN-fork-AT`, then `-2`, `-3`, …) before it leaves the choice to the user."""
 
-    Runs are in id order, each fork right under the run it was forked from when both are
-    on the page; `query` keeps the runs whose id holds it (case-insensitive)."""
-    ids = log.runs()
-    if query:
-        ids = [r for r in ids if query.casefold() in r.casefold()]
-    total = len(ids)
-    chosen = ids[page * runs_page_max : (page + 1) * runs_page_max]
-    rows: dict[str, RunSummary] = {}
-    for run_id in chosen:
+
+def free_fork_name(log: EventLog[Any], run_id: str, at: int) -> str:
+    """The fork form's default name: `RUN-fork-AT`, or the first of `RUN-fork-AT-2`, `-3`, …
+    that no run holds yet (so that forking twice at one offset is not refused)."""
+    first = f"{run_id}-fork-{at}"
+    for n in range(1, fork_names_tried_max + 1):
+        name = first if n == 1 else f"{first}-{n}"
         try:
-            info = log.run_info(run_id)
+            log.run_info(name)
         except UnknownRunError:
-            continue  # deleted since the list was read
-        try:
-            rows[run_id] = summary_of(log, info)
-        except RunReplacedError:
-            continue  # deleted (and made again) since its info was read
-        except (UnknownKindError, CorruptRecordError) as exc:  # one run that does not read spoils no other
-            rows[run_id] = RunSummary(info, "?", "unreadable", info.created_ns, problem=str(exc))
-    for row in rows.values():
-        parent = row.info.parent
-        if parent in rows:
-            rows[parent].children.append(row.info.run_id)
-    ordered: list[RunSummary] = []
-
-    def place(row: RunSummary, depth: int) -> None:
-        row.depth = depth
-        ordered.append(row)
-        for child in row.children:
-            place(rows[child], depth + 1)
-
-    for row in rows.values():
-        if row.info.parent not in rows:
-            place(row, 0)
-    return ordered, total
+            return name
+        except EventLogError:  # a name too long to be a run id: the user picks one
+            return first
+    return first
 
 
 def forks_of(log: EventLog[Any], run_id: str) -> list[RunInfo]:
@@ -246,6 +223,8 @@ class Window(msgspec.Struct):
     after: int
     upto: int
     entries: list[Entry]
+    filtered: bool = False
+    """The entries are those of (after, upto] that a filter matched, not all of them."""
 
     @property
     def at_tail(self) -> bool:

@@ -27,6 +27,7 @@ SUITES: dict[str, str] = {
     "openai_agents": "tools.bench.openai_agents",
     "adk": "tools.bench.adk",
     "ui_open": "tools.bench.ui_open",
+    "ui_runs": "tools.bench.ui_runs",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""
 

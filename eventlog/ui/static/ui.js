@@ -5,8 +5,15 @@
 (function () {
   const FRAGMENT = { "x-eventlog-fragment": "1" };
 
+  // The server's answer as text (an error's page fragment too); a network failure says so.
   async function fetchHtml(url) {
-    const response = await fetch(url, { headers: FRAGMENT, credentials: "same-origin" });
+    let response;
+    try {
+      response = await fetch(url, { headers: FRAGMENT, credentials: "same-origin" });
+    } catch (err) {
+      connectionLost();
+      throw new Error("the server did not answer: it may have stopped");
+    }
     return response.text();
   }
 
@@ -21,22 +28,70 @@
 
   function setLive(state) {
     const dot = document.getElementById("live");
-    if (dot) dot.dataset.state = state;
+    if (!dot) return;
+    dot.dataset.state = state;
+    dot.textContent = { on: "live", wait: "reconnecting", off: "offline" }[state] || "live";
   }
 
-  function listen(url, handlers) {
+  // -- the connection --------------------------------------------------------------------------
+  // Lost when the live stream breaks or a request gets no answer; said in a banner until a
+  // stream opens again (the page asks again every few seconds).
+
+  let lost = false;
+  function connectionLost() {
+    if (lost) return;
+    lost = true;
+    setLive("off");
+    const banner = document.getElementById("conn");
+    if (!banner) return;
+    banner.textContent = "The connection to the server is lost: what this page shows may be out of date. Retrying…";
+    banner.hidden = false;
+  }
+
+  function connectionBack() {
+    if (!lost) return false;
+    lost = false;
+    const banner = document.getElementById("conn");
+    if (banner) banner.hidden = true;
+    return true;
+  }
+
+  function listen(url, handlers, reconnected) {
     if (!url || !window.EventSource) return;
-    const source = new EventSource(url);
-    source.onopen = () => setLive("on");
-    source.onerror = () => setLive(source.readyState === EventSource.CLOSED ? "off" : "wait");
-    source.addEventListener("end", () => {  // the server stopped this stream for good: do not ask again
-      source.close();
-      setLive("off");
-    });
-    for (const [name, handler] of Object.entries(handlers)) {
-      source.addEventListener(name, (e) => handler(JSON.parse(e.data)));
+    let source = null;
+    let wait = 1000;
+    let ended = false;
+    function open(target) {
+      source = new EventSource(target);
+      source.onopen = () => {
+        wait = 1000;
+        setLive("on");
+        if (connectionBack() && reconnected) reconnected();
+      };
+      source.onerror = () => {
+        if (ended) return;
+        connectionLost();
+        if (source.readyState === EventSource.CLOSED) {  // the browser gave up: ask again, from now on
+          setTimeout(() => open(withParams(url, { position: null })), wait);
+          wait = Math.min(wait * 2, 10000);
+        }
+      };
+      source.addEventListener("end", (e) => {  // the server stopped this stream for good: do not ask again
+        ended = true;
+        source.close();
+        setLive("off");
+        const banner = document.getElementById("conn");
+        if (banner) {
+          banner.textContent = "Live updates stopped: " + JSON.parse(e.data).message;
+          banner.hidden = false;
+        }
+      });
+      for (const [name, handler] of Object.entries(handlers)) {
+        source.addEventListener(name, (e) => handler(JSON.parse(e.data)));
+      }
     }
-    window.addEventListener("pagehide", () => source.close());
+    open(url);
+    window.addEventListener("pagehide", () => source && source.close());
   }
 
   // A task that runs at most once at a time; asked again meanwhile, it runs once more after.
@@ -64,20 +119,49 @@
   // -- the runs list ---------------------------------------------------------------------------
 
   function runsPage(root) {
-    const search = document.getElementById("run-search");
-    const rows = document.getElementById("run-rows");
-    const filter = () => {
-      const q = search.value.trim().toLowerCase();
-      for (const tr of rows.querySelectorAll("tr.run-row")) {
-        tr.hidden = q !== "" && !tr.dataset.run.toLowerCase().includes(q);
+    const form = document.getElementById("run-filters");
+    const body = document.getElementById("runs-body");
+    const hint = document.getElementById("search-hint");
+    // The question in the form; the page shown is kept for a live update, not for a new question.
+    function query(samePage) {
+      const params = { page: samePage ? new URL(location.href).searchParams.get("page") : null };
+      for (const [k, v] of new FormData(form)) params[k] = String(v).trim();
+      if (params.sort === "activity") params.sort = "";
+      return withParams("/", params);
+    }
+    let asked = 0; // the list shows the answer to the latest question only
+    async function refresh(samePage) {
+      const ticket = ++asked;
+      const target = query(samePage === true);
+      hint.textContent = "searching…";
+      let html;
+      try {
+        html = await fetchHtml(withParams(target, { fragment: 1 }));
+      } catch (err) {
+        hint.textContent = err.message;
+        return;
       }
-    };
-    search.addEventListener("input", filter);
-    const refresh = serial(async () => {
-      rows.innerHTML = await fetchHtml(root.dataset.rows);
-      filter();
+      if (ticket !== asked) return;
+      body.innerHTML = html;
+      hint.textContent = "the server searches every run as you type";
+      if (location.pathname + location.search !== target) history.replaceState(null, "", target);
+    }
+    let timer = null;
+    form.addEventListener("input", (e) => {
+      if (!e.target.matches("input")) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => refresh(false), 200);
     });
-    listen(root.dataset.stream, { runs: refresh });
+    form.addEventListener("change", (e) => {
+      if (e.target.matches("select")) refresh(false);
+    });
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      clearTimeout(timer);
+      refresh(false);
+    });
+    const live = serial(() => refresh(true));
+    listen(root.dataset.stream, { runs: live }, live);
   }
 
   // -- a run -----------------------------------------------------------------------------------
@@ -85,6 +169,7 @@
   function runPage(root) {
     const panel = document.getElementById("panel");
     const inspector = document.getElementById("inspector");
+    const status = document.getElementById("find-status");
     let a = root.dataset.at === "" ? null : Number(root.dataset.at);
     let b = root.dataset.b === "" ? null : Number(root.dataset.b);
 
@@ -92,12 +177,23 @@
       return Array.from(panel.querySelectorAll("[data-offset]"));
     }
 
+    function bar() {
+      return panel.querySelector(".panel-bar") || { dataset: {} };
+    }
+
+    // The selected event (else the first) is the one place Tab stops in the list; j/k, the arrows
+    // and Enter work from there.
     function mark() {
+      let stop = null;
       for (const el of items()) {
         const off = Number(el.dataset.offset);
         el.classList.toggle("sel-a", off === a);
         el.classList.toggle("sel-b", b !== null && off === b);
+        el.tabIndex = -1;
+        if (off === a && stop === null) stop = el;
       }
+      stop = stop || panel.querySelector("[data-offset]");
+      if (stop) stop.tabIndex = 0;
     }
 
     function remember() {
@@ -108,7 +204,17 @@
     async function show(url) {
       const ticket = ++asked;
       inspector.classList.add("loading");
-      const html = await fetchHtml(url);
+      let html;
+      try {
+        html = await fetchHtml(url);
+      } catch (err) {
+        html = `<div class="error-box" role="alert"></div>`;
+        if (ticket !== asked) return;
+        inspector.classList.remove("loading");
+        inspector.innerHTML = html;
+        inspector.firstChild.textContent = "Not shown: " + err.message + ".";
+        return;
+      }
       if (ticket !== asked) return;
       inspector.classList.remove("loading");
       inspector.innerHTML = html;
@@ -123,14 +229,53 @@
       else await show(withParams(root.dataset.diff, { a: a, b: b }));
     }
 
-    function step(delta) {
-      const offsets = [...new Set(items().map((el) => Number(el.dataset.offset)))].sort((x, y) => x - y);
-      if (!offsets.length) return;
-      const i = offsets.indexOf(a);
-      const next = offsets[Math.max(0, Math.min(offsets.length - 1, i < 0 ? 0 : i + delta))];
-      const el = panel.querySelector(`[data-offset="${next}"]`);
-      if (el) el.scrollIntoView({ block: "nearest" });
+    function focusOn(offset) {
+      const el = panel.querySelector(`[data-offset="${offset}"]`);
+      if (!el) return;
+      el.scrollIntoView({ block: "nearest" });
+      el.focus({ preventScroll: true });
+    }
+
+    async function loadPanel(url) {
+      let html;
+      try {
+        html = await fetchHtml(url);
+      } catch (err) {
+        status.textContent = err.message;
+        return false;
+      }
+      panel.innerHTML = html;
+      mark();
+      return true;
+    }
+
+    // j/k: the next or previous event; past the page's edge, the next or previous page.
+    const step = serial(async function () {
+      const delta = pending;
+      pending = 0;
+      if (!delta) return;
+      let offsets = [...new Set(items().map((el) => Number(el.dataset.offset)))].sort((x, y) => x - y);
+      let i = offsets.indexOf(a);
+      let next;
+      if (i >= 0 && i + delta >= offsets.length && bar().dataset.next) {
+        if (!(await loadPanel(bar().dataset.next))) return;
+        offsets = [...new Set(items().map((el) => Number(el.dataset.offset)))].sort((x, y) => x - y);
+        next = offsets.find((o) => o > a);
+      } else if (i >= 0 && i + delta < 0 && bar().dataset.prev) {
+        if (!(await loadPanel(bar().dataset.prev))) return;
+        offsets = [...new Set(items().map((el) => Number(el.dataset.offset)))].sort((x, y) => x - y);
+        next = offsets.filter((o) => o < a).pop();
+      } else if (offsets.length) {
+        next = offsets[Math.max(0, Math.min(offsets.length - 1, i < 0 ? 0 : i + delta))];
+      }
+      if (next === undefined) return;
       select(next);
+      focusOn(next);
+    });
+    let pending = 0;
+    function move(delta) {
+      pending += delta;
+      step();
     }
 
     panel.addEventListener("mousedown", (e) => {
@@ -188,57 +333,136 @@
         new: form.elements.new.value,
         number: Number(root.dataset.number), // the life of the run this page shows, and no other
       });
-      const response = await fetch("/run/fork", {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "content-type": "application/json", "x-eventlog-write": key ? key.content : "", ...FRAGMENT },
-        body: body,
-      });
+      let response;
+      try {
+        response = await fetch("/run/fork", {
+          method: "POST",
+          credentials: "same-origin",
+          headers: { "content-type": "application/json", "x-eventlog-write": key ? key.content : "", ...FRAGMENT },
+          body: body,
+        });
+      } catch (err) {
+        connectionLost();
+        out.textContent = "Not forked: the server did not answer.";
+        return;
+      }
       if (response.ok) location.href = (await response.json()).url;
       else if ((response.headers.get("content-type") || "").startsWith("text/html")) out.innerHTML = await response.text();
       else out.textContent = await response.text();
     });
 
+    // Finding: go to an offset, the next or previous error (asked of the server, a bounded
+    // scan at a time, with the progress said).
+    function goTo(offset) {
+      if (panel.querySelector(`[data-offset="${offset}"]`)) {
+        select(offset);
+        focusOn(offset);
+      } else {
+        location.href = withParams("/run", { id: root.dataset.run, view: root.dataset.view, at: offset });
+      }
+    }
+
+    document.getElementById("jump").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const raw = e.target.elements.at.value.trim();
+      const head = Number(root.dataset.head);
+      const base = Number(root.dataset.base);
+      status.classList.remove("bad");
+      if (!/^[0-9]{1,16}$/.test(raw) || Number(raw) > head || Number(raw) < base) {
+        status.classList.add("bad");
+        status.textContent = `No offset ${raw.slice(0, 20)}: this run's offsets go from ${base} to ${head}.`;
+        return;
+      }
+      status.textContent = "";
+      goTo(Number(raw));
+    });
+
+    document.getElementById("kind-filter").addEventListener("change", (e) => e.target.form.submit());
+
+    let searching = 0;
+    async function findError(forward) {
+      const ticket = ++searching;
+      const head = Number(root.dataset.head);
+      let from = a === null ? (forward ? Number(root.dataset.base) : head + 1) : a;
+      const start = from;
+      status.classList.remove("bad");
+      for (;;) {
+        const url = withParams(root.dataset.find, { from: Math.min(from, head), direction: forward ? "next" : "previous", kind: "failed" });
+        let found;
+        try {
+          const response = await fetch(url, { credentials: "same-origin" });
+          found = await response.json();
+          if (!response.ok) throw new Error(found.error);
+        } catch (err) {
+          if (err instanceof TypeError) connectionLost();
+          status.classList.add("bad");
+          status.textContent = "Not searched: " + err.message;
+          return;
+        }
+        if (ticket !== searching) return;
+        if (found.offset !== null) {
+          status.textContent = `error at offset ${found.offset.toLocaleString("en")}`;
+          goTo(found.offset);
+          return;
+        }
+        if (found.done) {
+          status.textContent = `No error ${forward ? "after" : "before"} offset ${start.toLocaleString("en")}.`;
+          return;
+        }
+        status.textContent = `searching… offset ${found.scanned.toLocaleString("en")} of ${head.toLocaleString("en")}`;
+        from = forward ? found.scanned : found.scanned + 1;
+      }
+    }
+    document.getElementById("next-error").addEventListener("click", () => findError(true));
+    document.getElementById("prev-error").addEventListener("click", () => findError(false));
+
     document.addEventListener("keydown", (e) => {
-      if (e.target.closest("input, textarea") || e.metaKey || e.ctrlKey || e.altKey) return;
+      if (e.target.closest("input, textarea, select") || e.metaKey || e.ctrlKey || e.altKey) return;
       if (e.key === "ArrowDown" || e.key === "j") {
         e.preventDefault();
-        step(1);
+        move(1);
       } else if (e.key === "ArrowUp" || e.key === "k") {
         e.preventDefault();
-        step(-1);
+        move(-1);
+      } else if ((e.key === "Enter" || e.key === " ") && e.target.matches("[data-offset]")) {
+        e.preventDefault();
+        select(Number(e.target.dataset.offset));
       }
     });
 
     // Live: a new event refreshes the page of events when it shows the run's tail.
     const refresh = serial(async () => {
-      const bar = panel.querySelector(".panel-bar");
-      if (!bar || bar.dataset.tail !== "1") {
+      if (bar().dataset.tail !== "1") {
         const note = document.getElementById("new-events");
         if (note) note.hidden = false;
         return;
       }
       const nearBottom = panel.scrollHeight - panel.scrollTop - panel.clientHeight < 80;
-      panel.innerHTML = await fetchHtml(root.dataset.panel);
-      mark();
+      const hadFocus = panel.contains(document.activeElement);
+      if (!(await loadPanel(bar().dataset.self))) return;
       if (nearBottom) panel.scrollTop = panel.scrollHeight;
+      if (hadFocus && a !== null) focusOn(a);
     });
-    listen(root.dataset.stream, {
-      run: (change) => {
-        if (String(change.number) !== root.dataset.number) {
-          location.reload(); // the run was deleted and made again: this page shows a life that is gone
-          return;
-        }
-        root.dataset.head = change.head;
-        document.getElementById("run-head").textContent = Number(change.head).toLocaleString("en");
-        const status = document.getElementById("run-status");
-        if (status && change.status) {
-          status.textContent = change.status;
-          status.className = "status s-" + change.status;
-        }
-        refresh();
+    listen(
+      root.dataset.stream,
+      {
+        run: (change) => {
+          if (String(change.number) !== root.dataset.number) {
+            location.reload(); // the run was deleted and made again: this page shows a life that is gone
+            return;
+          }
+          root.dataset.head = change.head;
+          document.getElementById("run-head").textContent = Number(change.head).toLocaleString("en");
+          const st = document.getElementById("run-status");
+          if (st && change.status) {
+            st.textContent = change.status;
+            st.className = "status s-" + change.status;
+          }
+          refresh();
+        },
       },
-    });
+      refresh, // back after the connection was lost: what this page shows may have changed
+    );
 
     mark();
     const chosen = panel.querySelector(`[data-offset="${a}"]`);
