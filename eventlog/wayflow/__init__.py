@@ -40,7 +40,8 @@ as log events), `_serialize` (wayflowcore's objects as plain data), `_start`
 
 from __future__ import annotations
 
-from ._checkpointer import CheckpointedConversation, EventLogCheckpointer
+from ._checkpointer import EventLogCheckpointer
+from ._conversation import CheckpointedConversation
 from ._events import ConversationStarted, Rewound, Snapshot, WayflowReducer, WayflowState
 from ._start import start_conversation
 from ._types import (

@@ -6,17 +6,14 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CheckpointNotFoundError, RunExistsError
-from ..log import EventLog
+from ..errors import CheckpointNotFoundError
 from ..policy import CheckpointPolicy
-from ..runwriter import RunWriter
-from ._checkpointer import CheckpointedConversation, EventLogCheckpointer
-from ._diff import diff
-from ._events import Rewound, WayflowState
+from ._checkpointer import EventLogCheckpointer
+from ._conversation import CheckpointedConversation, PendingRewind
+from ._events import WayflowState
 from ._serialize import RANDOM_ID, check_compatible, components_of, load_conversation, shape_of
 from ._types import (
     CheckpointingInterval,
-    ConversationCheckpoint,
     NotAWayflowConversationError,
     RestoreWithMessagesError,
     UnsupportedComponentError,
@@ -24,6 +21,7 @@ from ._types import (
 )
 
 if TYPE_CHECKING:
+    from wayflowcore.conversation import Conversation as WayflowConversation
     from wayflowcore.conversationalcomponent import ConversationalComponent
 
 __all__ = ["start_conversation"]
@@ -44,9 +42,11 @@ def start_conversation(
     - No `conversation_id`, or one with no checkpoint yet: a new conversation (with `messages`
       and `inputs` as wayflowcore's `start_conversation` takes them).
     - An existing `conversation_id`: restored from its latest checkpoint, or from
-      `checkpoint_id`. The conversation keeps its id. When the checkpoint is not the
-      conversation's latest state, the future after it is forked to a branch run (see
-      `EventLogCheckpointer.branches`) and the conversation continues from the checkpoint.
+      `checkpoint_id`. The conversation keeps its id. A restore writes nothing: when the
+      checkpoint is not the conversation's latest state, the returned conversation's first
+      write (`execute()` or a save) forks the future after the checkpoint to a branch run (see
+      `EventLogCheckpointer.branches`) and continues from the checkpoint; until then
+      `load_latest` and the listings are as they were.
 
     Refused before anything is written: new `messages` or `inputs` with a restore
     (RestoreWithMessagesError: restore, then append the message), a component that is not
@@ -119,10 +119,48 @@ def start_conversation(
         target = log.state_at(conversation_id, checkpoint.offset, reducer=checkpointer.reducer)
     # a conversation that cannot be rebuilt is refused here, before anything is written
     conversation = load_conversation(target.conversation, component, conversation_id)
-    if head_state.checkpoint_id != checkpoint.checkpoint_id:
-        _rewind(log, recorder, head_state, target, checkpoint)
+    pending = None
+    if head_state.checkpoint_id != checkpoint.checkpoint_id:  # read-only until this object's first write
+        pending = PendingRewind(checkpoint, head_state, target, recorder.offset)
     return CheckpointedConversation(
-        checkpointer, conversation_id, component, conversation, recorder, interval, checkpoint, shape
+        checkpointer, conversation_id, component, conversation, recorder, interval, checkpoint, shape, pending=pending
+    )
+
+
+def adopt(
+    checkpointer: EventLogCheckpointer, conversation: WayflowConversation, component_id: str | None
+) -> CheckpointedConversation:
+    """A wayflowcore conversation not made by `start_conversation`, recorded under its own `id`
+    (for `EventLogCheckpointer.save`): refused as `start_conversation` refuses, before any write."""
+    from wayflowcore.conversation import Conversation
+
+    if not isinstance(conversation, Conversation):
+        raise TypeError(f"save() takes a conversation or a ConversationCheckpoint, not {type(conversation).__name__}")
+    component = conversation.component
+    _check_supported(component)
+    conversation_id = str(conversation.id)
+    shape = shape_of(component)
+    if component_id is not None:
+        shape["id"] = component_id
+    recorder = checkpointer.log.recorder(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    head: WayflowState = recorder.state
+    if recorder.offset:
+        if not head.component_id:
+            raise NotAWayflowConversationError(
+                f"run {conversation_id!r} exists but is not a WayFlow conversation; save the conversation under "
+                f"another id"
+            )
+        check_compatible(conversation_id, head, component, shape)
+    return CheckpointedConversation(
+        checkpointer,
+        conversation_id,
+        component,
+        conversation,
+        recorder,
+        checkpointer.checkpointing_interval,
+        None,
+        shape,
+        component_id=component_id,
     )
 
 
@@ -153,43 +191,6 @@ def _check_supported(component: ConversationalComponent) -> bool:
             f"eventlog.wayflow checkpoints (Agent, Flow, Swarm, ManagerWorkers, A2AAgent)"
         )
     return not isinstance(component, A2AAgent)
-
-
-def _rewind(
-    log: EventLog[Any],
-    recorder: RunWriter[WayflowState],
-    head: WayflowState,
-    target: WayflowState,
-    checkpoint: ConversationCheckpoint,
-) -> None:
-    """Keep the future after `checkpoint` as a branch run, and bring the conversation back to it."""
-    run_id, at = recorder.run_id, recorder.offset
-    n = len(head.rewinds) + 1
-    while True:
-        branch = f"{run_id}~{n}"
-        try:
-            log.fork(run_id, at, branch)
-            break
-        except RunExistsError:
-            info = log.run_info(branch)
-            if info.parent == run_id and info.fork_offset == at == info.head:
-                break  # left by an earlier attempt that stopped before the rewind was recorded
-            n += 1
-    recorder.append(
-        Rewound(
-            checkpoint_id=checkpoint.checkpoint_id,
-            offset=checkpoint.offset,
-            head=at,
-            branch=branch,
-            delta=diff(head.conversation, target.conversation),
-            status=target.status,
-            turn=target.turn,
-            llm_calls=target.llm_calls,
-            tool_calls=target.tool_calls,
-            input_tokens=target.input_tokens,
-            output_tokens=target.output_tokens,
-        )
-    )
 
 
 def _has_messages(messages: Any) -> bool:

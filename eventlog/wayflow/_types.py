@@ -4,8 +4,9 @@ checkpointing intervals, and the errors."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..errors import EventLogError
 
@@ -52,27 +53,71 @@ class CheckpointingInterval(enum.Enum):
     """After every agent or flow iteration, and after each turn."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ConversationCheckpoint:
-    """A saved point of a conversation."""
+    """A saved point of a conversation.
+
+    Its `state` is portable: `EventLogCheckpointer.save(checkpoint)` writes it into another log
+    (docs/guides/wayflow.md, "A checkpoint moved to another log").
+    """
 
     checkpoint_id: str
     """Id of the checkpoint (unique in its conversation)."""
     conversation_id: str
     """The conversation (run) it was listed for."""
     component_id: str
-    """Id of the Agent or Flow the conversation runs."""
+    """Id of the component the conversation runs."""
     created_at: int
     """When it was saved, in seconds since the Unix epoch."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    """`save_reason`, `turn`, `message_count`, `status_type`, `current_step_name`, and what the caller added."""
-    offset: int = 0
-    """The offset of the run it stands at."""
+    metadata: dict[str, Any]
+    """`save_reason`, `save_sequence`, `turn`, `message_count`, `status_type`, `current_step_name`
+    (and for an internal checkpoint `event_type`, `agent_iteration`, `flow_step_name`,
+    `nesting_level`, `llm_used_in_previous_turn`), and what the caller added."""
+    offset: int
+    """The offset of the run it stands at (0 for a checkpoint not read from a log)."""
+    _state: str | None = field(repr=False, compare=False)
+    _load: Callable[[], str] | None = field(repr=False, compare=False)
+
+    def __init__(
+        self,
+        checkpoint_id: str,
+        conversation_id: str,
+        component_id: str,
+        created_at: int,
+        *,
+        state: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        offset: int = 0,
+        _load: Callable[[], str] | None = None,
+    ) -> None:
+        if state is not None and not isinstance(state, str):
+            raise TypeError(f"state must be a str, not {type(state).__name__}")
+        for name, value in (
+            ("checkpoint_id", checkpoint_id),
+            ("conversation_id", conversation_id),
+            ("component_id", component_id),
+            ("created_at", created_at),
+            ("metadata", dict(metadata or {})),
+            ("offset", offset),
+            ("_state", state),
+            ("_load", _load),
+        ):
+            object.__setattr__(self, name, value)
 
     @property
     def id(self) -> str:
         """The checkpoint id."""
         return self.checkpoint_id
+
+    @property
+    def state(self) -> str:
+        """The conversation at this checkpoint as portable text (JSON: the component's id, type and
+        shape, the status and the serialized conversation), read from the log when first asked."""
+        if self._state is None:
+            if self._load is None:
+                raise WayflowCheckpointError(f"checkpoint {self.checkpoint_id!r} carries no state")
+            object.__setattr__(self, "_state", self._load())
+        return cast("str", self._state)
 
 
 @dataclass(frozen=True)
