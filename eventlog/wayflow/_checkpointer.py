@@ -16,6 +16,7 @@ from ._diff import diff
 from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState
 from ._portable import read_state_text, state_text
 from ._serialize import check_stored_types
+from ._support import adopt
 from ._types import (
     CheckpointingInterval,
     ConversationBranch,
@@ -80,8 +81,6 @@ class EventLogCheckpointer:
     ) -> ConversationCheckpoint:
         """Save a checkpoint of a live conversation as it is now (see `save`)."""
         if not isinstance(conversation, CheckpointedConversation):
-            from ._start import adopt
-
             conversation = adopt(self, conversation, component_id)
         elif conversation.checkpointer.log is not self.log:
             raise WayflowCheckpointError(

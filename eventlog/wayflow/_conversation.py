@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import ConflictError, RunExistsError
 from ..events import Event, TurnCompleted, TurnFailed, TurnStarted
 from ..runwriter import RunWriter
 from ._diff import diff
-from ._events import ConversationStarted, Rewound, Snapshot, WayflowState, refer_texts
+from ._events import ConversationStarted, Rewound, Snapshot, WayflowReducer, WayflowState, refer_texts
 from ._listener import Listener
 from ._messages import message_event, tool_names
 from ._serialize import definition_of, dump_conversation
@@ -24,9 +24,26 @@ if TYPE_CHECKING:
     from wayflowcore.executors.executionstatus import ExecutionStatus
     from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
 
-    from ._checkpointer import EventLogCheckpointer
+    from ..checkpoints import Checkpoint
+    from ..log import EventLog
 
-__all__ = ["CheckpointedConversation", "PendingRewind"]
+__all__ = ["CheckpointedConversation", "Keeper", "PendingRewind"]
+
+
+class Keeper(Protocol):
+    """What a conversation asks of the checkpointer that keeps it (`EventLogCheckpointer`)."""
+
+    log: EventLog[Any]
+    checkpointing_interval: CheckpointingInterval
+    reducer: WayflowReducer
+
+    def list_checkpoints(self, conversation_id: str, limit: int | None = 50) -> list[ConversationCheckpoint]: ...
+
+    def _public(self, conversation_id: str, state: WayflowState, cp: Checkpoint[Any]) -> ConversationCheckpoint: ...
+
+    def _refuse_taken(self, conversation_id: str, checkpoint_id: str) -> None: ...
+
+    def _last_sequence(self, conversation_id: str) -> int: ...
 
 
 @dataclass
@@ -49,7 +66,7 @@ class CheckpointedConversation:
 
     def __init__(
         self,
-        checkpointer: EventLogCheckpointer,
+        checkpointer: Keeper,
         conversation_id: str,
         component: ConversationalComponent,
         conversation: WayflowConversation,
