@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import warnings
 from collections import Counter
 from typing import Any
@@ -18,7 +21,7 @@ import pytest
 
 pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
 
-from test_wayflow_kinds import DURABLE, in_new_process
+from test_wayflow_kinds import DURABLE, ROOT, in_new_process
 from wayflow_app import ScriptedLlm, build_agent, build_flow, build_nested, reply
 from wayflowcore.controlconnection import ControlFlowEdge
 from wayflowcore.events.eventlistener import register_event_listeners
@@ -325,3 +328,19 @@ def test_save_refuses_what_it_cannot_save(log: eventlog.EventLog) -> None:
     with pytest.raises(WayflowCheckpointError, match="no state"):
         checkpointer.save(ConversationCheckpoint("x", "c", "trip-agent", 0))
     assert list(log.runs()) == []
+
+
+# -- item: WayFlow's own Checkpointing API (tests/test_wayflow_native.py) ---------------------------
+
+
+def test_the_native_tests_pass_against_a_wayflow_checkout() -> None:
+    checkout = os.environ.get("EVENTLOG_TEST_WAYFLOW_PR")
+    if not checkout:
+        pytest.skip("set EVENTLOG_TEST_WAYFLOW_PR to a wayflowcore source tree that ships wayflowcore.checkpointing")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([checkout, str(ROOT), str(ROOT / "tests")])}
+    del env["EVENTLOG_TEST_WAYFLOW_PR"]
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_wayflow_native.py")],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0 and " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-3000:]

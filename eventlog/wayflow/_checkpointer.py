@@ -14,6 +14,7 @@ from ..policy import CheckpointPolicy
 from ._conversation import CheckpointedConversation
 from ._diff import diff
 from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState
+from ._native import NATIVE, is_native, native_text, save_native, store_native
 from ._portable import read_state_text, state_text
 from ._serialize import check_stored_types
 from ._support import adopt
@@ -24,6 +25,7 @@ from ._types import (
     IncompatibleComponentError,
     NotAWayflowConversationError,
     WayflowCheckpointError,
+    shipped_checkpointing,
 )
 
 if TYPE_CHECKING:
@@ -32,8 +34,18 @@ if TYPE_CHECKING:
 __all__ = ["EventLogCheckpointer"]
 
 
-class EventLogCheckpointer:
-    """Saves, lists, loads and deletes the checkpoints of WayFlow conversations kept in a log."""
+if TYPE_CHECKING:
+    _Base = object
+else:  # WayFlow's own Checkpointer, when the installed wayflowcore ships it (see _native)
+    _Base = getattr(shipped_checkpointing(), "Checkpointer", object)
+
+
+class EventLogCheckpointer(_Base):
+    """Saves, lists, loads and deletes the checkpoints of WayFlow conversations kept in a log.
+
+    When the installed wayflowcore ships `wayflowcore.checkpointing`, it is also a `Checkpointer`
+    of that API: `component.start_conversation(checkpointer=EventLogCheckpointer(log))` works.
+    """
 
     def __init__(
         self, log: EventLog[Any], *, interval: CheckpointingInterval = CheckpointingInterval.CONVERSATION_TURNS
@@ -44,6 +56,7 @@ class EventLogCheckpointer:
         self.log = log
         self.checkpointing_interval = interval
         self.reducer = WayflowReducer()
+        self._save_sequence_by_conversation: dict[str, int] = {}  # WayFlow's base class counts saves here
 
     def save(
         self,
@@ -67,6 +80,10 @@ class EventLogCheckpointer:
         """
         if isinstance(checkpoint, ConversationCheckpoint):
             return self._import(checkpoint, checkpoint_id, component_id, metadata)
+        shipped = shipped_checkpointing()
+        if shipped is not None and isinstance(checkpoint, shipped.ConversationCheckpoint):
+            self._save_checkpoint(checkpoint)  # one of wayflowcore's own checkpointers', moved here
+            return self.load(checkpoint.conversation_id, checkpoint.checkpoint_id)
         return self.save_conversation(
             checkpoint, checkpoint_id=checkpoint_id, component_id=component_id, metadata=metadata
         )
@@ -80,6 +97,8 @@ class EventLogCheckpointer:
         metadata: Mapping[str, Any] | None = None,
     ) -> ConversationCheckpoint:
         """Save a checkpoint of a live conversation as it is now (see `save`)."""
+        if is_native(conversation, self):  # wayflowcore's own conversation, checkpointed through its own API
+            return save_native(self, conversation, checkpoint_id, component_id, metadata)
         if not isinstance(conversation, CheckpointedConversation):
             conversation = adopt(self, conversation, component_id)
         elif conversation.checkpointer.log is not self.log:
@@ -173,8 +192,12 @@ class EventLogCheckpointer:
             created_at=cp.created_ns // 1_000_000_000,
             metadata=dict(cp.metadata),
             offset=cp.offset,
-            _load=lambda: state_text(cp.state),
+            _load=lambda: native_text(cp.state) if state.shape.get("format") == NATIVE else state_text(cp.state),
         )
+
+    def _save_checkpoint(self, checkpoint: Any) -> None:
+        """WayFlow's `Checkpointer._save_checkpoint`: store one checkpoint of wayflowcore's own format."""
+        store_native(self, checkpoint)
 
     def _refuse_taken(self, conversation_id: str, checkpoint_id: str) -> None:
         """WayflowCheckpointError when the conversation can see a checkpoint with this id (on a branch too)."""

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..checkpoints import Checkpoint
     from ..log import EventLog
 
-__all__ = ["CheckpointedConversation", "Keeper", "PendingRewind"]
+__all__ = ["CheckpointedConversation", "Keeper", "PendingRewind", "rewind"]
 
 
 class Keeper(Protocol):
@@ -163,39 +163,11 @@ class CheckpointedConversation:
         pending, self._pending = self._pending, None
         if pending is None:
             return
-        log, rec = self.checkpointer.log, self._rec
-        run_id, at = rec.run_id, pending.at
-        head = log.head(run_id)
-        if head != at or rec.offset != at:
+        try:
+            rewind(self.checkpointer.log, self._rec, pending)
+        except ConflictError:
             self._pending = pending
-            raise ConflictError(run_id, at, head)
-        n = len(pending.head.rewinds) + 1
-        while True:
-            branch = f"{run_id}~{n}"
-            try:
-                log.fork(run_id, at, branch)
-                break
-            except RunExistsError:
-                info = log.run_info(branch)
-                if info.parent == run_id and info.fork_offset == at == info.head:
-                    break  # left by an earlier attempt that stopped before the rewind was recorded
-                n += 1
-        target, cp = pending.target, pending.checkpoint
-        rec.append(
-            Rewound(
-                checkpoint_id=cp.checkpoint_id,
-                offset=cp.offset,
-                head=at,
-                branch=branch,
-                delta=diff(pending.head.conversation, target.conversation),
-                status=target.status,
-                turn=target.turn,
-                llm_calls=target.llm_calls,
-                tool_calls=target.tool_calls,
-                input_tokens=target.input_tokens,
-                output_tokens=target.output_tokens,
-            )
-        )
+            raise
 
     def _ensure_started(self) -> None:
         if self._rec.offset:
@@ -272,3 +244,40 @@ class CheckpointedConversation:
 
 class _Turn:
     status: Any = None
+
+
+def rewind(log: EventLog[Any], rec: RunWriter[WayflowState], pending: PendingRewind) -> None:
+    """Keep the future after `pending.checkpoint` as a branch run forked at the head, and append
+    `wayflow.rewound` bringing the conversation back to the checkpoint; ConflictError, with
+    nothing written, when the conversation moved on since `pending` was read."""
+    run_id, at = rec.run_id, pending.at
+    head = log.head(run_id)
+    if head != at or rec.offset != at:
+        raise ConflictError(run_id, at, head)
+    n = len(pending.head.rewinds) + 1
+    while True:
+        branch = f"{run_id}~{n}"
+        try:
+            log.fork(run_id, at, branch)
+            break
+        except RunExistsError:
+            info = log.run_info(branch)
+            if info.parent == run_id and info.fork_offset == at == info.head:
+                break  # left by an earlier attempt that stopped before the rewind was recorded
+            n += 1
+    target, cp = pending.target, pending.checkpoint
+    rec.append(
+        Rewound(
+            checkpoint_id=cp.checkpoint_id,
+            offset=cp.offset,
+            head=at,
+            branch=branch,
+            delta=diff(pending.head.conversation, target.conversation),
+            status=target.status,
+            turn=target.turn,
+            llm_calls=target.llm_calls,
+            tool_calls=target.tool_calls,
+            input_tokens=target.input_tokens,
+            output_tokens=target.output_tokens,
+        )
+    )

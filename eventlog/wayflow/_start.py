@@ -11,6 +11,7 @@ from ..policy import CheckpointPolicy
 from ._checkpointer import EventLogCheckpointer
 from ._conversation import CheckpointedConversation, PendingRewind
 from ._events import WayflowState
+from ._native import NATIVE
 from ._serialize import RANDOM_ID, check_compatible, load_conversation, shape_of
 from ._support import check_supported
 from ._types import (
@@ -85,6 +86,11 @@ def start_conversation(
             raise NotAWayflowConversationError(
                 f"run {conversation_id!r} exists but is not a WayFlow conversation (its first event is not "
                 f"wayflow.started); choose another conversation_id"
+            )
+        if head_state.shape.get("format") == NATIVE:
+            raise WayflowCheckpointError(
+                f"conversation {conversation_id!r} is recorded through wayflowcore's own Checkpointing API: restore it "
+                f"with {type(component).__name__}.start_conversation(conversation_id=..., checkpointer=...)"
             )
         check_compatible(conversation_id, head_state, component, shape)
         if checkpoint_id is not None:

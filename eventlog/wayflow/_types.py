@@ -4,9 +4,11 @@ checkpointing intervals, and the errors."""
 from __future__ import annotations
 
 import enum
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import EventLogError
 
@@ -19,7 +21,26 @@ __all__ = [
     "RestoreWithMessagesError",
     "UnsupportedComponentError",
     "WayflowCheckpointError",
+    "shipped_checkpointing",
 ]
+
+
+def shipped_checkpointing() -> Any | None:
+    """wayflowcore's own `wayflowcore.checkpointing` module when the installed wayflowcore ships it
+    (WayFlow's Checkpointing API), else None; found without importing a wayflowcore that does not
+    ship it (reading a log needs no wayflowcore)."""
+    try:
+        spec = importlib.util.find_spec("wayflowcore")
+    except (ImportError, ValueError):
+        return None
+    places = [] if spec is None else list(spec.submodule_search_locations or [])
+    if not any((Path(p) / "checkpointing" / "__init__.py").is_file() for p in places):
+        return None
+    try:
+        import wayflowcore.checkpointing as shipped  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return shipped
 
 
 class WayflowCheckpointError(EventLogError):
@@ -43,14 +64,21 @@ class UnsupportedComponentError(WayflowCheckpointError, ValueError):
 
 
 class CheckpointingInterval(enum.Enum):
-    """Which completed execution boundary saves a checkpoint, as in WayFlow's Checkpointing API."""
+    """Which execution boundaries save a checkpoint, as in WayFlow's Checkpointing API (WayFlow's own
+    enum when the installed wayflowcore ships `wayflowcore.checkpointing`)."""
 
     CONVERSATION_TURNS = "conversation_turns"
     """After each `execute()` that returns (a conversation turn)."""
     LLM_TURNS = "llm_turns"
-    """After each agent or flow iteration in which an LLM answered, and after each turn."""
+    """When an agent or flow iteration starts after an LLM answered, and after each turn."""
     ALL_INTERNAL_TURNS = "all_internal_turns"
-    """After every agent or flow iteration, and after each turn."""
+    """When every agent or flow iteration starts, and after each turn."""
+
+
+if not TYPE_CHECKING:
+    _SHIPPED = shipped_checkpointing()
+    if _SHIPPED is not None:  # one enum for both APIs: WayFlow's listener compares with its own members
+        CheckpointingInterval = _SHIPPED.CheckpointingInterval
 
 
 @dataclass(frozen=True, init=False)
