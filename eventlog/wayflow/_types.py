@@ -86,7 +86,7 @@ class ConversationCheckpoint:
     """A saved point of a conversation.
 
     Its `state` is portable: `EventLogCheckpointer.save(checkpoint)` writes it into another log
-    (docs/guides/wayflow.md, "A checkpoint moved to another log").
+    (docs/guides/wayflow.md, "Save, and move a checkpoint to another log").
     """
 
     checkpoint_id: str

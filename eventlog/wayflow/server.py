@@ -16,9 +16,9 @@ conversation again); a deleted row is a `wayflow.server.deleted` event (the even
 everywhere in a log); the run `<prefix>index` maps each response id to its conversation.
 The latest-turn flag is not stored: the latest row of a conversation is the one that is latest.
 
-Only the calls the Responses service makes are served (see docs/guides/wayflow.md, "The agent
-server"); anything else raises NotImplementedError naming what is served. Importing this
-module imports wayflowcore (the `wayflow` extra).
+Only the calls the Responses service makes are served (docs/guides/wayflow.md, "The agent
+server: OpenAI Responses conversations in a log"); anything else raises NotImplementedError
+naming what is served. Importing this module imports wayflowcore (the `wayflow` extra).
 """
 
 from __future__ import annotations
