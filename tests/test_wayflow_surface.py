@@ -18,6 +18,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
 
@@ -344,3 +346,27 @@ def test_the_native_tests_pass_against_a_wayflow_checkout() -> None:
         env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert p.returncode == 0 and " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-3000:]
+
+
+# -- the portable state is an exact round trip ------------------------------------------------------
+
+_plain = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), _plain, max_size=4), st.text(max_size=10), _plain)
+def test_a_state_reads_back_as_it_was_written(conversation: dict[str, Any], status: str, shape: Any) -> None:
+    from eventlog.wayflow._diff import same
+    from eventlog.wayflow._events import WayflowState
+    from eventlog.wayflow._portable import read_state_text, state_text
+
+    shape = {"id": "x", "extra": shape}
+    state = WayflowState(
+        component_id="x", component_type="Agent", shape=shape, conversation=conversation, status=status
+    )
+    back = read_state_text(state_text(state), "c", "cp")
+    assert same(back["conversation"], conversation) and same(back["shape"], shape) and back["status"] == status

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ._diff import same
 from ._events import WayflowState
 from ._types import WayflowCheckpointError
 
@@ -59,7 +60,17 @@ def state_text(state: WayflowState) -> str:
         "status": state.status,
         "conversation": state.conversation,
     }
-    return _encode(envelope).decode()
+    try:
+        text = _encode(envelope)
+    except TypeError:  # a key that is not a string
+        text = b""
+    back = msgspec.json.decode(text) if text else {}
+    if not text or not same(back["conversation"], state.conversation) or not same(back["shape"], state.shape):
+        raise WayflowCheckpointError(
+            f"checkpoint {state.checkpoint_id!r}: the conversation holds a value JSON does not carry exactly (a "
+            f"key that is not a string); its state cannot be moved"
+        )
+    return text.decode()
 
 
 def read_state_text(text: object, conversation_id: str, checkpoint_id: str) -> dict[str, Any]:
