@@ -9,6 +9,7 @@ Offline, with scripted LLMs (tests/wayflow_app.py), on every store; restarts in 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import warnings
 from collections import Counter
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -291,6 +293,7 @@ def test_a_checkpoint_moves_to_another_log_by_its_state(open_log: Any, backend: 
             other.save(moved)
         assert [cp.checkpoint_id for cp in other.list_checkpoints("c")] == [first.checkpoint_id, latest.checkpoint_id]
         assert other.list_checkpoints("c")[0].metadata == first.metadata
+        assert [cp.state for cp in other.list_checkpoints("c")] == [first.state, latest.state]  # exactly
         with pytest.raises(WayflowCheckpointError, match="already"):
             other.save(first)
         # a checkpoint of a component of another shape is refused, with nothing written
@@ -302,7 +305,9 @@ def test_a_checkpoint_moves_to_another_log_by_its_state(open_log: Any, backend: 
             other.save(stranger.checkpoints()[0])
         # a state that names a type a restore does not build is refused before it is written
         bad = json.loads(first.state)
-        bad["conversation"]["message_list"] = {"_component_type": "OpenAIModel", "model_id": "x"}
+        conversation = msgspec.msgpack.decode(base64.b64decode(bad["conversation"]))
+        conversation["message_list"] = {"_component_type": "OpenAIModel", "model_id": "x"}
+        bad["conversation"] = base64.b64encode(msgspec.msgpack.encode(conversation)).decode()
         forged = ConversationCheckpoint("forged", "c", "trip-agent", 0, state=json.dumps(bad))
         with pytest.raises(WayflowCheckpointError, match="OpenAIModel"):
             other.save(forged)

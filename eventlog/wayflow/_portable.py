@@ -4,11 +4,13 @@ The text is JSON (so also YAML, as WayFlow's own checkpoint states are):
 
     {"checkpoint_format": "eventlog.wayflow.conversation", "version": 1,
      "component_id": ..., "component_type": ..., "name": ..., "shape": {...},
-     "status": "UserMessageRequestStatus", "conversation": {...}}
+     "status": "UserMessageRequestStatus", "conversation": "<base64>"}
 
 `conversation` is the serialized wayflowcore conversation as a snapshot stores it (components
-left out, flow steps named by name); `shape` is what a restore checks the live component
-against. Reading it back builds nothing: it is typed JSON decoding with a size bound, and the
+left out, flow steps named by name), as msgpack in base64: msgpack carries its values exactly
+(a message's `time_created` stays a datetime, which JSON would turn into a string); `shape` is
+what a restore checks the live component against. Reading it back builds nothing: typed JSON
+decoding and untyped msgpack decoding (built-in types only) with a size bound, and the
 conversation's types are checked before it is written anywhere (docs/durability.md, guarantee 7).
 """
 
@@ -18,7 +20,6 @@ from typing import Any
 
 import msgspec
 
-from ._diff import same
 from ._events import WayflowState
 from ._types import WayflowCheckpointError
 
@@ -36,7 +37,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=False):
     component_id: str
     component_type: str
     shape: dict[str, Any]
-    conversation: dict[str, Any]
+    conversation: bytes
     name: str = ""
     status: str = ""
 
@@ -58,19 +59,9 @@ def state_text(state: WayflowState) -> str:
         "name": str(state.shape.get("name", "")) if isinstance(state.shape, dict) else "",
         "shape": state.shape,
         "status": state.status,
-        "conversation": state.conversation,
+        "conversation": msgspec.msgpack.encode(state.conversation),
     }
-    try:
-        text = _encode(envelope)
-    except TypeError:  # a key that is not a string
-        text = b""
-    back = msgspec.json.decode(text) if text else {}
-    if not text or not same(back["conversation"], state.conversation) or not same(back["shape"], state.shape):
-        raise WayflowCheckpointError(
-            f"checkpoint {state.checkpoint_id!r}: the conversation holds a value JSON does not carry exactly (a "
-            f"key that is not a string); its state cannot be moved"
-        )
-    return text.decode()
+    return _encode(envelope).decode()
 
 
 def read_state_text(text: object, conversation_id: str, checkpoint_id: str) -> dict[str, Any]:
@@ -93,4 +84,11 @@ def read_state_text(text: object, conversation_id: str, checkpoint_id: str) -> d
             f"{where}: the state is {envelope.checkpoint_format!r} version {envelope.version}, not {FORMAT!r} "
             f"version {VERSION}"
         )
-    return {f: getattr(envelope, f) for f in envelope.__struct_fields__}
+    out = {f: getattr(envelope, f) for f in envelope.__struct_fields__}
+    try:
+        out["conversation"] = msgspec.msgpack.decode(envelope.conversation)
+    except msgspec.DecodeError as exc:
+        raise WayflowCheckpointError(f"{where}: the conversation does not decode: {exc}") from None
+    if not isinstance(out["conversation"], dict):
+        raise WayflowCheckpointError(f"{where}: the state holds no conversation")
+    return out
