@@ -4,6 +4,7 @@ checkpointing intervals, and the errors."""
 from __future__ import annotations
 
 import enum
+import functools
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ __all__ = [
 ]
 
 
+@functools.cache
 def shipped_checkpointing() -> Any | None:
     """wayflowcore's own `wayflowcore.checkpointing` module when the installed wayflowcore ships it
     (WayFlow's Checkpointing API), else None; found without importing a wayflowcore that does not
