@@ -39,6 +39,7 @@ from wayflowcore.steps import OutputMessageStep, PromptExecutionStep  # noqa: E4
 import eventlog  # noqa: E402
 from eventlog.store import LMDBStore  # noqa: E402
 from eventlog.wayflow import (  # noqa: E402
+    VIEW,
     CheckpointingInterval,
     EventLogCheckpointer,
     WayflowCheckpointError,
@@ -89,7 +90,10 @@ def test_the_how_to_runs_with_the_log_as_checkpointer(log: eventlog.EventLog) ->
     assert [cp.checkpoint_id for cp in checkpointer.list_checkpoints(branch.branch_id)] == [
         cp.checkpoint_id for cp in checkpoints
     ]
+    shown = VIEW.state(log, "support-thread-1", log.head("support-thread-1"))["messages"]
+    assert [m["content"] for m in shown] == texts(rewound)  # the run view reads WayFlow's own format too
     # the conversation recorded through WayFlow's API is restored through it, not through ours
+
     with pytest.raises(WayflowCheckpointError, match="own Checkpointing API"):
         start_conversation(agent, conversation_id="support-thread-1", checkpointer=checkpointer)
     assert log.verify(reducer=WayflowReducer()).ok
