@@ -189,3 +189,45 @@ def test_a_native_conversation_is_restored_in_a_new_process(open_log: Any, backe
     assert p.stdout.splitlines() == ["Two rooms."]
     log = open_log()
     assert [cp.metadata["save_sequence"] for cp in EventLogCheckpointer(log).list_checkpoints("n")] == [1, 2]
+
+
+def _how_to(checkpointer: Any, interval_turns: int = 2) -> dict[str, Any]:
+    """WayFlow's how-to, recording what a user observes."""
+    script = [reply(f"Answer {i}.") for i in range(interval_turns + 1)]
+    agent = build_agent(script, agent_id="support-agent")
+    seen: dict[str, Any] = {"statuses": [], "messages": [], "counts": []}
+    conversation = agent.start_conversation(conversation_id="t", checkpointer=checkpointer, messages="Hello")
+    seen["statuses"].append(type(conversation.execute()).__name__)
+    seen["counts"].append(len(checkpointer.list_checkpoints("t")))
+    for i in range(1, interval_turns):
+        conversation = agent.start_conversation(conversation_id="t", checkpointer=checkpointer)
+        conversation.append_user_message(f"Go on {i}.")
+        seen["statuses"].append(type(conversation.execute()).__name__)
+        seen["counts"].append(len(checkpointer.list_checkpoints("t")))
+    seen["messages"].append(texts(conversation))
+    previous = checkpointer.list_checkpoints("t")[-2]
+    rewound = agent.start_conversation(
+        conversation_id="t", checkpoint_id=previous.checkpoint_id, checkpointer=checkpointer
+    )
+    seen["messages"].append(texts(rewound))
+    seen["counts"].append(len(checkpointer.list_checkpoints("t")))  # a restore writes nothing
+    rewound.append_user_message("Another path.")
+    seen["statuses"].append(type(rewound.execute()).__name__)
+    seen["messages"].append(texts(rewound))
+    seen["reasons"] = [cp.metadata["save_reason"] for cp in checkpointer.list_checkpoints("t")]
+    return seen
+
+
+@pytest.mark.parametrize("interval", ["CONVERSATION_TURNS", "ALL_INTERNAL_TURNS"])
+def test_the_how_to_observes_what_wayflows_own_checkpointer_observes(log: eventlog.EventLog, interval: str) -> None:
+    """Statuses, messages and checkpoint counts as with WayFlow's InMemoryCheckpointer; after the
+    rewind WayFlow lists the replaced future too, the log lists it on its branch (the guide's
+    "Beside WayFlow's own Checkpointing API")."""
+    theirs = _how_to(shipped.InMemoryCheckpointer(checkpointing_interval=shipped.CheckpointingInterval[interval]))
+    checkpointer = EventLogCheckpointer(log, interval=CheckpointingInterval[interval])
+    ours = _how_to(checkpointer)
+    assert ours["statuses"] == theirs["statuses"] and ours["messages"] == theirs["messages"]
+    assert ours["counts"] == theirs["counts"]
+    [branch] = checkpointer.branches("t")
+    replaced_future = [cp for cp in checkpointer.list_checkpoints(branch.branch_id) if cp.offset > branch.offset]
+    assert len(checkpointer.list_checkpoints("t")) + len(replaced_future) == len(theirs["reasons"])
