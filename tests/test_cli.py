@@ -66,6 +66,7 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
     """`run(*argv, stdin="")` -> (exit code, stdout, stderr) of `eventlog argv` in this process."""
     monkeypatch.delenv("EVENTLOG_PATH", raising=False)
     monkeypatch.delenv("EVENTLOG_KINDS", raising=False)
+    monkeypatch.setenv("COLUMNS", "160")  # tables as wide whatever terminal, if any, runs the tests
 
     def call(*argv: str, stdin: str = "") -> tuple[int, str, str]:
         import io

@@ -41,7 +41,13 @@ EXTERNAL: dict[str, tuple[str, str]] = {
     "langgraph.checkpoint": ("langgraph.checkpoint", "LangGraph's checkpoint package, beside eventlog.langgraph"),
     "SqliteSaver": ("langgraph.checkpoint.sqlite:SqliteSaver", "LangGraph's SQLite saver, compared in the guide"),
     "graph": ("langgraph.graph.state:CompiledStateGraph", "a compiled LangGraph graph in the LangGraph guide"),
+    "RunConfig": (
+        "google.adk.agents.run_config:RunConfig",
+        "ADK's run options, whose session read benchmarks.md names",
+    ),
     "Transaction": ("lmdb:Transaction", "py-lmdb's transaction, named in a profile of benchmarks.md"),
+    "Runner": ("agents:Runner", "the OpenAI Agents SDK's runner, in its guide"),
+    "RunState": ("agents:RunState", "the OpenAI Agents SDK's run state, which RunCheckpointer saves"),
 }
 FILE_SUFFIXES = ("py", "md", "mdb", "json", "part", "html", "toml")
 

@@ -24,6 +24,8 @@ SUITES: dict[str, str] = {
     "chat": "tools.bench.chat",
     "fleet": "tools.bench.fleet",
     "wayflow": "tools.bench.wayflow",
+    "openai_agents": "tools.bench.openai_agents",
+    "adk": "tools.bench.adk",
     "ui_open": "tools.bench.ui_open",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""

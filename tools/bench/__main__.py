@@ -27,6 +27,8 @@ from ._common import Context, SuiteResult, fmt_num
 _PACKAGES = (
     "msgspec", "zstandard", "lmdb", "langgraph", "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite", "langgraph-checkpoint-lmdb", "langchain-core", "matplotlib", "wayflowcore",
+    "openai-agents",
+    "google-adk", "sqlalchemy",
 )  # fmt: skip
 
 

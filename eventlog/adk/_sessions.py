@@ -1,0 +1,448 @@
+"""The log side of ADK sessions: runs, their writers and folds, and every call of the session
+service as a plain (blocking) call; `_service` is ADK's async face over it.
+
+A session is one run (docs/guides/adk.md). Appends are fenced by the offset this process knows
+(a `RunWriter` per run): a writer that lost its place to another process reloads and appends
+after it, instead of failing as stale. `get` reads the session state from the nearest snapshot
+and only the events it returns, a range of offsets read from the run's end, so its cost
+follows what it returns, not the length of the session.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import msgspec
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events import Event as AdkModel
+from google.adk.platform import time as platform_time
+from google.adk.platform import uuid as platform_uuid
+from google.adk.sessions import Session
+from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+from pydantic_core import to_jsonable_python
+
+from ..errors import ConflictError, ForkDependencyError, OffsetOutOfRangeError, RunExistsError, RunReplacedError
+from ..log import EventLog
+from ..policy import CheckpointPolicy
+from ..runwriter import RunWriter
+from ._events import (
+    APP_PREFIX,
+    TEMP_PREFIX,
+    USER_PREFIX,
+    AdkEvent,
+    ScopedReducer,
+    ScopedState,
+    SessionCreated,
+    SessionDeleted,
+    SessionForked,
+    SessionReducer,
+    SessionState,
+    split_state,
+    state_delta_of,
+    upcast_data,
+)
+from ._names import app_run, parse_session_run, session_prefix, session_run, user_run
+
+__all__ = ["InvocationNotFoundError", "Sessions", "event_of"]
+
+T = TypeVar("T")
+
+SESSION_FOLD = SessionReducer()
+SCOPED_FOLD = ScopedReducer()
+
+_RETRIES_MAX = 64
+"""Appends retried after losing the run's head to another writer before giving up."""
+_WRITERS_MAX = 1024
+"""Run writers kept (each holds one session's or one scope's state)."""
+_READ_CHUNK_MIN = 32
+"""Offsets read at once from a session's end when `after_timestamp` alone bounds the read (doubling)."""
+
+
+class InvocationNotFoundError(ValueError):
+    """`fork_session(before_invocation_id=...)` names an invocation the session does not hold."""
+
+
+_copy = msgspec.msgpack.Decoder()
+_enc = msgspec.msgpack.Encoder()
+
+
+def _clone(value: T) -> T:
+    """A deep copy of plain data (what the log stores), faster than `copy.deepcopy`."""
+    out: T = _copy.decode(_enc.encode(value))
+    return out
+
+
+_json = msgspec.json.Encoder()
+
+
+def event_of(stored: AdkEvent) -> AdkModel:
+    """The ADK event a stored `adk.event` holds (older layouts upcast on the way). Read as JSON, as
+    it was written: ADK keeps bytes (an image part, say) as base64 text in JSON."""
+    return AdkModel.model_validate_json(_json.encode(upcast_data(stored.data, stored.layout)))
+
+
+def _record(event: AdkModel) -> AdkEvent:
+    """The `adk.event` to store for an ADK event: its JSON data without `temp:` keys."""
+    data = event.model_dump(mode="json", exclude_none=True)
+    actions = data.get("actions")
+    if isinstance(actions, dict) and isinstance(actions.get("state_delta"), dict):
+        actions["state_delta"] = {k: v for k, v in actions["state_delta"].items() if not k.startswith(TEMP_PREFIX)}
+    return AdkEvent(
+        id=event.id, invocation_id=event.invocation_id, author=event.author, timestamp=event.timestamp, data=data
+    )
+
+
+def _event_id(event: AdkModel) -> str | None:
+    """The ADK event's id as the log's event id, when the log can hold it."""
+    eid = event.id
+    return eid if isinstance(eid, str) and eid and len(eid.encode("utf-8", "replace")) <= 256 else None
+
+
+class Sessions:
+    """ADK sessions in a log, every call blocking; one lock orders this process's calls."""
+
+    def __init__(self, log: EventLog[Any], checkpoint_every: int) -> None:
+        self.log = log
+        self.policy = CheckpointPolicy.every(checkpoint_every)
+        self.lock = threading.RLock()
+        self._writers: OrderedDict[str, RunWriter[Any]] = OrderedDict()
+
+    # -- runs, their writers and folds ------------------------------------------------------------
+
+    def writer(self, run: str, scoped: bool = False) -> RunWriter[Any]:
+        w = self._writers.get(run)
+        if w is None:
+            fold: Any = SCOPED_FOLD if scoped else SESSION_FOLD
+            w = self.log.writer(run, reducer=fold, policy=self.policy)
+            self._writers[run] = w
+            if len(self._writers) > _WRITERS_MAX:
+                self._writers.popitem(last=False)
+        else:
+            self._writers.move_to_end(run)
+        return w
+
+    def folded(self, run: str, scoped: bool) -> tuple[int, Any] | None:
+        """(run number, state at the head) of a run, or None when it holds no event."""
+        number, head = self.log.life(run)
+        if head == 0:
+            return None
+        w = self._writers.get(run)
+        if w is not None and w.run_number == number and w.offset == head:
+            return number, w.state
+        return number, self.log.state_at(run, head, reducer=SCOPED_FOLD if scoped else SESSION_FOLD)
+
+    def scoped(self, run: str) -> dict[str, Any]:
+        found = self.folded(run, scoped=True)
+        return {} if found is None else dict(found[1].values)
+
+    def session(self, run: str) -> tuple[int, SessionState] | None:
+        """(run number, state) of a live session's run, or None."""
+        found = self.folded(run, scoped=False)
+        if found is None or not found[1].exists:
+            return None
+        return found[0], found[1]
+
+    def retrying(self, fn: Callable[[], T]) -> T:
+        """`fn()` again while the run it reads is replaced under it (deleted and made again)."""
+        for attempt in range(_RETRIES_MAX):
+            try:
+                return fn()
+            except (RunReplacedError, OffsetOutOfRangeError):
+                if attempt == _RETRIES_MAX - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def append_scoped(self, run: str, delta: dict[str, Any], session_id: str, time: float) -> None:
+        if not delta:
+            return
+        w = self.writer(run, scoped=True)
+        for attempt in range(_RETRIES_MAX):
+            try:
+                w.append(ScopedState(delta=delta, session_id=session_id, time=time))
+                return
+            except (ConflictError, RunReplacedError):
+                if attempt == _RETRIES_MAX - 1:  # the writer reloaded itself: the next try appends after the others
+                    raise
+
+    def merged(
+        self, app_name: str, user_id: str, state: dict[str, Any], user: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Session state with app and user state merged in under their prefixes."""
+        out = _clone(state)
+        for key, value in self.scoped(app_run(app_name)).items():
+            out[APP_PREFIX + key] = _clone(value)
+        for key, value in (self.scoped(user_run(app_name, user_id)) if user is None else user).items():
+            out[USER_PREFIX + key] = _clone(value)
+        return out
+
+    def user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """A user's state (keys without `user:`), a copy."""
+        return _clone(self.scoped(user_run(app_name, user_id)))
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def create(self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None) -> Session:
+        sid = session_id.strip() if session_id else None
+        with self.lock:
+            if sid:
+                given = session_run(app_name, user_id, sid)
+                if self.retrying(lambda: self.session(given)) is not None:
+                    raise AlreadyExistsError(f"Session with id {sid} already exists.")
+            app, user, own = split_state(to_jsonable_python(state or {}))
+            now = platform_time.get_time()
+            self.append_scoped(app_run(app_name), app, sid or "", now)
+            self.append_scoped(user_run(app_name, user_id), user, sid or "", now)
+            sid = sid or platform_uuid.new_uuid()
+            run = session_run(app_name, user_id, sid)
+            w = self.writer(run)
+            for attempt in range(_RETRIES_MAX):
+                if w.state.exists:
+                    raise AlreadyExistsError(f"Session with id {sid} already exists.")
+                try:
+                    w.append(SessionCreated(app_name=app_name, user_id=user_id, session_id=sid, time=now, state=own))
+                    break
+                except (ConflictError, RunReplacedError):
+                    if attempt == _RETRIES_MAX - 1:
+                        raise
+                    # another writer made or changed it (the writer reloaded): look again
+            return Session(
+                id=sid,
+                app_name=app_name,
+                user_id=user_id,
+                state=self.merged(app_name, user_id, own),
+                last_update_time=now,
+            )
+
+    def delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        sid = session_id.strip() if session_id else session_id
+        run = session_run(app_name, user_id, sid)
+        with self.lock:
+            for attempt in range(_RETRIES_MAX):
+                last = attempt == _RETRIES_MAX - 1
+                number, head = self.log.life(run)
+                found = self.retrying(lambda: self.session(run))
+                if found is None:
+                    return
+                try:
+                    self.log.delete_run(run, run_number=number, expected_offset=head)
+                    self._writers.pop(run, None)
+                    return
+                except ForkDependencyError:  # forks share its events: the deletion is an event
+                    try:
+                        self.writer(run).append(SessionDeleted(time=platform_time.get_time()))
+                        return
+                    except (ConflictError, RunReplacedError):
+                        if last:
+                            raise
+                except (ConflictError, RunReplacedError):
+                    if last:
+                        raise  # another writer kept appending: look again
+
+    def append(self, session: Session, event: AdkModel) -> bool:
+        """Store the event and its app and user state; False when an equal event of its id is there."""
+        record = _record(event)
+        app, user, _ = split_state(state_delta_of(record.data))
+        run = session_run(session.app_name, session.user_id, session.id)
+        eid = _event_id(event)
+        with self.lock:
+            w = self.writer(run)
+            for attempt in range(_RETRIES_MAX):
+                if not w.state.exists:
+                    self._writers.pop(run, None)  # look again, past a writer that may know an older life
+                    w = self.writer(run)
+                    if not w.state.exists:
+                        raise SessionNotFoundError(f"Session {session.id} not found.")
+                before, start = w.offset, w.state.start
+                try:
+                    offset = w.append(record, event_id=eid)
+                except (ConflictError, RunReplacedError):
+                    if attempt == _RETRIES_MAX - 1:
+                        raise
+                    continue  # the writer reloaded: append after what the other writer wrote
+                if offset > before:
+                    break
+                held = self.log.entry(run, offset).event
+                if offset > start and isinstance(held, AdkEvent) and event_of(held) == event:
+                    return False
+                eid = None  # another event of the same id: kept as ADK keeps it
+            self.append_scoped(app_run(session.app_name), app, session.id, event.timestamp)
+            self.append_scoped(user_run(session.app_name, session.user_id), user, session.id, event.timestamp)
+        return True
+
+    def fork(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        new_session_id: str | None,
+        before_invocation_id: str | None,
+        num_events: int | None,
+    ) -> Session:
+        sid = session_id.strip() if session_id else session_id
+        run = session_run(app_name, user_id, sid)
+        new_sid = new_session_id.strip() if new_session_id else platform_uuid.new_uuid()
+        new_run = session_run(app_name, user_id, new_sid)
+        with self.lock:
+            found = self.retrying(lambda: self.session(run))
+            if found is None:
+                raise SessionNotFoundError(f"Session {sid} not found.")
+            number, s = found
+            at = _fork_point(self.log, run, number, s, before_invocation_id, num_events)
+            if self.retrying(lambda: self.session(new_run)) is not None or self.log.head(new_run):
+                raise AlreadyExistsError(f"Session with id {new_sid} already exists.")
+            try:
+                self.log.fork(run, at, new_run, run_number=number)
+            except RunExistsError:
+                raise AlreadyExistsError(f"Session with id {new_sid} already exists.") from None
+            now = platform_time.get_time()
+            self.writer(new_run).append(
+                SessionForked(
+                    app_name=app_name,
+                    user_id=user_id,
+                    session_id=new_sid,
+                    time=now,
+                    source_session_id=sid,
+                    source_offset=at,
+                )
+            )
+        got = self.get(app_name, user_id, new_sid, None)
+        assert got is not None
+        return got
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get(self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None) -> Session | None:
+        sid = session_id.strip() if session_id else session_id
+        run = session_run(app_name, user_id, sid)
+
+        def read() -> tuple[SessionState, list[AdkEvent]] | None:
+            found = self.session(run)
+            if found is None:
+                return None
+            number, s = found
+            return s, _events(self.log, run, number, s.start, s.offset, config)
+
+        with self.lock:
+            got = self.retrying(read)
+            if got is None:
+                return None
+            s, stored = got
+            return Session(
+                id=sid,
+                app_name=app_name,
+                user_id=user_id,
+                state=self.merged(app_name, user_id, s.state),
+                events=[event_of(e) for e in stored],
+                last_update_time=s.last_update_time,
+            )
+
+    def listed(self, rid: str, app_name: str, users: dict[str, dict[str, Any]]) -> Session | None:
+        parsed = parse_session_run(rid)
+        if parsed is None:
+            return None
+        found = self.retrying(lambda: self.session(rid))
+        if found is None:
+            return None
+        _, s = found
+        uid, sid = parsed[1], parsed[2]
+        if uid not in users:
+            users[uid] = self.scoped(user_run(app_name, uid))
+        return Session(
+            id=sid,
+            app_name=app_name,
+            user_id=uid,
+            state=self.merged(app_name, uid, s.state, users[uid]),
+            last_update_time=s.last_update_time,
+        )
+
+    def list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        users: dict[str, dict[str, Any]] = {}
+        with self.lock:
+            sessions = [
+                s
+                for rid in _session_runs(self.log, session_prefix(app_name, user_id))
+                if (s := self.listed(rid, app_name, users)) is not None
+            ]
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    def page(
+        self, app_name: str, user_id: str | None, page_size: int, page_token: str | None
+    ) -> tuple[ListSessionsResponse, str | None]:
+        users: dict[str, dict[str, Any]] = {}
+        sessions: list[Session] = []
+        last: str | None = None
+        prefix = session_prefix(app_name, user_id)
+        if page_token is not None and not page_token.startswith(prefix):
+            raise ValueError(f"page_token {page_token!r} is not one of this listing")
+        with self.lock:
+            for rid in _session_runs(self.log, prefix, page_token):
+                if len(sessions) == page_size:
+                    return ListSessionsResponse(sessions=sessions), last
+                s = self.listed(rid, app_name, users)
+                if s is not None:
+                    sessions.append(s)
+                    last = rid
+        return ListSessionsResponse(sessions=sessions), None
+
+
+def _events(
+    log: EventLog[Any], run: str, number: int, start: int, head: int, config: GetSessionConfig | None
+) -> list[AdkEvent]:
+    """The session's events in (start, head] that `config` asks for, read from the run's end."""
+    n = None if config is None else config.num_recent_events
+    after_ts = None if config is None else config.after_timestamp
+    if n == 0:
+        return []
+    if n is None and after_ts is None:
+        return [e.event for e in log.read(run, start, head, run_number=number) if isinstance(e.event, AdkEvent)]
+    out: list[AdkEvent] = []
+    upto, size = head, (n if n is not None else _READ_CHUNK_MIN)  # n events take n offsets but for a fork mark
+    while upto > start:
+        after = max(start, upto - size)
+        chunk = [e.event for e in log.read(run, after, upto, run_number=number) if isinstance(e.event, AdkEvent)]
+        for ev in reversed(chunk):
+            if (n is not None and len(out) >= n) or (after_ts is not None and ev.timestamp < after_ts):
+                out.reverse()
+                return out
+            out.append(ev)
+        upto, size = after, size * 2
+    out.reverse()
+    return out
+
+
+def _session_runs(log: EventLog[Any], prefix: str, after: str | None = None) -> Iterator[str]:
+    """Run ids that start with `prefix`, in key order, after `after` when given."""
+    for rid in log.iter_runs(after=after or prefix[:-1]):
+        if rid.startswith(prefix):
+            yield rid
+        elif rid > prefix:
+            return
+
+
+def _fork_point(
+    log: EventLog[Any], run: str, number: int, s: SessionState, before_invocation_id: str | None, num_events: int | None
+) -> int:
+    if before_invocation_id is None and num_events is None:
+        return s.offset
+    if num_events is not None and num_events < 0:
+        raise ValueError("num_events must be at least 0")
+    seen = 0
+    last = s.start
+    for entry in log.read(run, s.start, s.offset, run_number=number):
+        if not isinstance(entry.event, AdkEvent):
+            last = entry.offset
+            continue
+        if before_invocation_id is not None and entry.event.invocation_id == before_invocation_id:
+            return entry.offset - 1
+        if num_events is not None and seen == num_events:
+            return entry.offset - 1
+        seen += 1
+        last = entry.offset
+    if before_invocation_id is not None:
+        raise InvocationNotFoundError(f"Invocation ID not found: {before_invocation_id}")
+    return last
