@@ -238,6 +238,18 @@ def test_rewind_keeps_the_conversation_id_and_keeps_the_replaced_future_as_a_bra
     )
     assert rewound.conversation_id == "c" and rewound.restored_from == previous
     assert texts(rewound) == ["Plan a trip to Bern", "Bern is lovely."]
+    # looking is read-only: nothing is written until the restored conversation's first write
+    assert log.head("c") == old_head and checkpointer.branches("c") == [] and "c~1" not in log.runs()
+    assert checkpointer.load_latest("c") == replaced
+    assert checkpointer.list_checkpoints("c") == checkpoints
+    # restoring the same checkpoint again works, and writes nothing either
+    again = start_conversation(
+        agent, conversation_id="c", checkpoint_id=previous.checkpoint_id, checkpointer=checkpointer
+    )
+    assert texts(again) == texts(rewound) and log.head("c") == old_head
+
+    again.append_user_message("What about Rome?")
+    assert again.execute().message.content == "Rome is warm."  # the first write keeps the future as a branch
     [branch] = checkpointer.branches("c")
     assert (branch.branch_id, branch.checkpoint_id, branch.offset, branch.head) == (
         "c~1",
@@ -247,23 +259,17 @@ def test_rewind_keeps_the_conversation_id_and_keeps_the_replaced_future_as_a_bra
     )
     info = log.run_info("c~1")
     assert (info.parent, info.fork_offset) == ("c", old_head)
-    assert [cp.checkpoint_id for cp in checkpointer.list_checkpoints("c")] == [previous.checkpoint_id]
     assert [cp.checkpoint_id for cp in checkpointer.list_checkpoints("c~1")] == [
         previous.checkpoint_id,
         replaced.checkpoint_id,
     ]
     with pytest.raises(eventlog.CheckpointNotFoundError, match="kept on branch 'c~1'"):
         checkpointer.load("c", replaced.checkpoint_id)
-
-    # restoring the same checkpoint again works, and writes nothing: the conversation stands there
-    head = log.head("c")
-    again = start_conversation(
-        agent, conversation_id="c", checkpoint_id=previous.checkpoint_id, checkpointer=checkpointer
-    )
-    assert texts(again) == texts(rewound) and log.head("c") == head and len(checkpointer.branches("c")) == 1
-
-    again.append_user_message("What about Rome?")
-    assert again.execute().message.content == "Rome is warm."
+    # the other object restored from the same checkpoint has not written: its first write is refused
+    rewound.append_user_message("And Milan?")
+    with pytest.raises(eventlog.ConflictError):
+        rewound.execute()
+    assert len(checkpointer.branches("c")) == 1
     assert texts(again) == ["Plan a trip to Bern", "Bern is lovely.", "What about Rome?", "Rome is warm."]
     assert [cp.metadata["turn"] for cp in checkpointer.list_checkpoints("c")] == [1, 2]
     assert VIEW.state(log, "c", log.head("c"))["messages"][-1]["content"] == "Rome is warm."
@@ -276,8 +282,12 @@ def test_rewind_keeps_the_conversation_id_and_keeps_the_replaced_future_as_a_bra
     on_branch.execute()
     assert log.head("c~1") > old_head and log.state_at("c~1", reducer=WayflowReducer()).turn == 3
 
-    # a second rewind, after progress, keeps a second branch
-    start_conversation(agent, conversation_id="c", checkpoint_id=previous.checkpoint_id, checkpointer=checkpointer)
+    # a second rewind, after progress, keeps a second branch at its first write
+    second = start_conversation(
+        agent, conversation_id="c", checkpoint_id=previous.checkpoint_id, checkpointer=checkpointer
+    )
+    assert len(checkpointer.branches("c")) == 1
+    checkpointer.save(second, checkpoint_id="looked-again")
     assert [b.branch_id for b in checkpointer.branches("c")] == ["c~1", "c~2"]
     assert [r["branch"] for r in VIEW.state(log, "c", log.head("c"))["branches"]] == ["c~1", "c~2"]
     assert [type(e.event) for e in log.read("c")].count(Rewound) == 2

@@ -23,8 +23,9 @@ one run of the log, named by its conversation id:
 - `wayflow.snapshot` at each checkpoint: what changed in the serialized conversation since
   the previous snapshot (new messages, the executor's small state), not the whole
   conversation. The checkpoint is saved at that event's offset.
-- `wayflow.rewound` when a conversation is restored to an earlier checkpoint: the conversation
-  id stays, the future it replaced stays readable as a branch run forked from it.
+- `wayflow.rewound` when a conversation restored to an earlier checkpoint first writes (a
+  restore itself writes nothing): the conversation id stays, the future it replaced stays
+  readable as a branch run forked from it.
 
 Reading (the checkpointer's listings, the reducer, the command line's view) needs no
 wayflowcore; starting or restoring a conversation does. The conversation object rebuilt
@@ -32,15 +33,19 @@ from a checkpoint uses the live component (with its LLM and
 tools) given to `start_conversation`: nothing but data is read back. See docs/guides/wayflow.md.
 
 The package: `_types` (what the API hands out and raises), `_events` and `_diff` (the event
-kinds, the fold and the change between two snapshots), `_checkpointer` (the checkpointer and
-the conversation it records), `_listener` and `_messages` (wayflowcore's events and messages
-as log events), `_serialize` (wayflowcore's objects as plain data), `_start`
-(`start_conversation`) and `_view` (the command line's view).
+kinds, the fold and the change between two snapshots), `_checkpointer` (the checkpointer),
+`_conversation` (the conversation it records, and the rewind a restore makes at its first
+write), `_support` (which components are checkpointed), `_portable` (a checkpoint's state as
+text that moves to another log), `_listener` and `_messages` (wayflowcore's events and
+messages as log events), `_serialize` (wayflowcore's objects as plain data), `_start`
+(`start_conversation`), `_view` (the command line's view) and `server` (the Responses
+service's storage, imported on its own: it imports wayflowcore).
 """
 
 from __future__ import annotations
 
-from ._checkpointer import CheckpointedConversation, EventLogCheckpointer
+from ._checkpointer import EventLogCheckpointer
+from ._conversation import CheckpointedConversation
 from ._events import ConversationStarted, Rewound, Snapshot, WayflowReducer, WayflowState
 from ._start import start_conversation
 from ._types import (

@@ -1,35 +1,51 @@
-"""`EventLogCheckpointer` (save, list, load, delete) and the conversation it checkpoints,
-`CheckpointedConversation`, whose `execute()` records to the log."""
+"""`EventLogCheckpointer`: save, list, load and delete the checkpoints of WayFlow conversations,
+and move a checkpoint from one log to another by its portable state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoints import Checkpoint
 from ..errors import CheckpointNotFoundError
-from ..events import Event, TurnCompleted, TurnFailed, TurnStarted
+from ..events import Event
 from ..log import EventLog
-from ..runwriter import RunWriter
+from ..policy import CheckpointPolicy
+from ._conversation import CheckpointedConversation
 from ._diff import diff
-from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState, refer_texts
-from ._listener import Listener
-from ._messages import message_event, tool_names
-from ._serialize import definition_of, dump_conversation
-from ._types import CheckpointingInterval, ConversationBranch, ConversationCheckpoint, WayflowCheckpointError
+from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState
+from ._native import NATIVE, is_native, native_text, save_native, store_native
+from ._portable import read_state_text, state_text
+from ._serialize import check_stored_types
+from ._support import adopt
+from ._types import (
+    CheckpointingInterval,
+    ConversationBranch,
+    ConversationCheckpoint,
+    IncompatibleComponentError,
+    NotAWayflowConversationError,
+    WayflowCheckpointError,
+    shipped_checkpointing,
+)
 
 if TYPE_CHECKING:
     from wayflowcore.conversation import Conversation as WayflowConversation
-    from wayflowcore.conversationalcomponent import ConversationalComponent
-    from wayflowcore.executors.executionstatus import ExecutionStatus
-    from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
 
-__all__ = ["CheckpointedConversation", "EventLogCheckpointer"]
+__all__ = ["EventLogCheckpointer"]
 
 
-class EventLogCheckpointer:
-    """Saves, lists, loads and deletes the checkpoints of WayFlow conversations kept in a log."""
+if TYPE_CHECKING:
+    _Base = object
+else:  # WayFlow's own Checkpointer, when the installed wayflowcore ships it (see _native)
+    _Base = getattr(shipped_checkpointing(), "Checkpointer", object)
+
+
+class EventLogCheckpointer(_Base):
+    """Saves, lists, loads and deletes the checkpoints of WayFlow conversations kept in a log.
+
+    When the installed wayflowcore ships `wayflowcore.checkpointing`, it is also a `Checkpointer`
+    of that API: `component.start_conversation(checkpointer=EventLogCheckpointer(log))` works.
+    """
 
     def __init__(
         self, log: EventLog[Any], *, interval: CheckpointingInterval = CheckpointingInterval.CONVERSATION_TURNS
@@ -40,25 +56,73 @@ class EventLogCheckpointer:
         self.log = log
         self.checkpointing_interval = interval
         self.reducer = WayflowReducer()
+        self._save_sequence_by_conversation: dict[str, int] = {}  # WayFlow's base class counts saves here
 
     def save(
         self,
-        conversation: CheckpointedConversation,
+        checkpoint: CheckpointedConversation | WayflowConversation | ConversationCheckpoint,
         *,
         checkpoint_id: str | None = None,
+        component_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> ConversationCheckpoint:
-        """Save a checkpoint of the conversation as it is now (`save_reason` is `manual`)."""
+        """Save a checkpoint and return it.
+
+        - A conversation (made by `start_conversation`, or a wayflowcore conversation, recorded
+          under its `id`): a checkpoint of it as it is now (`save_reason` is `manual`).
+        - A `ConversationCheckpoint` (from this log, another log, or built by hand around a
+          `state` this module wrote): its state is written into this log as a new checkpoint of
+          its conversation, with its id and metadata unless `checkpoint_id`/`metadata` are given.
+
+        `component_id` names the component a new conversation is recorded with (a conversation
+        recorded already keeps its own: another id is refused). A checkpoint id the
+        conversation has already is refused (WayflowCheckpointError) with nothing written.
+        """
+        if isinstance(checkpoint, ConversationCheckpoint):
+            return self._import(checkpoint, checkpoint_id, component_id, metadata)
+        shipped = shipped_checkpointing()
+        if shipped is not None and isinstance(checkpoint, shipped.ConversationCheckpoint):
+            self._save_checkpoint(checkpoint)  # one of wayflowcore's own checkpointers', moved here
+            return self.load(checkpoint.conversation_id, checkpoint.checkpoint_id)
+        return self.save_conversation(
+            checkpoint, checkpoint_id=checkpoint_id, component_id=component_id, metadata=metadata
+        )
+
+    def save_conversation(
+        self,
+        conversation: CheckpointedConversation | WayflowConversation,
+        *,
+        checkpoint_id: str | None = None,
+        component_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ConversationCheckpoint:
+        """Save a checkpoint of a live conversation as it is now (see `save`)."""
+        if is_native(conversation, self):  # wayflowcore's own conversation, checkpointed through its own API
+            return save_native(self, conversation, checkpoint_id, component_id, metadata)
         if not isinstance(conversation, CheckpointedConversation):
-            raise TypeError(
-                f"save() takes a conversation made by eventlog.wayflow.start_conversation, not "
-                f"{type(conversation).__name__}"
-            )
-        if conversation.checkpointer.log is not self.log:
+            conversation = adopt(self, conversation, component_id)
+        elif conversation.checkpointer.log is not self.log:
             raise WayflowCheckpointError(
-                f"conversation {conversation.conversation_id!r} is kept in another log; save it with its own checkpointer"
+                f"conversation {conversation.conversation_id!r} is kept in another log; save it with its own "
+                f"checkpointer, or save one of its checkpoints here (its state moves with it)"
+            )
+        if component_id is not None and component_id != conversation._component_id():
+            raise IncompatibleComponentError(
+                f"conversation {conversation.conversation_id!r} is recorded with component "
+                f"{conversation._component_id()!r}, not {component_id!r}"
             )
         return conversation._save("manual", metadata, checkpoint_id)
+
+    async def save_async(
+        self,
+        checkpoint: CheckpointedConversation | WayflowConversation | ConversationCheckpoint,
+        *,
+        checkpoint_id: str | None = None,
+        component_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ConversationCheckpoint:
+        """`save`, awaitable (it runs in the caller's thread, as WayFlow's does)."""
+        return self.save(checkpoint, checkpoint_id=checkpoint_id, component_id=component_id, metadata=metadata)
 
     def load_latest(self, conversation_id: str) -> ConversationCheckpoint | None:
         """The newest checkpoint on the conversation's current line, or None."""
@@ -70,8 +134,8 @@ class EventLogCheckpointer:
         line = self._line(conversation_id)
         return self._public(conversation_id, line.state, line.find(conversation_id, checkpoint_id))
 
-    def list_checkpoints(self, conversation_id: str, limit: int | None = None) -> list[ConversationCheckpoint]:
-        """The conversation's checkpoints, oldest first (the newest `limit` when given).
+    def list_checkpoints(self, conversation_id: str, limit: int | None = 50) -> list[ConversationCheckpoint]:
+        """The conversation's checkpoints, oldest first: the newest `limit` (50, as in WayFlow; None for all).
 
         After a rewind these are the checkpoints up to the one restored and those saved since;
         the ones of the replaced future are listed on its branch (see `branches`).
@@ -84,10 +148,13 @@ class EventLogCheckpointer:
         """Delete a checkpoint; the one before it becomes the latest. The events stay.
 
         A checkpoint made before a rewind point is shared by the conversation and its branch:
-        deleting it deletes it for both.
+        deleting it deletes it for both. So is one of a future a rewind replaced (listed on
+        the branch that keeps that future): it can be deleted through either.
         """
         line = self._line(conversation_id)
-        cp = line.find(conversation_id, checkpoint_id)
+        cp = next((cp for cp in line.found if cp.checkpoint_id == checkpoint_id), None)
+        if cp is None:
+            raise CheckpointNotFoundError(f"conversation {conversation_id!r} has no checkpoint {checkpoint_id!r}")
         self.log.checkpoints.delete(cp.run_id, checkpoint_id)
 
     def branches(self, conversation_id: str) -> list[ConversationBranch]:
@@ -125,7 +192,69 @@ class EventLogCheckpointer:
             created_at=cp.created_ns // 1_000_000_000,
             metadata=dict(cp.metadata),
             offset=cp.offset,
+            _load=lambda: native_text(cp.state) if state.shape.get("format") == NATIVE else state_text(cp.state),
         )
+
+    def _save_checkpoint(self, checkpoint: Any) -> None:
+        """WayFlow's `Checkpointer._save_checkpoint`: store one checkpoint of wayflowcore's own format."""
+        store_native(self, checkpoint)
+
+    def _refuse_taken(self, conversation_id: str, checkpoint_id: str) -> None:
+        """WayflowCheckpointError when the conversation can see a checkpoint with this id (on a branch too)."""
+        if self.log.head(conversation_id) and any(
+            cp.checkpoint_id == checkpoint_id for cp in self._line(conversation_id).found
+        ):
+            raise WayflowCheckpointError(
+                f"conversation {conversation_id!r} has a checkpoint {checkpoint_id!r} already; choose another id"
+            )
+
+    def _last_sequence(self, conversation_id: str) -> int:
+        """The highest `save_sequence` among the checkpoints the conversation can see (0 if none)."""
+        found = [cp.metadata.get("save_sequence") for cp in self._line(conversation_id).found]
+        return max([n for n in found if isinstance(n, int) and not isinstance(n, bool)], default=0)
+
+    def _import(
+        self,
+        checkpoint: ConversationCheckpoint,
+        checkpoint_id: str | None,
+        component_id: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> ConversationCheckpoint:
+        """Write a checkpoint's portable state into this log: a new checkpoint of its conversation at the head."""
+        conversation_id = checkpoint.conversation_id
+        cid = checkpoint_id or checkpoint.checkpoint_id
+        found = read_state_text(checkpoint.state, conversation_id, cid)
+        recorded = component_id or checkpoint.component_id
+        if recorded != found["component_id"]:
+            found["shape"] = {**found["shape"], "id": recorded}
+        md = {**checkpoint.metadata, **(metadata or {})}
+        recorder = self.log.recorder(conversation_id, reducer=self.reducer, policy=CheckpointPolicy.never())
+        head: WayflowState = recorder.state
+        events: list[Event] = []
+        if recorder.offset == 0:
+            events.append(
+                ConversationStarted(
+                    component_id=recorded,
+                    component_type=found["component_type"],
+                    name=found["name"],
+                    shape=found["shape"],
+                )
+            )
+        elif not head.component_id:
+            raise NotAWayflowConversationError(f"run {conversation_id!r} exists but is not a WayFlow conversation")
+        elif (head.component_id, head.shape) != (recorded, found["shape"]):
+            raise IncompatibleComponentError(
+                f"conversation {conversation_id!r} is recorded with {head.component_type} {head.component_id!r}; "
+                f"checkpoint {cid!r} was made with {found['component_type']} {recorded!r} of another shape"
+            )
+        self._refuse_taken(conversation_id, cid)
+        check_stored_types(found["conversation"], conversation_id)  # refused now, not at a later restore
+        reason = str(md.get("save_reason", "manual"))
+        delta = diff(head.conversation, found["conversation"])
+        events.append(Snapshot(checkpoint_id=cid, delta=delta, status=found["status"], reason=reason))
+        recorder.append_many(events)
+        cp = recorder.checkpoint(metadata=md, checkpoint_id=cid)
+        return self._public(conversation_id, recorder.state, cp)
 
 
 class _Line:
@@ -146,168 +275,3 @@ class _Line:
                     f"rewind replaced; it is kept on branch {branch!r}: restore it with conversation_id={branch!r}"
                 )
         raise CheckpointNotFoundError(f"conversation {conversation_id!r} has no checkpoint {checkpoint_id!r}")
-
-
-class CheckpointedConversation:
-    """A wayflowcore conversation whose `execute()` records to the log and checkpoints at its interval.
-
-    Every attribute it does not define (`status`, `get_messages`, `append_user_message`,
-    `message_list`, `state`, ...) is the wayflowcore conversation's (`self.conversation`).
-    """
-
-    def __init__(
-        self,
-        checkpointer: EventLogCheckpointer,
-        conversation_id: str,
-        component: ConversationalComponent,
-        conversation: WayflowConversation,
-        recorder: RunWriter[WayflowState],
-        interval: CheckpointingInterval,
-        restored_from: ConversationCheckpoint | None,
-        shape: dict[str, Any],
-    ) -> None:
-        self.checkpointer = checkpointer
-        self.conversation_id = conversation_id
-        """The conversation's id: the run of the log it is recorded in."""
-        self.component = component
-        self.conversation = conversation
-        """The wayflowcore conversation."""
-        self.interval = interval
-        self.restored_from = restored_from
-        """The checkpoint this object was restored from (None for a new conversation)."""
-        self.checkpoint_id: str | None = None if restored_from is None else restored_from.checkpoint_id
-        """The checkpoint saved last by this object, or the one it was restored from."""
-        self._rec = recorder
-        self._shape = shape
-        self._shown = 0 if restored_from is None else len(self._messages())
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "conversation":  # not set yet (a failed __init__): no recursion
-            raise AttributeError(name)
-        return getattr(self.conversation, name)
-
-    def __repr__(self) -> str:
-        return (
-            f"CheckpointedConversation(conversation_id={self.conversation_id!r}, checkpoint_id={self.checkpoint_id!r})"
-        )
-
-    @property
-    def status(self) -> ExecutionStatus | None:
-        """The wayflowcore conversation's status."""
-        return self.conversation.status
-
-    def checkpoints(self) -> list[ConversationCheckpoint]:
-        """This conversation's checkpoints, oldest first."""
-        return self.checkpointer.list_checkpoints(self.conversation_id)
-
-    def execute(self, execution_interrupts: Sequence[ExecutionInterrupt] | None = None) -> ExecutionStatus:
-        """Run the conversation until it yields, recording it; checkpoint at the interval and at the end.
-
-        A turn that raises records `turn.failed` and saves no final checkpoint.
-        """
-        with self._turn() as turn:
-            turn.status = self.conversation.execute(execution_interrupts)
-        return cast("ExecutionStatus", turn.status)
-
-    async def execute_async(self, execution_interrupts: Sequence[ExecutionInterrupt] | None = None) -> ExecutionStatus:
-        """`execute`, awaitable."""
-        with self._turn() as turn:
-            turn.status = await self.conversation.execute_async(execution_interrupts)
-        return cast("ExecutionStatus", turn.status)
-
-    # -- internals ---------------------------------------------------------------------
-
-    @contextmanager
-    def _turn(self) -> Iterator[_Turn]:
-        from wayflowcore.events.eventlistener import register_event_listeners
-
-        self._ensure_started()
-        number = int(self._rec.state.turn) + 1
-        self._append([TurnStarted(turn=number), *self._new_messages()])
-        listener = Listener(self)
-        turn = _Turn()
-        try:
-            with register_event_listeners([listener]):  # type: ignore[list-item]
-                yield turn
-        except BaseException as exc:
-            self._append([TurnFailed(turn=number, error=f"{type(exc).__name__}: {exc}")])
-            raise
-        self._shown = len(self._messages())
-        self._save("conversation_turn", None, None, before=[TurnCompleted(turn=number)])
-
-    def _ensure_started(self) -> None:
-        if self._rec.offset:
-            return
-        component = self.component
-        self._append(
-            [
-                ConversationStarted(
-                    component_id=component.id,
-                    component_type=type(component).__name__,
-                    name=str(getattr(component, "name", "") or ""),
-                    shape=self._shape,
-                    definition=definition_of(component),
-                )
-            ]
-        )
-
-    def _append(self, events: list[Event]) -> None:
-        if events:
-            self._rec.append_many(events)
-
-    def _messages(self) -> list[Any]:
-        """The conversation's messages themselves (`get_messages` returns copies)."""
-        return list(self.conversation.message_list.messages)
-
-    def _new_messages(self) -> list[Event]:
-        """Events for the messages added since the last turn (by the caller, between turns)."""
-        messages = self._messages()
-        names = tool_names(messages)
-        out = [e for m in messages[self._shown :] if (e := message_event(m, names)) is not None]
-        self._shown = len(messages)
-        return out
-
-    def _save(
-        self,
-        reason: str,
-        metadata: Mapping[str, Any] | None,
-        checkpoint_id: str | None,
-        *,
-        before: Sequence[Event] = (),
-        extra: Mapping[str, Any] | None = None,
-    ) -> ConversationCheckpoint:
-        log = self.checkpointer.log
-        self._ensure_started()
-        if checkpoint_id is not None:
-            try:
-                self.checkpointer.load(self.conversation_id, checkpoint_id)
-            except CheckpointNotFoundError:
-                pass
-            else:
-                raise WayflowCheckpointError(
-                    f"conversation {self.conversation_id!r} has a checkpoint {checkpoint_id!r} already; choose another id"
-                )
-        conversation = self.conversation
-        data = dump_conversation(conversation, self.component, self.conversation_id)
-        status = "" if conversation.status is None else type(conversation.status).__name__
-        cid = checkpoint_id or log.ids()
-        state: WayflowState = self._rec.state  # `before` (a turn's end) carries no text the snapshot may name
-        delta, texts = refer_texts(diff(state.conversation, data), state.texts)
-        snapshot = Snapshot(checkpoint_id=cid, delta=delta, status=status, reason=reason, texts=texts)
-        self._rec.append_many([*before, snapshot])
-        md: dict[str, Any] = {
-            "save_reason": reason,
-            "turn": int(self._rec.state.turn),
-            "message_count": len(self._messages()),
-            "status_type": status,
-            "current_step_name": str(conversation.current_step_name),
-        }
-        md.update(extra or {})
-        md.update(metadata or {})
-        cp = self._rec.checkpoint(metadata=md, checkpoint_id=cid)
-        self.checkpoint_id = cid
-        return self.checkpointer._public(self.conversation_id, self._rec.state, cp)
-
-
-class _Turn:
-    status: Any = None

@@ -21,6 +21,13 @@ from ._types import CheckpointingInterval
 
 __all__ = ["Listener", "Recorded"]
 
+_ITERATION_FACTS = (
+    ("agent_iteration", "curr_iter"),
+    ("flow_step_name", "current_step_name"),
+    ("nesting_level", "nesting_level"),
+)
+"""An internal checkpoint's metadata key, and the attribute of the iteration's execution state it is read from."""
+
 
 class Recorded(Protocol):
     """What the listener asks of the conversation it records (`CheckpointedConversation`)."""
@@ -56,6 +63,7 @@ class Listener:
         self.llm_calls: list[tuple[str, str, int]] = []  # open calls: id, model, start time (ns)
         self.tools: dict[str, tuple[str, int]] = {}  # open executions by tool request id: name, start time
         self.confirming: dict[str, str] = {}  # confirmations answered, by tool request id: tool name
+        self.last_start: Any = None  # the last iteration-started event seen
 
     def __call__(self, event: Any) -> None:
         handler = self._handlers.get(type(event).__name__)
@@ -150,14 +158,34 @@ class Listener:
                 ToolCallFailed(call_id=call_id, tool=name, error=error, latency_ms=(event.timestamp - start) / 1e6)
             )
 
-    def _iteration_finished(self, event: Any) -> None:
+    def _iteration_started(self, event: Any) -> None:
+        """WayFlow's rule (docs/guides/wayflow.md, "Checkpointing intervals"): an internal checkpoint
+        when an agent or flow iteration starts, at any nesting level; with LLM_TURNS only when an
+        LLM answered since the previous one."""
+        self.last_start = event
         interval = self.owner.interval
         if interval is CheckpointingInterval.ALL_INTERNAL_TURNS or (
             interval is CheckpointingInterval.LLM_TURNS and self.llm_since
         ):
-            extra = {"llm_used_in_previous_turn": self.llm_since, "event_type": type(event).__name__}
-            self.owner._save("internal_turn_boundary", None, None, extra=extra)
-            self.llm_since = False
+            self._save_internal(event)
+
+    def flush(self) -> None:
+        """At the end of a turn that returns: with LLM_TURNS, the checkpoint an LLM answer since
+        the last iteration start still calls for (before the turn's own)."""
+        if self.owner.interval is CheckpointingInterval.LLM_TURNS and self.llm_since:
+            self._save_internal(self.last_start)
+
+    def _save_internal(self, event: Any) -> None:
+        extra: dict[str, Any] = {"llm_used_in_previous_turn": self.llm_since}
+        if event is not None:
+            extra["event_type"] = type(event).__name__
+            state = getattr(event, "execution_state", None)
+            for key, attr in _ITERATION_FACTS:
+                value = getattr(state, attr, None)
+                if isinstance(value, str | int) and not isinstance(value, bool):
+                    extra[key] = value
+        self.owner._save("internal_turn_boundary", None, None, extra=extra)
+        self.llm_since = False
 
     _handlers: ClassVar[dict[str, Callable[[Listener, Any], None]]] = {
         "LlmGenerationRequestEvent": _llm_request,
@@ -168,6 +196,6 @@ class Listener:
         "ToolConfirmationRequestEndEvent": _confirmation_end,
         "ConversationMessageAddedEvent": _message_added,
         "ExceptionRaisedEvent": _exception,
-        "AgentExecutionIterationFinishedEvent": _iteration_finished,
-        "FlowExecutionIterationFinishedEvent": _iteration_finished,
+        "AgentExecutionIterationStartedEvent": _iteration_started,
+        "FlowExecutionIterationStartedEvent": _iteration_started,
     }

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RANDOM_ID",
     "check_compatible",
+    "check_stored_types",
     "components_of",
     "definition_of",
     "dump_conversation",
@@ -103,7 +104,7 @@ def load_conversation(data: Any, component: Any, conversation_id: str) -> Wayflo
     with WayflowCheckpointError before anything is built from it."""
     if not isinstance(data, dict):
         raise WayflowCheckpointError(f"conversation {conversation_id!r}: the checkpoint holds no conversation")
-    _check_stored_types(data, conversation_id)  # named early; `_guarded_context` holds it for every type built
+    check_stored_types(data, conversation_id)  # named early; `_guarded_context` holds it for every type built
     try:
         return _load(copy.deepcopy(data), component, conversation_id)
     except EventLogError:
@@ -279,7 +280,7 @@ def _guarded_context(base: type, conversation_id: str) -> Any:
     return Guarded()
 
 
-def _check_stored_types(data: Any, conversation_id: str) -> None:
+def check_stored_types(data: Any, conversation_id: str) -> None:
     """Refuse a checkpoint that names a type a restore does not build from stored data (see above)."""
     from wayflowcore.serialization.serializer import SerializableObject, _import_all_submodules
 

@@ -6,20 +6,18 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CheckpointNotFoundError, RunExistsError
-from ..log import EventLog
+from ..errors import CheckpointNotFoundError
 from ..policy import CheckpointPolicy
-from ..runwriter import RunWriter
-from ._checkpointer import CheckpointedConversation, EventLogCheckpointer
-from ._diff import diff
-from ._events import Rewound, WayflowState
-from ._serialize import RANDOM_ID, check_compatible, components_of, load_conversation, shape_of
+from ._checkpointer import EventLogCheckpointer
+from ._conversation import CheckpointedConversation, PendingRewind
+from ._events import WayflowState
+from ._native import NATIVE
+from ._serialize import RANDOM_ID, check_compatible, load_conversation, shape_of
+from ._support import check_supported
 from ._types import (
     CheckpointingInterval,
-    ConversationCheckpoint,
     NotAWayflowConversationError,
     RestoreWithMessagesError,
-    UnsupportedComponentError,
     WayflowCheckpointError,
 )
 
@@ -44,9 +42,11 @@ def start_conversation(
     - No `conversation_id`, or one with no checkpoint yet: a new conversation (with `messages`
       and `inputs` as wayflowcore's `start_conversation` takes them).
     - An existing `conversation_id`: restored from its latest checkpoint, or from
-      `checkpoint_id`. The conversation keeps its id. When the checkpoint is not the
-      conversation's latest state, the future after it is forked to a branch run (see
-      `EventLogCheckpointer.branches`) and the conversation continues from the checkpoint.
+      `checkpoint_id`. The conversation keeps its id. A restore writes nothing: when the
+      checkpoint is not the conversation's latest state, the returned conversation's first
+      write (`execute()` or a save) forks the future after the checkpoint to a branch run (see
+      `EventLogCheckpointer.branches`) and continues from the checkpoint; until then
+      `load_latest` and the listings are as they were.
 
     Refused before anything is written: new `messages` or `inputs` with a restore
     (RestoreWithMessagesError: restore, then append the message), a component that is not
@@ -62,7 +62,7 @@ def start_conversation(
         raise TypeError(f"start_conversation takes a wayflowcore Agent or Flow, not {type(component).__name__}")
     if not isinstance(checkpointer, EventLogCheckpointer):
         raise TypeError(f"checkpointer must be an EventLogCheckpointer, not {type(checkpointer).__name__}")
-    takes_id = _check_supported(component)
+    takes_id = check_supported(component)
     interval = interval or checkpointer.checkpointing_interval
     if not isinstance(interval, CheckpointingInterval):
         raise TypeError(f"interval must be a CheckpointingInterval, not {type(interval).__name__}")
@@ -86,6 +86,11 @@ def start_conversation(
             raise NotAWayflowConversationError(
                 f"run {conversation_id!r} exists but is not a WayFlow conversation (its first event is not "
                 f"wayflow.started); choose another conversation_id"
+            )
+        if head_state.shape.get("format") == NATIVE:
+            raise WayflowCheckpointError(
+                f"conversation {conversation_id!r} is recorded through wayflowcore's own Checkpointing API: restore it "
+                f"with {type(component).__name__}.start_conversation(conversation_id=..., checkpointer=...)"
             )
         check_compatible(conversation_id, head_state, component, shape)
         if checkpoint_id is not None:
@@ -119,76 +124,11 @@ def start_conversation(
         target = log.state_at(conversation_id, checkpoint.offset, reducer=checkpointer.reducer)
     # a conversation that cannot be rebuilt is refused here, before anything is written
     conversation = load_conversation(target.conversation, component, conversation_id)
-    if head_state.checkpoint_id != checkpoint.checkpoint_id:
-        _rewind(log, recorder, head_state, target, checkpoint)
+    pending = None
+    if head_state.checkpoint_id != checkpoint.checkpoint_id:  # read-only until this object's first write
+        pending = PendingRewind(checkpoint, head_state, target, recorder.offset)
     return CheckpointedConversation(
-        checkpointer, conversation_id, component, conversation, recorder, interval, checkpoint, shape
-    )
-
-
-def _check_supported(component: ConversationalComponent) -> bool:
-    """Refuse a component this module cannot checkpoint, or one that holds one, by name; True when
-    the component's own `start_conversation` takes a `conversation_id` (see docs/guides/wayflow.md,
-    "Component kinds"): support is decided per kind, not by trying."""
-    from wayflowcore.a2a.a2aagent import A2AAgent
-    from wayflowcore.agent import Agent
-    from wayflowcore.conversationalcomponent import ConversationalComponent
-    from wayflowcore.flow import Flow
-    from wayflowcore.managerworkers import ManagerWorkers
-    from wayflowcore.ociagent import OciAgent
-    from wayflowcore.swarm import Swarm
-
-    kinds = (Agent, Flow, Swarm, ManagerWorkers, A2AAgent)
-    for item in components_of(component).values():
-        if not isinstance(item, ConversationalComponent) or isinstance(item, kinds):
-            continue
-        where = "" if item is component else f" inside {type(component).__name__} {component.id!r}"
-        if isinstance(item, OciAgent):
-            raise UnsupportedComponentError(
-                f"OciAgent {item.name!r} (id {item.id!r}){where} keeps its conversation in the OCI Generative AI "
-                f"service, which a checkpoint cannot save or restore; checkpoint a component without it"
-            )
-        raise UnsupportedComponentError(
-            f"{type(item).__name__} {getattr(item, 'name', '')!r} (id {item.id!r}){where} is not a kind of component "
-            f"eventlog.wayflow checkpoints (Agent, Flow, Swarm, ManagerWorkers, A2AAgent)"
-        )
-    return not isinstance(component, A2AAgent)
-
-
-def _rewind(
-    log: EventLog[Any],
-    recorder: RunWriter[WayflowState],
-    head: WayflowState,
-    target: WayflowState,
-    checkpoint: ConversationCheckpoint,
-) -> None:
-    """Keep the future after `checkpoint` as a branch run, and bring the conversation back to it."""
-    run_id, at = recorder.run_id, recorder.offset
-    n = len(head.rewinds) + 1
-    while True:
-        branch = f"{run_id}~{n}"
-        try:
-            log.fork(run_id, at, branch)
-            break
-        except RunExistsError:
-            info = log.run_info(branch)
-            if info.parent == run_id and info.fork_offset == at == info.head:
-                break  # left by an earlier attempt that stopped before the rewind was recorded
-            n += 1
-    recorder.append(
-        Rewound(
-            checkpoint_id=checkpoint.checkpoint_id,
-            offset=checkpoint.offset,
-            head=at,
-            branch=branch,
-            delta=diff(head.conversation, target.conversation),
-            status=target.status,
-            turn=target.turn,
-            llm_calls=target.llm_calls,
-            tool_calls=target.tool_calls,
-            input_tokens=target.input_tokens,
-            output_tokens=target.output_tokens,
-        )
+        checkpointer, conversation_id, component, conversation, recorder, interval, checkpoint, shape, pending=pending
     )
 
 

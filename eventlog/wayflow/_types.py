@@ -4,8 +4,12 @@ checkpointing intervals, and the errors."""
 from __future__ import annotations
 
 import enum
+import functools
+import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import EventLogError
 
@@ -18,7 +22,27 @@ __all__ = [
     "RestoreWithMessagesError",
     "UnsupportedComponentError",
     "WayflowCheckpointError",
+    "shipped_checkpointing",
 ]
+
+
+@functools.cache
+def shipped_checkpointing() -> Any | None:
+    """wayflowcore's own `wayflowcore.checkpointing` module when the installed wayflowcore ships it
+    (WayFlow's Checkpointing API), else None; found without importing a wayflowcore that does not
+    ship it (reading a log needs no wayflowcore)."""
+    try:
+        spec = importlib.util.find_spec("wayflowcore")
+    except (ImportError, ValueError):
+        return None
+    places = [] if spec is None else list(spec.submodule_search_locations or [])
+    if not any((Path(p) / "checkpointing" / "__init__.py").is_file() for p in places):
+        return None
+    try:
+        import wayflowcore.checkpointing as shipped  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return shipped
 
 
 class WayflowCheckpointError(EventLogError):
@@ -42,37 +66,88 @@ class UnsupportedComponentError(WayflowCheckpointError, ValueError):
 
 
 class CheckpointingInterval(enum.Enum):
-    """Which completed execution boundary saves a checkpoint, as in WayFlow's Checkpointing API."""
+    """Which execution boundaries save a checkpoint, as in WayFlow's Checkpointing API (WayFlow's own
+    enum when the installed wayflowcore ships `wayflowcore.checkpointing`)."""
 
     CONVERSATION_TURNS = "conversation_turns"
     """After each `execute()` that returns (a conversation turn)."""
     LLM_TURNS = "llm_turns"
-    """After each agent or flow iteration in which an LLM answered, and after each turn."""
+    """When an agent or flow iteration starts after an LLM answered, and after each turn."""
     ALL_INTERNAL_TURNS = "all_internal_turns"
-    """After every agent or flow iteration, and after each turn."""
+    """When every agent or flow iteration starts, and after each turn."""
 
 
-@dataclass(frozen=True)
+if not TYPE_CHECKING:
+    _SHIPPED = shipped_checkpointing()
+    if _SHIPPED is not None:  # one enum for both APIs: WayFlow's listener compares with its own members
+        CheckpointingInterval = _SHIPPED.CheckpointingInterval
+
+
+@dataclass(frozen=True, init=False)
 class ConversationCheckpoint:
-    """A saved point of a conversation."""
+    """A saved point of a conversation.
+
+    Its `state` is portable: `EventLogCheckpointer.save(checkpoint)` writes it into another log
+    (docs/guides/wayflow.md, "Save, and move a checkpoint to another log").
+    """
 
     checkpoint_id: str
     """Id of the checkpoint (unique in its conversation)."""
     conversation_id: str
     """The conversation (run) it was listed for."""
     component_id: str
-    """Id of the Agent or Flow the conversation runs."""
+    """Id of the component the conversation runs."""
     created_at: int
     """When it was saved, in seconds since the Unix epoch."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    """`save_reason`, `turn`, `message_count`, `status_type`, `current_step_name`, and what the caller added."""
-    offset: int = 0
-    """The offset of the run it stands at."""
+    metadata: dict[str, Any]
+    """`save_reason`, `save_sequence`, `turn`, `message_count`, `status_type`, `current_step_name`
+    (and for an internal checkpoint `event_type`, `agent_iteration`, `flow_step_name`,
+    `nesting_level`, `llm_used_in_previous_turn`), and what the caller added."""
+    offset: int
+    """The offset of the run it stands at (0 for a checkpoint not read from a log)."""
+    _state: str | None = field(repr=False, compare=False)
+    _load: Callable[[], str] | None = field(repr=False, compare=False)
+
+    def __init__(
+        self,
+        checkpoint_id: str,
+        conversation_id: str,
+        component_id: str,
+        created_at: int,
+        *,
+        state: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        offset: int = 0,
+        _load: Callable[[], str] | None = None,
+    ) -> None:
+        if state is not None and not isinstance(state, str):
+            raise TypeError(f"state must be a str, not {type(state).__name__}")
+        for name, value in (
+            ("checkpoint_id", checkpoint_id),
+            ("conversation_id", conversation_id),
+            ("component_id", component_id),
+            ("created_at", created_at),
+            ("metadata", dict(metadata or {})),
+            ("offset", offset),
+            ("_state", state),
+            ("_load", _load),
+        ):
+            object.__setattr__(self, name, value)
 
     @property
     def id(self) -> str:
         """The checkpoint id."""
         return self.checkpoint_id
+
+    @property
+    def state(self) -> str:
+        """The conversation at this checkpoint as portable text (JSON: the component's id, type and
+        shape, the status and the serialized conversation), read from the log when first asked."""
+        if self._state is None:
+            if self._load is None:
+                raise WayflowCheckpointError(f"checkpoint {self.checkpoint_id!r} carries no state")
+            object.__setattr__(self, "_state", self._load())
+        return cast("str", self._state)
 
 
 @dataclass(frozen=True)

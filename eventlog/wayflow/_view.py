@@ -10,6 +10,7 @@ from ..log import EventLog
 from ._checkpointer import EventLogCheckpointer
 from ._events import WayflowReducer, WayflowState
 from ._messages import text_of
+from ._native import NATIVE
 
 __all__ = ["VIEW"]
 
@@ -53,7 +54,9 @@ class _View:
             "input_tokens": s.input_tokens,
             "output_tokens": s.output_tokens,
             "last_error": s.last_error,
-            "messages": _display_messages(s.conversation),
+            "messages": _display_messages(
+                s.conversation.get("conversation") if s.shape.get("format") == NATIVE else s.conversation
+            ),
             "branches": list(s.rewinds),
         }
 

@@ -111,7 +111,7 @@ def eventlog_per_turn(path: str, turns: int) -> dict[str, Any]:
         for user in users:
             conversation.append_user_message(user)
             conversation.execute()
-        checkpoints = len(checkpointer.list_checkpoints("trip"))
+        checkpoints = len(checkpointer.list_checkpoints("trip", limit=None))
         messages = len(conversation.get_messages())
     seconds = time.perf_counter() - t0
     with eventlog.open(path) as log:
