@@ -134,6 +134,8 @@ class EventLog(Generic[S]):
         dictionaries.append(self._dictionaries)
         self._format = open_meta(store, self.codec, self._runs, self._dictionaries)
         id_source = IdSource(ids)
+        if self._format >= 4:  # event ids made from run number and offset (docs/format.md, "Event ids")
+            id_source.derive(self.codec.log_id)
         self._committed = Signal()  # fired at each commit of this process, and at close
         self._writer = Writer(store, self.codec, self._runs, id_source, clock or _default_clock, self._after_commit)
         self.clock: Callable[[], int] = self._writer.now
