@@ -72,7 +72,7 @@ class Runs:
     def put(self, txn: Txn, run_id: str, rec: RunRecord) -> bytes:
         """Write the run's record; returns the value as stored (the writer keeps it, see `commit_start`)."""
         key = run_key(run_id)
-        value = self._codec.encode_value(rec, ("runs", key))
+        value = self._codec.encode_small(rec, ("runs", key))
         txn.put("runs", key, value)
         return value
 
@@ -148,12 +148,18 @@ class Runs:
             for run_id in ids:
                 gets.append(("runs", run_key(run_id)))
         values, (last,) = txn.fetch(gets, ["feed"])
-        position = max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, values[0]))
+        position = 0 if last is None else int.from_bytes(last, "big")
+        if values[0] is not None:  # kept when a prune or delete removed the feed's tail
+            position = max(position, self._counter(_keys.META_POSITION, values[0]))
+        raw = values[1]
+        dict_id = 0 if raw is None else _counters.get(raw)
+        if dict_id is None:
+            dict_id = self._counter(_keys.META_DICT_CURRENT, raw)
         records: dict[str, RunRecord | None] = {}
         for run_id, raw in zip(ids, values[3:], strict=True):
             held = None if known is None or raw is None else known.get(run_id)
             records[run_id] = replace(held[1]) if held is not None and held[0] == raw else self._decode(run_id, raw)
-        return position, self._counter(_keys.META_DICT_CURRENT, values[1]), records
+        return position, dict_id, records
 
     @staticmethod
     def _counter(key: bytes, raw: bytes | None) -> int:

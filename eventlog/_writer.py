@@ -325,7 +325,13 @@ class Writer:
                 fresh.append(i)
         else:
             fresh = list(range(len(ids)))
-        indexed = self._draw_ids(txn, r, rec, number, head, ids, fresh, first_of, checked)
+        if self._ids.derives and not given:  # `_draw_ids` of the log's own source, inline: every append
+            start = f"{self._ids.prefix}{number:x}-"
+            for n in range(len(ids)):
+                ids[n] = f"{start}{head + 1 + n:x}"
+            indexed: set[int] = set()
+        else:
+            indexed = self._draw_ids(txn, r, rec, number, head, ids, fresh, first_of, checked)
         encode, time_ns, meta, event_bytes = self._codec.encode_entry, r.time_ns, r.meta, r.event_bytes
         filled = cast(list[str], ids)  # every id was given or drawn above
         writes = []

@@ -285,6 +285,15 @@ class Codec:
             raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
         return self._zstd.compress(payload, 0, place, level)
 
+    def encode_small(self, value: object, place: Place) -> bytes:
+        """`encode_value` for a record that encodes under the size zstd is tried at (a run record,
+        written at every append): framed raw without the general path's calls; larger or sealed
+        values take the general path."""
+        payload = self._state_encoder.encode(value)
+        if self._zstd.cipher is None and len(payload) < _limits.compress_nodict_size_bytes_min:
+            return frame(payload, RAW, 0)
+        return self.encode_value(value, place)
+
     def compress(self, payload: bytes, dict_id: int, place: Place | None, level: int | None = None) -> bytes:
         """Compress when that makes the record smaller, seal for `place` when the log has a key, then frame."""
         return self._zstd.compress(payload, dict_id, place, level)

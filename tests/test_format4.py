@@ -84,6 +84,9 @@ def test_drawn_ids_are_found_by_their_form_through_forks_and_prunes(open_log: Op
     log.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 9)])
     ids = [e.event_id for e in log.read("r")]
     assert len(set(ids)) == 8 and _indexed(log) == 0
+    assert log.append_many("r", [StepCompleted(node="a", superstep=1)] * 2, event_ids=[ids[0], None]) == [1, 9]
+    assert log.entry("r", 9).event_id not in ids
+    ids.append(log.entry("r", 9).event_id)
     log.fork("r", at=5, new_run_id="f")
     log.append("f", StepCompleted(node="f", superstep=1))
     assert log.append_many("f", [StepCompleted(node="again", superstep=1)] * 5, event_ids=ids[:5]) == [1, 2, 3, 4, 5]
@@ -96,7 +99,7 @@ def test_drawn_ids_are_found_by_their_form_through_forks_and_prunes(open_log: Op
     assert log.append("p", StepCompleted(node="again", superstep=1), event_id=pruned[1]) == 2  # pruned: still its id
     assert log.head("p") == 5
     w = log.writer("r")  # a writer's repeated id is not folded again
-    assert w.append(StepCompleted(node="again", superstep=1), event_id=ids[7]) == 8 and w.offset == 8
+    assert w.append(StepCompleted(node="again", superstep=1), event_id=ids[7]) == 8 and w.offset == 9
     assert log.verify().ok
 
 
