@@ -184,7 +184,8 @@ class IdSource:
     (`prefix` set from the log's id once the log is open): unique in the log by construction,
     found again by its form, and indexed nowhere (docs/format.md, "Event ids")."""
 
-    def __init__(self, ids: Callable[[], str] | None) -> None:
+    def __init__(self, ids: Callable[[], str] | None, log_id: bytes = b"") -> None:
+        """`log_id`: the log's id when it is of format 4 on (`derive`)."""
         self.injected = ids is not None
         self.prefix = ""
         """`own_prefix` of the log's id once `derive` was called: ids of that form name their entry."""
@@ -198,6 +199,7 @@ class IdSource:
                 return f"{prefix}{next(count):08x}"
 
         self._ids = ids
+        self.derive(log_id)
 
     def derive(self, log_id: bytes) -> None:
         """Know the log's own id form (a log of format 4 on), and make event ids in it from now on

@@ -17,6 +17,7 @@ from typing import Any, cast
 from msgspec.structs import replace
 
 from . import _limits
+from ._event_ids import EventIds
 from ._keys import (
     EVENT_KEY,
     META_RUN_NUMBER,
@@ -26,14 +27,12 @@ from ._keys import (
     check_int,
     check_run_id,
     check_time_ns,
-    event_key,
     id_key,
-    own_slot,
 )
 from ._records import RunRecord
-from ._runs import Link, Runs
+from ._runs import Runs
 from .codec import Codec
-from .errors import ConflictError, CorruptRecordError, EventLogError, InvalidArgumentError, RunReplacedError
+from .errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
 from .store._base import KeyExistsError, Store, Txn
 
 _u64 = U64.pack  # `u64` and `event_key` without a Python call each (the append path)
@@ -95,6 +94,7 @@ class Writer:
     def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
                  on_commit: Callable[[int], None]) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
+        self._event_ids = EventIds(codec, runs, ids)
         self._on_commit = on_commit  # called with the last position after each commit that wrote events
         self._queue_lock = threading.Lock()
         self._queue: list[Request] = []
@@ -289,7 +289,7 @@ class Writer:
         self, txn: Txn, r: Request, dict_id: int, position: int, checked: bool, records: dict[str, RunRecord | None]
     ) -> tuple[int, bool]:
         """Apply one request inside a write transaction; every check runs before the first put
-        (but for ids from an injected source, unless `checked`: see `_draw_ids`). `records`: the
+        (but for ids from an injected source, unless `checked`: see `EventIds.draw`). `records`: the
         records of the batch's runs, as this transaction leaves them.
 
         Returns the last position given and whether a checkpoint was written."""
@@ -313,7 +313,7 @@ class Writer:
             number = self._runs.meta_int(txn, META_RUN_NUMBER) + 1
         first_of: dict[str, int] = {}  # id -> index of its first event in this batch
         if given:
-            self._refuse_own_form(txn, run_id, number, [i for n, i in enumerate(ids) if n not in offsets])
+            self._event_ids.refuse_own_form(txn, run_id, number, [i for n, i in enumerate(ids) if n not in offsets])
             fresh: list[int] = []
             for i, event_id in enumerate(ids):
                 if i in offsets:
@@ -325,13 +325,13 @@ class Writer:
                 fresh.append(i)
         else:
             fresh = list(range(len(ids)))
-        if self._ids.derives and not given:  # `_draw_ids` of the log's own source, inline: every append
+        if self._ids.derives and not given:  # `EventIds.draw` for the log's own source, inline
             start = f"{self._ids.prefix}{number:x}-"
             for n in range(len(ids)):
                 ids[n] = f"{start}{head + 1 + n:x}"
             indexed: set[int] = set()
         else:
-            indexed = self._draw_ids(txn, r, rec, number, head, ids, fresh, first_of, checked)
+            indexed = self._event_ids.draw(txn, run_id, rec, number, head, ids, fresh, first_of, checked, r.drawn)
         encode, time_ns, meta, event_bytes = self._codec.encode_entry, r.time_ns, r.meta, r.event_bytes
         filled = cast(list[str], ids)  # every id was given or drawn above
         writes = []
@@ -370,134 +370,5 @@ class Writer:
         return position, wrote
 
     def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
-        """{id: offset} of those of `event_ids` the run holds (a fork's shared events included),
-        looked up together: one round trip per run of the lineage (and one more when some are held).
-
-        An id of the form the log draws itself (`own_id`) names its entry: the entry is read and
-        its id compared (a pruned one is taken as held). Any other id, and one of that form not
-        found so, is looked up in the `event_ids` index."""
-        found: dict[str, int] = {}
-        wanted = list(dict.fromkeys(event_ids))
-        prefix = self._ids.prefix
-        slots = {i: slot for i in wanted if (slot := own_slot(prefix, i)) is not None} if prefix else {}
-        for link in self._runs.lineage(txn, run_id, rec):
-            if slots:
-                found.update(self._find_own(txn, link, slots))
-            need = [i for i in wanted if i not in found]
-            if need:
-                values = txn.get_many("event_ids", [id_key(link.rec.number, i) for i in need])
-                held = {
-                    event_id: int.from_bytes(value, "big")
-                    for event_id, value in zip(need, values, strict=True)
-                    if value is not None and int.from_bytes(value, "big") <= link.hi
-                }
-                if held:
-                    self._check_indexed(txn, link.run_id, link.rec.number, held)
-                    found.update(held)
-            wanted = [i for i in wanted if i not in found]
-            if not wanted or rec.parent is None:
-                break
-        return found
-
-    def _find_own(self, txn: Txn, link: Link, slots: dict[str, tuple[int, int]]) -> dict[str, int]:
-        """{id: offset} of the ids of the log's own form whose entry lies in `link` and holds them."""
-        number = link.rec.number
-        mine = {i: offset for i, (owner, offset) in slots.items() if owner == number and link.lo < offset <= link.hi}
-        if not mine:
-            return {}
-        keys = [event_key(number, offset) for offset in mine.values()]
-        held: dict[str, int] = {}
-        for (event_id, offset), key, value in zip(mine.items(), keys, txn.get_many("events", keys), strict=True):
-            if value is None:
-                if offset <= link.rec.base:
-                    held[event_id] = offset  # pruned: the id names this entry, which held it
-                continue
-            try:
-                _, stored = self._codec.decode_entry_id(value, key)
-            except CorruptRecordError as exc:
-                raise exc.at(link.run_id, offset) from None
-            if stored == event_id:
-                held[event_id] = offset
-        return held
-
-    def _refuse_own_form(self, txn: Txn, run_id: str, number: int, event_ids: list[str | None]) -> None:
-        """InvalidArgumentError for a caller's id the run does not hold that has the form of an id
-        the log would draw for this run, or for a run not made yet: two events of the run would
-        hold it. (An id of that form from another run of the log is a caller's id like any other.)"""
-        prefix = self._ids.prefix
-        if not prefix:
-            return
-        slots = [(i, slot) for i in event_ids if i is not None and (slot := own_slot(prefix, i)) is not None]
-        if not slots:
-            return
-        last = self._runs.meta_int(txn, META_RUN_NUMBER)
-        for event_id, (owner, _) in slots:
-            if owner == number or owner > last:
-                raise InvalidArgumentError(
-                    f"run {run_id!r}: event id {event_id!r} has the form of an id the log draws for the "
-                    "run itself, but the run does not hold it; give ids of another form, or none"
-                )
-
-    def _check_indexed(self, txn: Txn, run_id: str, number: int, held: dict[str, int]) -> None:
-        """Raise CorruptRecordError when the (plaintext) id index points an id at an entry of
-        another id: a repeated append is a no-op only for the entry that holds its id."""
-        keys = [event_key(number, offset) for offset in held.values()]
-        for (event_id, offset), key, value in zip(held.items(), keys, txn.get_many("events", keys), strict=True):
-            if value is None:
-                continue  # pruned: ids stay indexed after their entries are gone
-            try:
-                _, stored = self._codec.decode_entry_id(value, key)
-            except CorruptRecordError as exc:
-                raise exc.at(run_id, offset) from None
-            if stored != event_id:
-                raise CorruptRecordError(
-                    f"the event id index points {event_id!r} at the entry of id {stored!r}", run_id, offset
-                )
-
-    def _draw_ids(
-        self,
-        txn: Txn,
-        r: Request,
-        rec: RunRecord | None,
-        number: int,
-        head: int,
-        ids: list[str | None],
-        fresh: list[int],
-        taken: dict[str, int],
-        checked: bool,
-    ) -> set[int]:
-        """Fill the empty slots of `ids`; returns the indexes of `fresh` whose ids go in the index.
-
-        The log's own source makes each id from the run number and the offset its event gets
-        (`own_id`): new by construction, and not indexed. An injected source's ids are drawn,
-        checked and indexed like a caller's: a run forked from another, or a `checked` commit,
-        looks them up first; otherwise the run's own index refuses one it holds when the id is
-        inserted (KeyExistsError), which has the commit made again, checked."""
-        if self._ids.derives:
-            start = f"{self._ids.prefix}{number:x}-"  # own_id, spelled out: once per event
-            for n, i in enumerate(fresh, head + 1):
-                if ids[i] is None:
-                    ids[i] = f"{start}{n:x}"
-            return {i for i in fresh if r.ids[i] is not None} if taken else set()
-        self._draw_injected(txn, r, rec, ids, taken, checked)
-        return set(fresh)
-
-    def _draw_injected(
-        self, txn: Txn, r: Request, rec: RunRecord | None, ids: list[str | None], taken: dict[str, int], checked: bool
-    ) -> None:
-        look_up = rec is not None and (checked or rec.parent is not None)
-        again, r.drawn = r.drawn, []
-        for _ in range(_limits.id_draws_max):
-            slots = [n for n, i in enumerate(ids) if i is None]
-            if not slots:
-                return
-            drawn = [again.pop(0) if again else self._ids.draw() for _ in slots]
-            held = set(self.find_ids(txn, r.run_id, rec, drawn)) if look_up and rec is not None else set()
-            for n, candidate in zip(slots, drawn, strict=True):
-                if candidate in held or candidate in taken:
-                    self._ids.taken(candidate, "an event id")
-                    continue  # drawn again
-                ids[n] = candidate
-                taken[candidate] = n
-                r.drawn.append(candidate)
-        raise self._ids.exhausted()
+        """{id: offset} of those of `event_ids` the run holds (`EventIds.find`)."""
+        return self._event_ids.find(txn, run_id, rec, event_ids)

@@ -151,8 +151,7 @@ class Codec:
 
     @property
     def log_id(self) -> bytes:
-        """The id of the log this codec is bound to (16 bytes; empty before format 3)."""
-        return self._zstd.log_id
+        return self._zstd.log_id  # the log's id (16 bytes; empty before format 3)
 
     def place_frame(self, value: bytes, place: Place) -> bytes:
         """An open frame (`encode_value(..., place=None)`) sealed for `place` when the log has a key."""
@@ -286,9 +285,8 @@ class Codec:
         return self._zstd.compress(payload, 0, place, level)
 
     def encode_small(self, value: object, place: Place) -> bytes:
-        """`encode_value` for a record that encodes under the size zstd is tried at (a run record,
-        written at every append): framed raw without the general path's calls; larger or sealed
-        values take the general path."""
+        """`encode_value` for a record small enough to stay raw (a run record, at every append),
+        framed without the general path's calls; a larger or sealed one takes the general path."""
         payload = self._state_encoder.encode(value)
         if self._zstd.cipher is None and len(payload) < _limits.compress_nodict_size_bytes_min:
             return frame(payload, RAW, 0)
