@@ -5,6 +5,7 @@ after its migration, and the ids it drew before stay known."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -111,3 +112,38 @@ def test_an_own_id_names_its_slot_and_nothing_else_does(log_id: bytes, number: i
     for other in (made.upper(), made + "0", made.replace("-", "-0", 1), prefix + "0-1", prefix + f"{number:x}"):
         assert own_slot(prefix, other) is None or own_id(prefix, *own_slot(prefix, other)) == other  # type: ignore[misc]
     assert own_slot(own_prefix(bytes(16)), made) is None or log_id[:8] == bytes(8)
+
+
+def test_a_writer_never_writes_from_a_run_record_another_log_changed(
+    open_log: OpenLog, backend: str, tmp_path: Path
+) -> None:
+    """The writer keeps the run records it wrote and skips their decode only while the stored
+    value is the one it wrote: appends, forks and deletes made by another process (LMDB) or
+    another open log (the other stores) are read, and every fence holds."""
+    a = open_log()
+    b = None if backend == "lmdb" else open_log()
+
+    def other(code: str) -> None:
+        """Run `code` with `log` open as another writer of the same log."""
+        if b is not None:
+            exec(code, {"log": b, "StepCompleted": StepCompleted})
+            return
+        script = f"import eventlog\nfrom eventlog.events import StepCompleted\nlog = eventlog.open({str(tmp_path / 'log')!r})\n{code}\nlog.close()\n"
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+    step = [StepCompleted(node="n", superstep=i) for i in range(1, 12)]
+    assert a.append_many("r", step[:3]) == [1, 2, 3]
+    other('log.append_many("r", [StepCompleted(node="b", superstep=4), StepCompleted(node="b", superstep=5)])')
+    with pytest.raises(eventlog.ConflictError):
+        a.append("r", step[5], expected_offset=3)
+    assert a.append("r", step[5], expected_offset=5) == 6
+    w = a.writer("r")
+    other('log.fork("r", at=2, new_run_id="f")')
+    assert a.append("r", step[6]) == 7  # the fork count the other wrote is kept
+    with pytest.raises(eventlog.ForkDependencyError):
+        a.delete_run("r")
+    other('log.delete_run("f"); log.delete_run("r")')
+    with pytest.raises(eventlog.RunReplacedError):
+        w.append(step[7])
+    assert a.append("r", step[8]) == 1  # a new run of the same id
+    assert a.head("r") == 1 and a.verify().ok
