@@ -100,10 +100,11 @@ class Writer:
         self._queue: list[Request] = []
         self._leading = False
         self._last_batch = 0
+        self._known_lock = threading.Lock()
         self._known: dict[str, tuple[bytes, RunRecord]] = {}
         """Run id -> (value, record) of the run records this writer wrote last, oldest first: a run's
         record is read at every commit, but decoded only when it is not the one written here
-        (`Runs.commit_start`). Only the leader of a commit changes it; a stale one costs a decode."""
+        (`Runs.commit_start`). Changed after each commit, under its lock; a stale one costs a decode."""
         self.commits = 0
         """Transactions committed with at least one event (for benchmarks and tests)."""
 
@@ -272,13 +273,14 @@ class Writer:
             for request in batch:  # one failed the whole transaction: commit each alone
                 self._commit_batch([request], checked)
             return
-        for request in batch:
-            request.committed = request.error is None
-            if request.stored is not None:  # the run's record as this commit left it (the last one wins)
-                known.pop(request.run_id, None)
-                known[request.run_id] = request.stored
-        while len(known) > _limits.writer_records_held:
-            del known[next(iter(known))]  # the run written longest ago
+        with self._known_lock:  # the async face's commit thread may finish a commit meanwhile
+            for request in batch:
+                request.committed = request.error is None
+                if request.stored is not None:  # the run's record as this commit left it (the last one wins)
+                    known.pop(request.run_id, None)
+                    known[request.run_id] = request.stored
+            while len(known) > _limits.writer_records_held:
+                del known[next(iter(known))]  # the run written longest ago
         if checkpointed and self._store.durability == "batch":
             self._store.sync()
         if position:
