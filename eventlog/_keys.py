@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import struct
 from collections.abc import Callable
 
 from . import _limits
@@ -26,6 +27,12 @@ META_KEY_CHECK = b"key.check"
 META_LOG_ID = b"log.id"  # the log's 16 random bytes, drawn when it is created (format 3 on)
 META_SEALED = b"sealed"  # 1 when the log is sealed, 0 when not: fixed when it is created (format 3 on)
 META_REMOVING = b"removing:"  # + run number: offsets up to the value (u64) and a flag byte are being removed
+
+
+U64 = struct.Struct(">Q")
+"""A big-endian u64 (`U64.pack` is `u64` without the Python call, for the append path)."""
+EVENT_KEY = struct.Struct(">QQ")
+"""An `events` key, run number and offset (`EVENT_KEY.pack` is `event_key` without the Python call)."""
 
 
 def u64(n: int) -> bytes:
@@ -65,7 +72,7 @@ def run_range(number: int) -> tuple[bytes, bytes]:
 
 def event_key(number: int, offset: int) -> bytes:
     """`events` key: run number, offset."""
-    return u64(number) + u64(offset)
+    return EVENT_KEY.pack(number, offset)
 
 
 def id_key(number: int, some_id: str) -> bytes:
@@ -138,13 +145,52 @@ def check_run_number(number: object) -> int | None:
 # -- ids ------------------------------------------------------------------------------------
 
 
+def own_prefix(log_id: bytes) -> str:
+    """The start of every event id the log draws itself (format 4 on): the first 8 bytes of its
+    id (meta/log.id) in hex, then `-`; empty for a log without an id (read as it is, before format 3)."""
+    return f"{log_id[:8].hex()}-" if len(log_id) >= 8 else ""
+
+
+def own_id(prefix: str, number: int, offset: int) -> str:
+    """The event id the log draws for the entry at (run number, offset): `prefix`, the number and
+    the offset in lowercase hex without leading zeros, joined by `-` (docs/format.md, "Event ids")."""
+    return f"{prefix}{number:x}-{offset:x}"
+
+
+def own_slot(prefix: str, event_id: str) -> tuple[int, int] | None:
+    """(run number, offset) that `event_id` names when it is of the form `own_id` makes with
+    `prefix` (exactly: one string per slot); None when it is not."""
+    if not prefix or not event_id.startswith(prefix):
+        return None
+    number_hex, dash, offset_hex = event_id[len(prefix) :].partition("-")
+    if not dash or not _HEX.issuperset(number_hex) or not _HEX.issuperset(offset_hex):
+        return None
+    if not number_hex or not offset_hex or number_hex[0] == "0" or offset_hex[0] == "0":
+        return None
+    if len(number_hex) > 16 or len(offset_hex) > 16:
+        return None
+    return int(number_hex, 16), int(offset_hex, 16)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
 class IdSource:
     """Makes event and checkpoint ids: the log's own (64 random bits drawn once per open log,
     then a fixed-width counter: unique without a system call per id), or an injected
-    `ids()` whose results are checked like a caller's ids."""
+    `ids()` whose results are checked like a caller's ids.
 
-    def __init__(self, ids: Callable[[], str] | None) -> None:
+    The log's own source gives an event the id `own_id` makes from its run number and offset
+    (`prefix` set from the log's id once the log is open): unique in the log by construction,
+    found again by its form, and indexed nowhere (docs/format.md, "Event ids")."""
+
+    def __init__(self, ids: Callable[[], str] | None, log_id: bytes = b"") -> None:
+        """`log_id`: the log's id when it is of format 4 on (`derive`)."""
         self.injected = ids is not None
+        self.prefix = ""
+        """`own_prefix` of the log's id once `derive` was called: ids of that form name their entry."""
+        self.derives = False
+        """True when event ids are made from their run number and offset, not drawn and indexed."""
         if ids is None:
             prefix = os.urandom(8).hex()
             count = itertools.count(1)
@@ -153,6 +199,13 @@ class IdSource:
                 return f"{prefix}{next(count):08x}"
 
         self._ids = ids
+        self.derive(log_id)
+
+    def derive(self, log_id: bytes) -> None:
+        """Know the log's own id form (a log of format 4 on), and make event ids in it from now on
+        unless the source is injected."""
+        self.prefix = own_prefix(log_id)
+        self.derives = not self.injected and bool(self.prefix)
 
     def draw(self, what: str = "event_id") -> str:
         """A new id; one from an injected source is checked (InvalidArgumentError when bad),

@@ -5,7 +5,7 @@ The checks at the bottom run at import time so that limits that disagree fail lo
 
 from __future__ import annotations
 
-format_version = 3
+format_version = 4
 """Version of the log's layout written by this code (the `format` meta record). A log written by a
 newer version is refused; a log of an older version is migrated when opened for writing."""
 
@@ -100,6 +100,9 @@ map_size_bytes_initial = 64 * 1024 * 1024
 
 map_size_bytes_max = 1 << 40
 """Largest map the log grows to by itself (1 TiB); past it writes fail with LogFullError."""
+
+writer_records_held = 4096
+"""Run records the writer keeps between commits, so that it does not decode them again."""
 
 group_commit_wait_seconds = 0.0001
 """When several threads were appending a moment ago, the next group commit waits this long

@@ -231,5 +231,17 @@ def _bind_seals(store: Store, codec: Codec, runs: Runs) -> None:
     store.write(lambda txn: _seal(txn, codec, runs, log_id))
 
 
-_MIGRATIONS: list[tuple[int, Callable[[Store, Codec, Runs], None]]] = [(2, _index_every_event_id), (3, _bind_seals)]
+def _own_event_ids(store: Store, codec: Codec, runs: Runs) -> None:
+    """Format 3 -> 4: the event ids the log draws itself from now on are made from the run number
+    and offset of their entry (docs/format.md, "Event ids") and are not indexed. Every id stored
+    before stays indexed and is found as before, so nothing is rewritten: the format record, raised
+    after this, is what keeps an older eventlog (which would look such ids up in the index alone)
+    from writing to the log."""
+
+
+_MIGRATIONS: list[tuple[int, Callable[[Store, Codec, Runs], None]]] = [
+    (2, _index_every_event_id),
+    (3, _bind_seals),
+    (4, _own_event_ids),
+]
 """(format version, migration to it), in order."""

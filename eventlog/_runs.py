@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from msgspec.structs import replace
+
 from . import _keys
 from ._keys import check_run_id, run_key, u64
 from ._records import RunRecord
 from .codec import RAW, Codec, frame, unframe
 from .errors import CorruptRecordError, PrunedError, RunReplacedError, UnknownRunError
 from .store._base import Txn
+
+_COUNTERS_HELD = 256
+_counters: dict[bytes, int] = {}
+"""Counter frames read lately -> their value: a frame checked once (checksum included) maps to
+one value, whatever its key, so the dictionary id and position read at every commit are not
+unframed again."""
 
 
 class Link(NamedTuple):
@@ -61,9 +69,12 @@ class Runs:
             raise UnknownRunError(run_id)
         return rec
 
-    def put(self, txn: Txn, run_id: str, rec: RunRecord) -> None:
+    def put(self, txn: Txn, run_id: str, rec: RunRecord) -> bytes:
+        """Write the run's record; returns the value as stored (the writer keeps it, see `commit_start`)."""
         key = run_key(run_id)
-        txn.put("runs", key, self._codec.encode_value(rec, ("runs", key)))
+        value = self._codec.encode_small(rec, ("runs", key))
+        txn.put("runs", key, value)
+        return value
 
     def create(self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0) -> RunRecord:
         """A new run record with the next run number (the caller puts it)."""
@@ -117,26 +128,54 @@ class Runs:
         feed's tail was deleted (positions are never given twice)."""
         return self.commit_start(txn)[0]
 
-    def commit_start(self, txn: Txn, run_ids: list[str] | None = None) -> tuple[int, int, dict[str, RunRecord | None]]:
+    def commit_start(
+        self, txn: Txn, run_ids: list[str] | None = None, known: dict[str, tuple[bytes, RunRecord]] | None = None
+    ) -> tuple[int, int, dict[str, RunRecord | None]]:
         """(last feed position given, id of the dictionary new records use, the records of
-        `run_ids`), read in one round trip with the run counter, which a new run reads next."""
-        ids = list(dict.fromkeys(run_ids or []))
+        `run_ids`), read in one round trip with the run counter, which a new run reads next.
+
+        `known`: run id -> (value, record) of records the caller wrote and still holds. A stored
+        value equal to the one held is the held record (a copy), not decoded again: a get and a
+        byte compare, where a decode would cost more than the rest of an append's reads. A
+        value that differs (another process wrote, or a fork, prune or delete changed the run)
+        is decoded (docs/architecture.md, "An append")."""
+        ids = run_ids or []
+        if len(ids) > 1:
+            ids = list(dict.fromkeys(ids))
         gets = [("meta", _keys.META_POSITION), ("meta", _keys.META_DICT_CURRENT)]
         if ids:
-            gets += [("meta", _keys.META_RUN_NUMBER), *(("runs", run_key(r)) for r in ids)]
+            gets.append(("meta", _keys.META_RUN_NUMBER))
+            for run_id in ids:
+                gets.append(("runs", run_key(run_id)))
         values, (last,) = txn.fetch(gets, ["feed"])
-        position = max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, values[0]))
-        records = {run_id: self._decode(run_id, raw) for run_id, raw in zip(ids, values[3:], strict=True)}
-        return position, self._counter(_keys.META_DICT_CURRENT, values[1]), records
+        position = 0 if last is None else int.from_bytes(last, "big")
+        if values[0] is not None:  # kept when a prune or delete removed the feed's tail
+            position = max(position, self._counter(_keys.META_POSITION, values[0]))
+        raw = values[1]
+        dict_id = 0 if raw is None else _counters.get(raw)
+        if dict_id is None:
+            dict_id = self._counter(_keys.META_DICT_CURRENT, raw)
+        records: dict[str, RunRecord | None] = {}
+        for run_id, raw in zip(ids, values[3:], strict=True):
+            held = None if known is None or raw is None else known.get(run_id)
+            records[run_id] = replace(held[1]) if held is not None and held[0] == raw else self._decode(run_id, raw)
+        return position, dict_id, records
 
     @staticmethod
     def _counter(key: bytes, raw: bytes | None) -> int:
         if raw is None:
             return 0
+        found = _counters.get(raw)
+        if found is not None:
+            return found
         compression, _, payload = unframe(raw)
         if compression != RAW or len(payload) != 8:
             raise CorruptRecordError(f"meta record {key!r} is not a counter")
-        return _keys.from_u64(payload)
+        value = _keys.from_u64(payload)
+        if len(_counters) >= _COUNTERS_HELD:
+            _counters.clear()
+        _counters[raw] = value
+        return value
 
     @staticmethod
     def removals(txn: Txn) -> list[tuple[int, int]]:

@@ -14,23 +14,29 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
+from msgspec.structs import replace
+
 from . import _limits
+from ._event_ids import EventIds
 from ._keys import (
+    EVENT_KEY,
     META_RUN_NUMBER,
+    U64,
     IdSource,
     check_id,
     check_int,
     check_run_id,
     check_time_ns,
-    event_key,
     id_key,
-    u64,
 )
 from ._records import RunRecord
 from ._runs import Runs
 from .codec import Codec
-from .errors import ConflictError, CorruptRecordError, EventLogError, InvalidArgumentError, RunReplacedError
+from .errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
 from .store._base import KeyExistsError, Store, Txn
+
+_u64 = U64.pack  # `u64` and `event_key` without a Python call each (the append path)
+_event_key = EVENT_KEY.pack
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
 """`hook(txn, run record, bytes written)`, called in the transaction after a request's events
@@ -49,12 +55,14 @@ class Request:
         "event_bytes",
         "expected_number",
         "expected_offset",
+        "given",
         "ids",
         "lead",
         "meta",
         "number",
         "offsets",
         "run_id",
+        "stored",
         "time_ns",
         "writing",
         "written",
@@ -65,12 +73,14 @@ class Request:
                  checkpoint: CheckpointHook | None) -> None:  # fmt: skip
         self.run_id, self.event_bytes, self.meta = run_id, event_bytes, meta
         self.ids = ids
+        self.given = ids.count(None) != len(ids)  # some ids are the caller's
         self.time_ns, self.expected_offset, self.expected_number = time_ns, expected_offset, expected_number
         self.checkpoint = checkpoint
         self.offsets: list[int] = []
         self.drawn: list[str] = []  # ids drawn for it, drawn again in order when its commit is made again
         self.number: int | None = None  # the run's number, once committed
         self.written = 0
+        self.stored: tuple[bytes, RunRecord] | None = None  # the run's record as its commit wrote it
         self.error: BaseException | None = None
         self.lead = False
         self.writing = False
@@ -84,11 +94,17 @@ class Writer:
     def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
                  on_commit: Callable[[int], None]) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
+        self._event_ids = EventIds(codec, runs, ids)
         self._on_commit = on_commit  # called with the last position after each commit that wrote events
         self._queue_lock = threading.Lock()
         self._queue: list[Request] = []
         self._leading = False
         self._last_batch = 0
+        self._known_lock = threading.Lock()
+        self._known: dict[str, tuple[bytes, RunRecord]] = {}
+        """Run id -> (value, record) of the run records this writer wrote last, oldest first: a run's
+        record is read at every commit, but decoded only when it is not the one written here
+        (`Runs.commit_start`). Changed after each commit, under its lock; a stale one costs a decode."""
         self.commits = 0
         """Transactions committed with at least one event (for benchmarks and tests)."""
 
@@ -98,6 +114,8 @@ class Writer:
             value = self._clock()
         except Exception as exc:
             raise InvalidArgumentError(f"the log's clock raised {exc!r}") from exc
+        if type(value) is int and 0 <= value <= _limits.time_ns_max:
+            return value
         return check_time_ns("the log's clock", value)
 
     def request(
@@ -114,9 +132,10 @@ class Writer:
     ) -> Request:
         """A checked request: raises (a subclass of EventLogError) before anything is written."""
         check_run_id(run_id)
-        if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
-            raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
-        events = list(events)
+        if type(events) is not list:
+            if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
+                raise InvalidArgumentError(f"events must be a list of events, not {type(events).__name__}")
+            events = list(events)
         if not events:
             raise InvalidArgumentError("append_many needs at least one event")
         if len(events) > _limits.batch_events_max:
@@ -136,10 +155,16 @@ class Writer:
             for given in ids:
                 if given is not None:
                     check_id("event_id", given)
-        meta_bytes = self._codec.encode_meta(meta)
-        event_bytes = [self._codec.encode_event(e) for e in events]
+        codec = self._codec
+        meta_bytes = codec.encode_meta(meta)
+        encode = codec.encode_event
+        event_bytes = [encode(e) for e in events]
+        # An entry is its event and meta plus at most 5 bytes of array header and nil
+        # placeholders before its position, time and id are known (checked again then).
+        room = codec.record_size_bytes_max - 5 - len(meta_bytes)
         for event, data in zip(events, event_bytes, strict=True):
-            self._codec.check_entry_size(type(event).__name__, meta_bytes, data)
+            if len(data) > room:
+                codec.check_entry_size(type(event).__name__, meta_bytes, data)
         stamp = self.now() if time_ns is None else check_time_ns("time_ns", time_ns)
         return Request(run_id, event_bytes, meta_bytes, ids, stamp, expected_offset, expected_number,
                        checkpoint)  # fmt: skip
@@ -157,28 +182,36 @@ class Writer:
             lead = not self._leading
             if lead:
                 self._leading = True
+                alone = not self._queue and self._last_batch <= 1
             else:
                 request.done = threading.Event()
-            self._queue.append(request)
+            if not lead or not alone:
+                self._queue.append(request)
         if request.done is not None:
             request.done.wait()
-            lead = request.lead
+            lead, alone = request.lead, False
         if lead:
-            self._lead()
+            self._lead(request if alone else None)
         if request.error is not None:
             raise request.error
         return request
 
-    def _lead(self) -> None:
-        """Commit every queued request in one transaction, then hand leadership to the next waiter."""
+    def _lead(self, alone: Request | None = None) -> None:
+        """Commit every queued request in one transaction, then hand leadership to the next waiter.
+
+        `alone`: a request no other thread was appending beside (it was not queued): committed
+        by itself, without waiting for others or taking the queue's lock again first."""
         batch: list[Request] = []
         try:
-            if self._last_batch > 1:
-                # Other threads were appending a moment ago: give those the last commit woke up
-                # a moment to queue again, so that this commit takes them along.
-                time.sleep(_limits.group_commit_wait_seconds)
-            with self._queue_lock:
-                batch, self._queue = self._queue, []
+            if alone is not None:
+                batch = [alone]
+            else:
+                if self._last_batch > 1:
+                    # Other threads were appending a moment ago: give those the last commit woke up
+                    # a moment to queue again, so that this commit takes them along.
+                    time.sleep(_limits.group_commit_wait_seconds)
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
             self._last_batch = len(batch)
             if batch:
                 self._commit_batch(batch)
@@ -209,13 +242,16 @@ class Writer:
         """`checked`: look drawn ids up before writing them, instead of letting the index refuse
         one the run holds (KeyExistsError), which has this commit made again, checked."""
 
+        known = self._known
+
         def write(txn: Txn) -> tuple[int, bool]:
             checkpointed = False
-            start, dict_id, records = self._runs.commit_start(txn, [r.run_id for r in batch])
+            start, dict_id, records = self._runs.commit_start(txn, [r.run_id for r in batch], known)
             position = start
             for request in batch:
                 request.error = None
                 request.writing = False
+                request.stored = None
                 try:
                     position, wrote = self._write(txn, request, dict_id, position, checked, records)
                     checkpointed |= wrote
@@ -237,8 +273,14 @@ class Writer:
             for request in batch:  # one failed the whole transaction: commit each alone
                 self._commit_batch([request], checked)
             return
-        for request in batch:
-            request.committed = request.error is None
+        with self._known_lock:  # the async face's commit thread may finish a commit meanwhile
+            for request in batch:
+                request.committed = request.error is None
+                if request.stored is not None:  # the run's record as this commit left it (the last one wins)
+                    known.pop(request.run_id, None)
+                    known[request.run_id] = request.stored
+            while len(known) > _limits.writer_records_held:
+                del known[next(iter(known))]  # the run written longest ago
         if checkpointed and self._store.durability == "batch":
             self._store.sync()
         if position:
@@ -249,129 +291,86 @@ class Writer:
         self, txn: Txn, r: Request, dict_id: int, position: int, checked: bool, records: dict[str, RunRecord | None]
     ) -> tuple[int, bool]:
         """Apply one request inside a write transaction; every check runs before the first put
-        (but for drawn ids, unless `checked`: see `_draw_ids`). `records`: the records of the
-        batch's runs, as this transaction leaves them.
+        (but for ids from an injected source, unless `checked`: see `EventIds.draw`). `records`: the
+        records of the batch's runs, as this transaction leaves them.
 
         Returns the last position given and whether a checkpoint was written."""
-        rec = records[r.run_id]
+        run_id = r.run_id
+        rec = records[run_id]
         if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
-            raise RunReplacedError(r.run_id, r.expected_number, None if rec is None else rec.number, "a writer used it")
-        head = 0 if rec is None else rec.head
-        number = 0 if rec is None else rec.number
-        offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
+            raise RunReplacedError(run_id, r.expected_number, None if rec is None else rec.number, "a writer used it")
+        head, number = (0, 0) if rec is None else (rec.head, rec.number)
         ids = list(r.ids)
-        if rec is not None and any(i is not None for i in ids):
-            known = self.find_ids(txn, r.run_id, rec, [i for i in ids if i is not None])
+        offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
+        given = [i for i in ids if i is not None] if r.given else []
+        if given and rec is not None:
+            known = self.find_ids(txn, run_id, rec, given)
             offsets = {n: known[i] for n, i in enumerate(ids) if i is not None and i in known}
-        if len(offsets) == len(ids):
-            r.offsets, r.written, r.number = [offsets[i] for i in range(len(ids))], 0, number
-            return position, False
+            if len(offsets) == len(ids):
+                r.offsets, r.written, r.number = [offsets[i] for i in range(len(ids))], 0, number
+                return position, False
         if r.expected_offset is not None and head != r.expected_offset:
-            raise ConflictError(r.run_id, r.expected_offset, head)
-        fresh: list[int] = []
-        first_of: dict[str, int] = {}  # id -> index of its first event in this batch
-        for i, given in enumerate(ids):
-            if i in offsets:
-                continue
-            if given is not None:
-                if given in first_of:
-                    continue  # the same caller id twice in one batch: written once
-                first_of[given] = i
-            fresh.append(i)
-        self._draw_ids(txn, r, rec, ids, first_of, checked)
-        if rec is None:  # the number the run is given below: each value is sealed for its key
+            raise ConflictError(run_id, r.expected_offset, head)
+        if rec is None:  # the number the run is given below: ids and sealed values name it
             number = self._runs.meta_int(txn, META_RUN_NUMBER) + 1
-        values = []
-        for n, i in enumerate(fresh):
-            event_id = cast(str, ids[i])  # every id was given or drawn above
-            key = event_key(number, head + 1 + n)
-            values.append(
-                self._codec.encode_entry(
-                    position + 1 + n, r.time_ns, event_id, r.meta, r.event_bytes[i], dict_id, ("events", key)
-                )
-            )
+        first_of: dict[str, int] = {}  # id -> index of its first event in this batch
+        if given:
+            self._event_ids.refuse_own_form(txn, run_id, number, [i for n, i in enumerate(ids) if n not in offsets])
+            fresh: list[int] = []
+            for i, event_id in enumerate(ids):
+                if i in offsets:
+                    continue
+                if event_id is not None:
+                    if event_id in first_of:
+                        continue  # the same caller id twice in one batch: written once
+                    first_of[event_id] = i
+                fresh.append(i)
+        else:
+            fresh = list(range(len(ids)))
+        if self._ids.derives and not given:  # `EventIds.draw` for the log's own source, inline
+            start = f"{self._ids.prefix}{number:x}-"
+            for n in range(len(ids)):
+                ids[n] = f"{start}{head + 1 + n:x}"
+            indexed: set[int] = set()
+        else:
+            indexed = self._event_ids.draw(txn, run_id, rec, number, head, ids, fresh, first_of, checked, r.drawn)
+        encode, time_ns, meta, event_bytes = self._codec.encode_entry, r.time_ns, r.meta, r.event_bytes
+        filled = cast(list[str], ids)  # every id was given or drawn above
+        writes = []
+        offset = head
+        for i in fresh:
+            offset += 1
+            key = _event_key(number, offset)
+            value = encode(position + offset - head, time_ns, filled[i], meta, event_bytes[i], dict_id, ("events", key))
+            writes.append((i, key, value))
         r.writing = True
         if rec is None:
-            rec = self._runs.create(txn, r.run_id, r.time_ns)
+            rec = self._runs.create(txn, run_id, time_ns)
         assert rec.number == number and rec.head == head
         put = txn.put
         written = 0
-        for i, value in zip(fresh, values, strict=True):
-            rec.head += 1
+        for i, key, value in writes:
             position += 1
             written += len(value)
-            key = event_key(number, rec.head)
             put("events", key, value)
-            put("feed", u64(position), key)
-            txn.insert("event_ids", id_key(number, ids[i]), key[8:])  # type: ignore[arg-type]
-            offsets[i] = rec.head
-        for i, given in enumerate(ids):
-            if i not in offsets:
-                offsets[i] = offsets[first_of[given]]  # type: ignore[index]
-        r.offsets = [offsets[i] for i in range(len(ids))]
+            put("feed", _u64(position), key)
+            if indexed and i in indexed:
+                txn.insert("event_ids", id_key(number, filled[i]), key[8:])
+        rec.head = offset
+        if first_of or offsets:
+            offsets.update((i, head + n) for n, i in enumerate(fresh, 1))
+            for i, event_id in enumerate(ids):
+                if i not in offsets:
+                    offsets[i] = offsets[first_of[event_id]]  # type: ignore[index]
+            r.offsets = [offsets[i] for i in range(len(ids))]
+        else:
+            r.offsets = list(range(head + 1, offset + 1))
         r.written, r.number = written, number
         wrote = r.checkpoint(txn, rec, written) if r.checkpoint is not None else False
-        self._runs.put(txn, r.run_id, rec)
-        records[r.run_id] = rec
+        r.stored = (self._runs.put(txn, run_id, rec), replace(rec))
+        records[run_id] = rec
         return position, wrote
 
     def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
-        """{id: offset} of those of `event_ids` the run holds (a fork's shared events included),
-        looked up together: one round trip per run of the lineage (and one more when some are held)."""
-        found: dict[str, int] = {}
-        wanted = list(dict.fromkeys(event_ids))
-        for link in self._runs.lineage(txn, run_id, rec):
-            values = txn.get_many("event_ids", [id_key(link.rec.number, i) for i in wanted])
-            held = {
-                event_id: int.from_bytes(value, "big")
-                for event_id, value in zip(wanted, values, strict=True)
-                if value is not None and int.from_bytes(value, "big") <= link.hi
-            }
-            if held:
-                self._check_indexed(txn, link.run_id, link.rec.number, held)
-                found.update(held)
-            wanted = [i for i in wanted if i not in found]
-            if not wanted or rec.parent is None:
-                break
-        return found
-
-    def _check_indexed(self, txn: Txn, run_id: str, number: int, held: dict[str, int]) -> None:
-        """Raise CorruptRecordError when the (plaintext) id index points an id at an entry of
-        another id: a repeated append is a no-op only for the entry that holds its id."""
-        keys = [event_key(number, offset) for offset in held.values()]
-        for (event_id, offset), key, value in zip(held.items(), keys, txn.get_many("events", keys), strict=True):
-            if value is None:
-                continue  # pruned: ids stay indexed after their entries are gone
-            try:
-                _, stored = self._codec.decode_entry_id(value, key)
-            except CorruptRecordError as exc:
-                raise exc.at(run_id, offset) from None
-            if stored != event_id:
-                raise CorruptRecordError(
-                    f"the event id index points {event_id!r} at the entry of id {stored!r}", run_id, offset
-                )
-
-    def _draw_ids(
-        self, txn: Txn, r: Request, rec: RunRecord | None, ids: list[str | None], taken: dict[str, int], checked: bool
-    ) -> None:
-        """Fill the empty slots of `ids` with ids from the log's id source that the run does not hold.
-
-        A run forked from another, or a `checked` commit, looks them up first. Otherwise the run's
-        own index refuses one it holds when the id is inserted (KeyExistsError): a drawn id is
-        new but for a repeating injected source, so one lookup is saved on almost every append."""
-        look_up = rec is not None and (checked or rec.parent is not None)
-        again, r.drawn = r.drawn, []
-        for _ in range(_limits.id_draws_max):
-            slots = [n for n, i in enumerate(ids) if i is None]
-            if not slots:
-                return
-            drawn = [again.pop(0) if again else self._ids.draw() for _ in slots]
-            held = set(self.find_ids(txn, r.run_id, rec, drawn)) if look_up and rec is not None else set()
-            for n, candidate in zip(slots, drawn, strict=True):
-                if candidate in held or candidate in taken:
-                    self._ids.taken(candidate, "an event id")
-                    continue  # drawn again
-                ids[n] = candidate
-                taken[candidate] = n
-                r.drawn.append(candidate)
-        raise self._ids.exhausted()
+        """{id: offset} of those of `event_ids` the run holds (`EventIds.find`)."""
+        return self._event_ids.find(txn, run_id, rec, event_ids)

@@ -46,6 +46,7 @@ __all__ = [
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 _CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"  # msgpack's map and array headers
+_NIL = msgspec.msgpack.encode(None)  # the meta of an entry without meta
 
 
 def too_deep(value: object, data: bytes | None = None) -> bool:
@@ -132,6 +133,7 @@ class Codec:
         self._meta_decoder = msgspec.msgpack.Decoder(Union[dict[str, Any], None])  # noqa: UP007
         self._generation = -1
         self._entry_type: Any = None
+        self._kinds: frozenset[type] = frozenset()  # the registered kinds, as of `_generation`
         self._entry_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._event_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._fold_decoder: msgspec.msgpack.Decoder[Any] | None = None
@@ -146,6 +148,10 @@ class Codec:
         """Seal and open values bound to the log `log_id` (16 bytes); `unbound`: also accept values
         sealed bound to nothing (a log sealed before format 3, read as it is or being migrated)."""
         self._zstd.log_id, self._zstd.unbound = log_id, unbound
+
+    @property
+    def log_id(self) -> bytes:
+        return self._zstd.log_id  # the log's id (16 bytes; empty before format 3)
 
     def place_frame(self, value: bytes, place: Place) -> bytes:
         """An open frame (`encode_value(..., place=None)`) sealed for `place` when the log has a key."""
@@ -167,20 +173,24 @@ class Codec:
             )
 
     def encode_event(self, event: object) -> bytes:
-        """The msgpack bytes of a registered event that reads back equal; else InvalidEventError."""
-        self.check_event(event)
+        """The msgpack bytes of a registered event that reads back equal; else InvalidEventError.
+
+        What it costs is msgspec's: one encode, one typed decode and one compare in C (the
+        nesting walk and `same` run only when the bytes or the compare say they must)."""
+        if events._generation != self._generation:
+            self._refresh()
+        if type(event) not in self._kinds:
+            self.check_event(event)
         try:
             data = self._encoder.encode(event)
         except RecursionError:
             raise InvalidEventError(_depth_message(type(event).__name__)) from None
         except _ENCODE_ERRORS as exc:
             raise InvalidEventError(f"{type(event).__name__} cannot be encoded: {exc}{_VALUES}") from None
-        if too_deep(event, data):
+        if len(data) - len(data.translate(None, _CONTAINER_BYTES)) >= _limits.nesting_depth_max and too_deep(event):
             raise InvalidEventError(_depth_message(type(event).__name__))
-        self._refresh()
-        assert self._event_decoder is not None
         try:
-            back = self._event_decoder.decode(data)
+            back = self._event_decoder.decode(data)  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
             raise InvalidEventError(f"{type(event).__name__} does not match its field types: {exc}") from None
         if back != event and not same(back, event):
@@ -189,6 +199,8 @@ class Codec:
 
     def encode_meta(self, meta: object) -> bytes:
         """The msgpack bytes of an entry's meta (None or a dict with string keys) that reads back equal."""
+        if meta is None:
+            return _NIL
         try:
             data = self._encoder.encode(meta)
         except RecursionError:
@@ -217,7 +229,7 @@ class Codec:
                 f"the entry {event_id!r} encodes to {len(payload)} bytes, over the record limit of "
                 f"{self.record_size_bytes_max} bytes; store large payloads elsewhere and reference them"
             )
-        return self.compress(payload, dict_id, place)
+        return self._zstd.compress(payload, dict_id, place)
 
     def check_entry_size(self, kind: str, meta: bytes, event: bytes) -> None:
         """Raise RecordTooLargeError when an entry would encode over the record limit whatever its
@@ -270,7 +282,15 @@ class Codec:
         payload = self.encode_state(value)
         if len(payload) > size_bytes_max:
             raise RecordTooLargeError(f"value encodes to {len(payload)} bytes, over the limit of {size_bytes_max}")
-        return self.compress(payload, 0, place, level)
+        return self._zstd.compress(payload, 0, place, level)
+
+    def encode_small(self, value: object, place: Place) -> bytes:
+        """`encode_value` for a record small enough to stay raw (a run record, at every append),
+        framed without the general path's calls; a larger or sealed one takes the general path."""
+        payload = self._state_encoder.encode(value)
+        if self._zstd.cipher is None and len(payload) < _limits.compress_nodict_size_bytes_min:
+            return frame(payload, RAW, 0)
+        return self.encode_value(value, place)
 
     def compress(self, payload: bytes, dict_id: int, place: Place | None, level: int | None = None) -> bytes:
         """Compress when that makes the record smaller, seal for `place` when the log has a key, then frame."""
@@ -386,6 +406,7 @@ class Codec:
                 self._entry_decoder = msgspec.msgpack.Decoder(self._entry_type)
                 self._event_decoder = msgspec.msgpack.Decoder(union)
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
+                self._kinds = frozenset(events.kinds().values())
                 self._generation = generation
 
 

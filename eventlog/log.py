@@ -133,7 +133,7 @@ class EventLog(Generic[S]):
         self._dictionaries = Dictionaries(store, self.codec, self._runs)
         dictionaries.append(self._dictionaries)
         self._format = open_meta(store, self.codec, self._runs, self._dictionaries)
-        id_source = IdSource(ids)
+        id_source = IdSource(ids, self.codec.log_id if self._format >= 4 else b"")  # docs/format.md, "Event ids"
         self._committed = Signal()  # fired at each commit of this process, and at close
         self._writer = Writer(store, self.codec, self._runs, id_source, clock or _default_clock, self._after_commit)
         self.clock: Callable[[], int] = self._writer.now

@@ -15,7 +15,7 @@ LAYERS = [
     {"_keys", "events", "store", "store._base", "store.memory", "store.lmdb", "store.postgres", "crypto"},
     {"_pipeline"},
     {"_records", "codec", "fold", "policy"},
-    {"_runs", "_dictionaries", "_meta", "_writer", "_reader", "_replay", "_stats", "_signal"},
+    {"_runs", "_dictionaries", "_meta", "_event_ids", "_writer", "_reader", "_replay", "_stats", "_signal"},
     {"checkpoints", "runwriter", "_maintenance", "_verify"},
     {"log"},
     {"aio", "transfer", "views", "diff", "__init__"},

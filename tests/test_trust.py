@@ -162,15 +162,27 @@ def test_a_caller_id_equal_to_a_generated_id_is_the_same_event(log: eventlog.Eve
     generated = log.entry("r", 1).event_id
     assert log.append("r", step(99), event_id=generated) == 1  # the id is taken: nothing written
     assert log.head("r") == 1
-    # and a caller id that the log's own source would make next is never made again
-    prefix, counter = generated[:16], int(generated[16:], 16)
-    upcoming = [f"{prefix}{counter + k:08x}" for k in range(1, 4)]
+    # an id of the form the log makes for the run itself, not held yet, is refused: the log would make it again
+    prefix, number = generated.rsplit("-", 2)[0], generated.rsplit("-", 2)[1]
+    upcoming = [f"{prefix}-{number}-{k:x}" for k in range(2, 5)]
     for k, taken in enumerate(upcoming):
-        log.append("r", step(10 + k), event_id=taken)
+        with pytest.raises(eventlog.InvalidArgumentError, match="form of an id the log draws"):
+            log.append("r", step(10 + k), event_id=taken)
+    with pytest.raises(
+        eventlog.InvalidArgumentError, match="form of an id the log draws"
+    ):  # nor for a run not made yet
+        log.append("s", step(1), event_id=f"{prefix}-{int(number, 16) + 1:x}-1")
+    assert log.head("r") == 1
+    # one of another run is a caller's id like any other
+    log.append("other", step(1))
+    copied = log.entry("other", 1).event_id
+    assert log.append("r", step(5), event_id=copied) == 2
+    assert log.append("r", step(5), event_id=copied) == 2
     for k in range(3):
         log.append("r", step(20 + k))
     ids = [e.event_id for e in log.read("r")]
-    assert len(ids) == len(set(ids)) == 7
+    assert len(ids) == len(set(ids)) == 5
+    assert log.append_many("r", [step(1), step(2)], event_ids=ids[:2]) == [1, 2]
     assert log.verify().ok
 
 

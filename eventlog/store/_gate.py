@@ -14,14 +14,15 @@ class Gate:
     write, say) even while an `exclusive` waits: it would otherwise wait for itself."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # taken directly on the paths of every transaction: a C call
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._exclusive = False
         self._local = threading.local()
 
     def enter(self) -> None:
         depth = getattr(self._local, "depth", 0)
-        with self._cond:
+        with self._lock:
             while self._exclusive and depth == 0:
                 self._cond.wait()
             self._active += 1
@@ -29,9 +30,10 @@ class Gate:
 
     def leave(self) -> None:
         self._local.depth -= 1
-        with self._cond:
+        with self._lock:
             self._active -= 1
-            self._cond.notify_all()
+            if self._exclusive and not self._active:
+                self._cond.notify_all()  # only `exclusive` waits for the count to fall
 
     def exclusive(self, fn: Callable[[], None]) -> None:
         with self._cond:
