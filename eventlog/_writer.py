@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from . import _limits
 from ._keys import (
-    META_RUN_NUMBER,
     IdSource,
     check_id,
     check_int,
@@ -280,7 +279,7 @@ class Writer:
             fresh.append(i)
         self._draw_ids(txn, r, rec, ids, first_of, checked)
         if rec is None:  # the number the run is given below: each value is sealed for its key
-            number = self._runs.meta_int(txn, META_RUN_NUMBER) + 1
+            number = self._runs.new_number(txn)
         values = []
         for n, i in enumerate(fresh):
             event_id = cast(str, ids[i])  # every id was given or drawn above
@@ -292,7 +291,7 @@ class Writer:
             )
         r.writing = True
         if rec is None:
-            rec = self._runs.create(txn, r.run_id, r.time_ns)
+            rec = self._runs.create(txn, r.run_id, r.time_ns, number=number)
         assert rec.number == number and rec.head == head
         put = txn.put
         written = 0
