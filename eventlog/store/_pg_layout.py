@@ -56,7 +56,7 @@ class Table:
         bytes; a bound shorter than the key compares the columns it covers."""
         values: list[Any] = []
         rest = key
-        for column, kind in self.key:
+        for _, kind in self.key:
             if not rest:
                 break
             if kind == "bytes":
