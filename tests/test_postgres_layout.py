@@ -108,7 +108,7 @@ def test_a_held_transaction_holds_the_feed_back_and_nothing_is_skipped(schema: s
         for t in others:
             t.join()
         seen = len(got)
-        held_back = [e for e in logs[1].feed()]  # what a reader sees meanwhile: nothing above the held one
+        held_back = list(logs[1].feed())  # what a reader sees meanwhile: nothing above the held one
         assert all(e.run_id != "w0" for e in held_back)
         held.release.set()
         first.join()
@@ -234,7 +234,7 @@ def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema:
         last = expected["feed"][-1][2]
         log.append("chat", step(1))
         log.append("after", step(1))
-        new = [e for e in log.feed(after=last)]
+        new = list(log.feed(after=last))
         assert [(e.run_id, e.offset) for e in new] == [
             ("chat", expected["by_run"]["chat"]["info"]["head"] + 1),
             ("after", 1),
