@@ -128,9 +128,13 @@ class PostgresStore:
         self._callbacks: list[Callable[[], None]] = []
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
-        # Notifications go in a transaction of their own after the commit, not waiting for the
-        # disk: a transaction that notifies holds a database-wide lock while it commits.
+        # Notifications are sent by a thread of their own after the commits, one for all the
+        # commits made while the last one was sent: a transaction that notifies holds a
+        # database-wide lock while it commits, which no write transaction takes.
         self._notify = f"SELECT pg_notify('{self._channel}', '')"
+        self._notify_due = threading.Event()
+        self._notifier: threading.Thread | None = None
+        self._notify_lock = threading.Lock()
         try:
             import psycopg_pool
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -303,19 +307,50 @@ class PostgresStore:
                         result = fn(txn)
                         txn.flush()
                         conn.execute("COMMIT")
-                        if txn.wrote:
-                            conn.execute("BEGIN")
-                            conn.execute("SET LOCAL synchronous_commit TO off")
-                            conn.execute(self._notify)
-                            conn.execute("COMMIT")
                 except BaseException:
                     if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
                         with contextlib.suppress(self._psycopg.Error):  # a broken connection leaves the pool
                             conn.execute("ROLLBACK")
                     raise
+                if txn.wrote:
+                    self._notify_soon()
                 return result
             finally:
                 self._local.conn = None
+
+    def _notify_soon(self) -> None:
+        """Have the notifier thread NOTIFY the log's channel (once for every commit made meanwhile)."""
+        self._notify_due.set()
+        if self._notifier is None:
+            with self._notify_lock:
+                if self._notifier is None:
+                    self._notifier = threading.Thread(
+                        target=self._notify_loop, name=f"eventlog-notify-{self.schema}", daemon=True
+                    )
+                    self._notifier.start()
+
+    def _notify_loop(self) -> None:
+        """The notifier thread: one NOTIFY, in a transaction that does not wait for the disk, each
+        time commits were made since the last; a lost connection is made again at the next one."""
+        conn = None
+        while True:
+            due = self._notify_due.wait(_LISTEN_TICK_SECONDS)
+            if not due:
+                if self._closed:
+                    break
+                continue
+            self._notify_due.clear()
+            try:
+                if conn is None:
+                    conn = self._psycopg.connect(self.dsn, autocommit=True)
+                    conn.execute("SET synchronous_commit TO off")
+                conn.execute(self._notify)
+            except self._psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn = None  # followers of other processes wait for their poll meanwhile
+        if conn is not None:
+            conn.close()
 
     def sync(self) -> None:
         self._check_open()
@@ -379,6 +414,9 @@ class PostgresStore:
             return
         self._closed = True
         self._pool.close()
+        notifier = self._notifier
+        if notifier is not None and notifier is not threading.current_thread():
+            notifier.join(timeout=4 * _LISTEN_TICK_SECONDS)  # sends what is due, then ends
         listener = self._listener
         if listener is not None and listener is not threading.current_thread():
             listener.join(timeout=4 * _LISTEN_TICK_SECONDS)
