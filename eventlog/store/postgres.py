@@ -35,6 +35,7 @@ from ..errors import (
     ReadOnlyError,
 )
 from ._base import KeyExistsError
+from ._pg_channel import Channel
 from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, migrate_kv_sql, schema_sql
 from ._pg_txn import PgTxn
 
@@ -123,18 +124,9 @@ class PostgresStore:
         self._xid_offset = 0
         self._local = threading.local()  # the connection of a write in progress on this thread
         self._channel = f"eventlog_{schema}"[: _limits.pg_identifier_size_bytes_max]
-        self._listener: threading.Thread | None = None  # LISTENs on the channel from the first `listen` on
-        self._listen_lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
+        self._channel_io = Channel(self._psycopg, dsn, self._channel, schema, _translate)
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
-        # Notifications are sent by a thread of their own after the commits, one for all the
-        # commits made while the last one was sent: a transaction that notifies holds a
-        # database-wide lock while it commits, which no write transaction takes.
-        self._notify = f"SELECT pg_notify('{self._channel}', '')"
-        self._notify_due = threading.Event()
-        self._notifier: threading.Thread | None = None
-        self._notify_lock = threading.Lock()
         try:
             import psycopg_pool
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -313,113 +305,26 @@ class PostgresStore:
                             conn.execute("ROLLBACK")
                     raise
                 if txn.wrote:
-                    self._notify_soon()
+                    self._channel_io.notify_soon()
                 return result
             finally:
                 self._local.conn = None
-
-    def _notify_soon(self) -> None:
-        """Have the notifier thread NOTIFY the log's channel (once for every commit made meanwhile)."""
-        self._notify_due.set()
-        if self._notifier is None:
-            with self._notify_lock:
-                if self._notifier is None:
-                    self._notifier = threading.Thread(
-                        target=self._notify_loop, name=f"eventlog-notify-{self.schema}", daemon=True
-                    )
-                    self._notifier.start()
-
-    def _notify_loop(self) -> None:
-        """The notifier thread: one NOTIFY, in a transaction that does not wait for the disk, each
-        time commits were made since the last; a lost connection is made again at the next one."""
-        conn = None
-        while True:
-            due = self._notify_due.wait(_LISTEN_TICK_SECONDS)
-            if not due:
-                if self._closed:
-                    break
-                continue
-            self._notify_due.clear()
-            try:
-                if conn is None:
-                    conn = self._psycopg.connect(self.dsn, autocommit=True)
-                    conn.execute("SET synchronous_commit TO off")
-                conn.execute(self._notify)
-            except self._psycopg.Error:
-                if conn is not None:
-                    conn.close()
-                conn = None  # followers of other processes wait for their poll meanwhile
-        if conn is not None:
-            conn.close()
 
     def sync(self) -> None:
         self._check_open()
 
     def listen(self, callback: Callable[[], None]) -> None:
-        """Call `callback` after every commit to this log by any process, until `close()`.
-
-        One thread per store LISTENs on the log's channel and calls every callback at each
-        notification, so every follower wakes for every commit. LISTEN is in place when this
-        returns; a lost connection is made again, and the callbacks are called once then, for
-        the commits that went unheard meanwhile. A callback given again is called once."""
+        """Call `callback` after every commit to this log by any process, until `close()`
+        (`_pg_channel.Channel.listen`)."""
         self._check_open()
-        with self._listen_lock:
-            if callback not in self._callbacks:
-                self._callbacks.append(callback)
-            if self._listener is None:
-                conn = self._listen_connect()
-                self._listener = threading.Thread(
-                    target=self._listen_loop, args=(conn,), name=f"eventlog-listen-{self.schema}", daemon=True
-                )
-                self._listener.start()
-
-    def _listen_connect(self) -> Any:
-        try:
-            conn = self._psycopg.connect(self.dsn, autocommit=True)
-        except self._psycopg.Error as exc:
-            raise _translate(self._psycopg, exc) from None
-        try:
-            conn.execute(f'LISTEN "{self._channel}"')
-        except self._psycopg.Error as exc:
-            conn.close()
-            raise _translate(self._psycopg, exc) from None
-        return conn
-
-    def _listen_loop(self, conn: Any) -> None:
-        """The listener thread: wake every callback at each notification; look at `_closed`
-        every `_LISTEN_TICK_SECONDS`."""
-        while not self._closed:
-            try:
-                if conn is None:
-                    conn = self._listen_connect()
-                    self._wake()
-                for _ in conn.notifies(timeout=_LISTEN_TICK_SECONDS):
-                    self._wake()
-            except (self._psycopg.Error, EventLogError):
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(_LISTEN_TICK_SECONDS)
-        if conn is not None:
-            conn.close()
-
-    def _wake(self) -> None:
-        with self._listen_lock:
-            callbacks = list(self._callbacks)
-        for callback in callbacks:
-            callback()
+        self._channel_io.listen(callback)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._pool.close()
-        notifier = self._notifier
-        if notifier is not None and notifier is not threading.current_thread():
-            notifier.join(timeout=4 * _LISTEN_TICK_SECONDS)  # sends what is due, then ends
-        listener = self._listener
-        if listener is not None and listener is not threading.current_thread():
-            listener.join(timeout=4 * _LISTEN_TICK_SECONDS)
+        self._channel_io.close()
 
     def connections(self) -> int:
         """Connections the pool holds open now."""
@@ -465,9 +370,6 @@ _SETTLE_POLL_SECONDS = 0.002
 
 _WRITE_ATTEMPTS = 32
 """Times a write transaction is made again after a deadlock or a run made by another writer meanwhile."""
-
-_LISTEN_TICK_SECONDS = 0.2
-"""How often the listener thread looks whether the store was closed (so `close()` waits at most this)."""
 
 
 def _translate(psycopg: Any, exc: Exception) -> EventLogError:
