@@ -108,16 +108,20 @@ class PgTxn:
         at = (table, bytes(key))
         self._known[at] = None
         where = " AND ".join(f"{c} = %s" for c in t.columns)
-        return bool(self._cur.execute(f"DELETE FROM {self._t(table)} WHERE {where}", t.parse_key(at[1])).rowcount > 0)
+        return self._deleted(f"DELETE FROM {self._t(table)} WHERE {where}", t.parse_key(at[1])) > 0
 
-    def delete_range(self, table: str, start: bytes, stop: bytes) -> int:
+    def delete_range(self, table: str, start: bytes, stop: bytes, limit: int | None = None) -> int:
         self._writing("delete_range")
         self.flush()
         t = TABLES[table]
         for at in [at for at in self._known if at[0] == table]:
             del self._known[at]
         where, params = t.where_range(start, stop)
-        return int(self._cur.execute(f"DELETE FROM {self._t(table)} WHERE {where}", params).rowcount)
+        if limit is not None:  # the first `limit` keys of the range, in key order
+            cols = ", ".join(t.columns)
+            where = f"({cols}) IN (SELECT {cols} FROM {self._t(table)} WHERE {where} ORDER BY {t.order()} LIMIT %s)"
+            params = [*params, max(limit, 0)]
+        return self._deleted(f"DELETE FROM {self._t(table)} WHERE {where}", params)
 
     def delete_feed_of(self, number: int, upto: int) -> int:
         self._writing("delete_feed_of")
@@ -125,7 +129,12 @@ class PgTxn:
         for at in [at for at in self._known if at[0] == "feed"]:
             del self._known[at]
         sql = f"DELETE FROM {self._t('feed')} WHERE run = %s AND off <= %s"
-        return int(self._cur.execute(sql, (number, min(upto, (1 << 63) - 1))).rowcount)
+        return self._deleted(sql, (number, min(upto, (1 << 63) - 1)))
+
+    def _deleted(self, sql: str, params: Any) -> int:
+        """Run a DELETE; how many rows went (read from its rows: a pipeline has no row count yet)."""
+        row = self._cur.execute(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
+        return int(row[0])
 
     def position_base(self, last: int) -> int:
         if self._base is None:

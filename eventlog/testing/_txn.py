@@ -96,3 +96,26 @@ class TxnContract:
         assert log.store.read(lambda txn: txn.keys("runs", b"\x05", b"\x07", 10)) == [b"\x05", b"\x06"]
         assert log.store.read(lambda txn: txn.keys("runs", b"\x0a", b"\xff", 10)) == []
         assert log.store.read(lambda txn: txn.keys("runs", b"", b"\xff", 0)) == []
+
+    def test_delete_range_removes_the_first_keys_of_a_range(self, log: EventLog[Any]) -> None:
+        def fill(txn: Txn) -> None:
+            for i in range(10):
+                txn.put("runs", bytes([i]), b"v")
+
+        log.store.write(fill)
+        assert log.store.write(lambda txn: txn.delete_range("runs", b"\x02", b"\x08", 3)) == 3
+        assert log.store.read(lambda txn: txn.keys("runs", b"", b"\xff", 20)) == [
+            bytes([i]) for i in (0, 1, 5, 6, 7, 8, 9)
+        ]
+        assert log.store.write(lambda txn: txn.delete_range("runs", b"\x01", b"\x09")) == 5
+        assert log.store.read(lambda txn: txn.keys("runs", b"", b"\xff", 20)) == [b"\x00", b"\x09"]
+
+    def test_positions_and_run_numbers_only_increase(self, log: EventLog[Any]) -> None:
+        """Dense stores give last + 1; PostgreSQL gives increasing ones (docs/format.md, "PostgreSQL")."""
+        first = log.store.write(lambda txn: (txn.position_base(7), txn.run_number(7)))
+        second = log.store.write(lambda txn: (txn.position_base(first[0] + 1), txn.run_number(first[1])))
+        if log.store.dense:
+            assert first == (7, 8) and second == (first[0] + 1, 9)
+        assert second[0] > first[0] and second[1] > first[1]
+        with pytest.raises(ReadOnlyError):
+            log.store.read(lambda txn: txn.run_number(0))
