@@ -23,10 +23,10 @@ class PgTxn:
 
     dense = False
 
-    def __init__(self, conn: Any, schema: str, xid_offset: int, write: bool, xid_cur: Any = None) -> None:
+    def __init__(self, conn: Any, schema: str, xid_offset: int, write: bool) -> None:
         self._conn, self._s, self._write = conn, schema, write
         self._cur = conn.cursor()
-        self._xid_cur = xid_cur
+        self._xid: int | None = None  # the transaction id, read with the first fetch of a write
         self._xid_offset = xid_offset
         self._puts: dict[tuple[str, bytes], bytes] = {}
         self._inserts: dict[tuple[str, bytes], bytes] = {}
@@ -49,7 +49,10 @@ class PgTxn:
     # -- writes ------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send the buffered inserts, then the buffered puts: one statement per table."""
+        """Send the buffered inserts and puts in one statement: an INSERT per table (an upsert for
+        puts), joined as data-modifying CTEs when there are several. A key is buffered once."""
+        parts: list[str] = []
+        params: list[Any] = []
         for rows, upsert in ((self._inserts, False), (self._puts, True)):
             by_table: dict[str, list[tuple[bytes, bytes]]] = {}
             for (table, key), value in rows.items():
@@ -63,8 +66,14 @@ class PgTxn:
                 if upsert:
                     sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
                     sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
-                self._cur.execute(sql, [list(c) for c in columns])
+                parts.append(sql)
+                params += [list(c) for c in columns]
             rows.clear()
+        if len(parts) == 1:
+            self._cur.execute(parts[0], params)
+        elif parts:
+            ctes = ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts))
+            self._cur.execute(f"WITH {ctes} SELECT 1", params)
 
     def _writing(self, what: str) -> None:
         if not self._write:
@@ -138,10 +147,12 @@ class PgTxn:
 
     def position_base(self, last: int) -> int:
         if self._base is None:
-            if self._xid_cur is None:
+            if not self._write:
                 raise ReadOnlyError("feed positions are given in write transactions only")
-            (xid,) = self._xid_cur.fetchone()
-            self._base = (int(xid) + self._xid_offset) << POSITION_SHIFT
+            if self._xid is None:
+                (xid,) = self._cur.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+                self._xid = int(xid)
+            self._base = (self._xid + self._xid_offset) << POSITION_SHIFT
         return self._base
 
     def run_number(self, last: int) -> int:
@@ -171,6 +182,8 @@ class PgTxn:
             for kind, name, key, value in self._cur.execute(sql, params):
                 if kind == 1:
                     known[(name, bytes(key))] = bytes(value)
+                elif kind == 3:
+                    self._xid = int.from_bytes(key, "big")
                 else:
                     ends[name] = None if key is None else bytes(key)
                     if value is not None:
@@ -210,6 +223,8 @@ class PgTxn:
                     f"SELECT 2, '{table}'::text, (SELECT {t.key_sql()} FROM {self._t(table)} "
                     f"ORDER BY {t.order(reverse=True)} LIMIT 1), NULL::bytea"
                 )
+        if self._write and self._xid is None:  # the id feed positions derive from, in the same round trip
+            parts.append("SELECT 3, 'xid'::text, int8send(pg_current_xact_id()::text::bigint), NULL::bytea")
         head = ("WITH " + ", ".join(ctes) + " ") if ctes else ""
         return head + " UNION ALL ".join(parts), params
 

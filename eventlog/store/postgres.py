@@ -289,13 +289,11 @@ class PostgresStore:
             self._local.conn = conn
             try:
                 try:
-                    # Pipelined: the BEGIN and the transaction id go with the first read, the
-                    # buffered writes, the COMMIT and the notification together.
+                    # Pipelined: the BEGIN goes with the first read (which also reads the
+                    # transaction id), the buffered writes (one statement) with the COMMIT.
                     with conn.pipeline():
                         conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-                        xid = conn.cursor()
-                        xid.execute("SELECT pg_current_xact_id()::text::bigint")
-                        txn = PgTxn(conn, self.schema, self._xid_offset, write=True, xid_cur=xid)
+                        txn = PgTxn(conn, self.schema, self._xid_offset, write=True)
                         result = fn(txn)
                         txn.flush()
                         conn.execute("COMMIT")
