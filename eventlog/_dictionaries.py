@@ -104,7 +104,8 @@ class Dictionaries:
                 self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, position * 2)
                 return position * 2, False
             key = dict_key(current + 1)
-            txn.put("meta", key, self._codec.compress(trained, 0, ("meta", key)))
+            # Inserted: a trainer in another process that stored this id first wins (KeyExistsError here).
+            txn.insert("meta", key, self._codec.compress(trained, 0, ("meta", key)))
             self._runs.put_meta_int(txn, META_DICT_CURRENT, current + 1)
             upcoming = position * _limits.dictionary_retrain_factor
             self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, upcoming)

@@ -7,7 +7,7 @@ reading that entry; every other id is in the `event_ids` index (docs/format.md, 
 from __future__ import annotations
 
 from . import _limits
-from ._keys import META_RUN_NUMBER, IdSource, event_key, id_key, own_slot
+from ._keys import META_RUN_NUMBER, IdSource, event_key, id_key, own_slot, u64
 from ._records import RunRecord
 from ._runs import Link, Runs
 from .codec import Codec
@@ -82,9 +82,12 @@ class EventIds:
         slots = [(i, slot) for i in event_ids if i is not None and (slot := own_slot(prefix, i)) is not None]
         if not slots:
             return
-        last = self._runs.meta_int(txn, META_RUN_NUMBER)
+        last = self._runs.meta_int(txn, META_RUN_NUMBER) if txn.dense else 0
         for event_id, (owner, _) in slots:
-            if owner == number or owner > last:
+            # A sequence's next value is not known to a transaction (PostgreSQL): a number not
+            # indexed to a run counts as not given yet there.
+            not_given = owner > last if txn.dense else txn.get("run_numbers", u64(owner)) is None
+            if owner == number or not_given:
                 raise InvalidArgumentError(
                     f"run {run_id!r}: event id {event_id!r} has the form of an id the log draws for the "
                     "run itself, but the run does not hold it; give ids of another form, or none"

@@ -191,17 +191,18 @@ class Maintenance:
         mark = removal_key(number)
         first, last = run_range(number)
         stop = last if upto == _ALL else event_key(number, upto + 1)
-        while self._store.write(partial(self._drop_entries, number=number, stop=stop)):
-            pass
-        if self._store.read(lambda txn: (txn.get("meta", mark) or b"")[8:9] == b"\x01"):
-            start: bytes | None = b""
-            while start is not None:
-                start = self._store.write(partial(self._drop_feed_refs, number=number, upto=upto, start=start))
         tables = ("snapshots", "event_ids", "checkpoints", "checkpoint_ids") if upto == _ALL else ("snapshots",)
         end = last if upto == _ALL else u64(number) + u64(upto)  # snapshots: those below the base
-        for table in tables:
-            while self._store.write(partial(self._drop_range, table=table, start=first, stop=end)):
+        if not self._store.write(partial(self._drop_set, number=number, upto=upto, stop=stop, tables=tables, end=end)):
+            while self._store.write(partial(self._drop_entries, number=number, stop=stop)):
                 pass
+            if self._store.read(lambda txn: (txn.get("meta", mark) or b"")[8:9] == b"\x01"):
+                start: bytes | None = b""
+                while start is not None:
+                    start = self._store.write(partial(self._drop_feed_refs, number=number, upto=upto, start=start))
+            for table in tables:
+                while self._store.write(partial(self._drop_range, table=table, start=first, stop=end)):
+                    pass
 
         def unmark(txn: Txn) -> None:
             raw = txn.get("meta", mark)
@@ -209,6 +210,19 @@ class Maintenance:
                 txn.delete("meta", mark)
 
         self._store.write(unmark)
+
+    @staticmethod
+    def _drop_set(txn: Txn, number: int, upto: int, stop: bytes, tables: tuple[str, ...], end: bytes) -> bool:
+        """Where the store finds a run's feed positions itself (PostgreSQL), remove everything in
+        one transaction of set-based deletes (`DELETE ... WHERE run = $1 AND off <= $2`); False
+        where it does not (memory, LMDB: the entries are read a chunk at a time for their positions)."""
+        if txn.delete_feed_of(number, upto) is None:
+            return False
+        first = u64(number)
+        txn.delete_range("events", first, stop)
+        for table in tables:
+            txn.delete_range(table, first, end)
+        return True
 
     def _drop_entries(self, txn: Txn, number: int, stop: bytes) -> bool:
         """Delete a chunk of the run number's entries below `stop` (at most `remove_chunk_keys`
@@ -251,10 +265,7 @@ class Maintenance:
     @staticmethod
     def _drop_range(txn: Txn, table: str, start: bytes, stop: bytes) -> bool:
         """Delete a chunk of the keys in [start, stop) of `table` (their values are not read). True: more left."""
-        keys = txn.keys(table, start, stop, _limits.remove_chunk_keys)
-        for key in keys:
-            txn.delete(table, key)
-        return len(keys) == _limits.remove_chunk_keys
+        return txn.delete_range(table, start, stop, _limits.remove_chunk_keys) == _limits.remove_chunk_keys
 
     def finish_removals(self) -> list[str]:
         """End every removal that a crash (or a killed process) cut short; says what it ended."""

@@ -21,11 +21,12 @@ from ._keys import (
     META_SEALED,
     from_u64,
     id_key,
+    u64,
 )
 from ._runs import Runs
 from .codec import RAW, Codec, frame, unframe
 from .errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NoLogError, NotALogError
-from .store._base import TABLES, Store, Txn
+from .store._base import TABLES, KeyExistsError, Store, Txn
 
 _LOG_ID_BYTES = 16
 
@@ -64,7 +65,10 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
     if version == 0:
         if store.readonly:
             raise NoLogError("there is no log to open read-only")
-        store.write(partial(_create, codec=codec, runs=runs))
+        try:
+            store.write(partial(_create, codec=codec, runs=runs))
+        except KeyExistsError:
+            pass  # another process created the log meanwhile (a store without a global lock)
         version, stored_limit = store.read(check)  # the log as created, by this process or another
     # Records written under a larger limit than this process's stay readable.
     codec.read_size_bytes_max = max(codec.record_size_bytes_max, stored_limit or _limits.record_size_bytes_max)
@@ -84,7 +88,7 @@ def _create(txn: Txn, codec: Codec, runs: Runs) -> None:
     """Write a new log's meta: format, limit, id and seal, once (another process may have been first)."""
     if txn.get("meta", META_FORMAT) is not None:
         return
-    runs.put_meta_int(txn, META_FORMAT, _limits.format_version)
+    txn.insert("meta", META_FORMAT, frame(u64(_limits.format_version), RAW, 0))  # a second creator fails here
     runs.put_meta_int(txn, META_RECORD_SIZE_MAX, codec.record_size_bytes_max)
     _seal(txn, codec, runs, _new_log_id(txn))
 

@@ -76,12 +76,24 @@ class Runs:
         txn.put("runs", key, value)
         return value
 
-    def create(self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0) -> RunRecord:
-        """A new run record with the next run number (the caller puts it)."""
-        number = self.meta_int(txn, _keys.META_RUN_NUMBER) + 1
-        self.put_meta_int(txn, _keys.META_RUN_NUMBER, number)
+    def create(
+        self, txn: Txn, run_id: str, now: int, parent: str | None = None, at: int = 0, number: int | None = None
+    ) -> RunRecord:
+        """A new run record with the next run number, or `number` when `new_number` gave it
+        already (the caller puts the record)."""
+        if number is None:
+            number = self.new_number(txn)
         txn.put("run_numbers", u64(number), run_id.encode())
         return RunRecord(number=number, head=at, parent=parent, fork_offset=at, created_ns=now)
+
+    def new_number(self, txn: Txn) -> int:
+        """The next run number: the log's counter raised in a dense store, the store's sequence
+        on PostgreSQL (whose writers never wait on one counter)."""
+        last = self.meta_int(txn, _keys.META_RUN_NUMBER) if txn.dense else 0
+        number = txn.run_number(last)
+        if txn.dense:
+            self.put_meta_int(txn, _keys.META_RUN_NUMBER, number)
+        return number
 
     def run_ids(self, txn: Txn, after: str | None = None, limit: int | None = None) -> list[str]:
         """Run ids in byte order of their keys, after `after`, at most `limit`."""
@@ -125,14 +137,18 @@ class Runs:
 
     def last_position(self, txn: Txn) -> int:
         """The last feed position given: the feed's last key, or the meta record kept when the
-        feed's tail was deleted (positions are never given twice)."""
-        return self.commit_start(txn)[0]
+        feed's tail was deleted (positions are never given twice). On PostgreSQL, in a read, the
+        last settled one: every smaller position is committed or known aborted."""
+        (kept,), (last,) = txn.fetch([("meta", _keys.META_POSITION)], ["feed"])
+        return max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, kept))
 
     def commit_start(
         self, txn: Txn, run_ids: list[str] | None = None, known: dict[str, tuple[bytes, RunRecord]] | None = None
     ) -> tuple[int, int, dict[str, RunRecord | None]]:
-        """(last feed position given, id of the dictionary new records use, the records of
-        `run_ids`), read in one round trip with the run counter, which a new run reads next.
+        """(the base of this transaction's feed positions, id of the dictionary new records use,
+        the records of `run_ids`), read in one round trip with the run counter, which a new run
+        reads next. A dense store gives positions after the last one given; PostgreSQL from its
+        transaction id (`Txn.position_base`), and locks the records read.
 
         `known`: run id -> (value, record) of records the caller wrote and still holds. A stored
         value equal to the one held is the held record (a copy), not decoded again: a get and a
@@ -147,10 +163,14 @@ class Runs:
             gets.append(("meta", _keys.META_RUN_NUMBER))
             for run_id in ids:
                 gets.append(("runs", run_key(run_id)))
-        values, (last,) = txn.fetch(gets, ["feed"])
-        position = 0 if last is None else int.from_bytes(last, "big")
-        if values[0] is not None:  # kept when a prune or delete removed the feed's tail
-            position = max(position, self._counter(_keys.META_POSITION, values[0]))
+        dense = txn.dense
+        values, lasts = txn.fetch(gets, ["feed"] if dense else [])
+        position = 0
+        if dense:
+            last = lasts[0]
+            position = 0 if last is None else int.from_bytes(last, "big")
+            if values[0] is not None:  # kept when a prune or delete removed the feed's tail
+                position = max(position, self._counter(_keys.META_POSITION, values[0]))
         raw = values[1]
         dict_id = 0 if raw is None else _counters.get(raw)
         if dict_id is None:
@@ -159,7 +179,7 @@ class Runs:
         for run_id, raw in zip(ids, values[3:], strict=True):
             held = None if known is None or raw is None else known.get(run_id)
             records[run_id] = replace(held[1]) if held is not None and held[0] == raw else self._decode(run_id, raw)
-        return position, dict_id, records
+        return txn.position_base(position), dict_id, records
 
     @staticmethod
     def _counter(key: bytes, raw: bytes | None) -> int:
@@ -184,8 +204,10 @@ class Runs:
         return [(_keys.from_u64(key[len(_keys.META_REMOVING) :]), _keys.from_u64(value[:8])) for key, value in marks]
 
     def keep_position(self, txn: Txn) -> None:
-        """Record the last position before feed entries are deleted."""
-        self.put_meta_int(txn, _keys.META_POSITION, self.last_position(txn))
+        """Record the last position before feed entries are deleted (a dense store only: PostgreSQL
+        derives positions from transaction ids, which are never given twice)."""
+        if txn.dense:
+            self.put_meta_int(txn, _keys.META_POSITION, self.last_position(txn))
 
     # -- lineage -----------------------------------------------------------------------------
 

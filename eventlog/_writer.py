@@ -20,7 +20,6 @@ from . import _limits
 from ._event_ids import EventIds
 from ._keys import (
     EVENT_KEY,
-    META_RUN_NUMBER,
     U64,
     IdSource,
     check_id,
@@ -312,7 +311,7 @@ class Writer:
         if r.expected_offset is not None and head != r.expected_offset:
             raise ConflictError(run_id, r.expected_offset, head)
         if rec is None:  # the number the run is given below: ids and sealed values name it
-            number = self._runs.meta_int(txn, META_RUN_NUMBER) + 1
+            number = self._runs.new_number(txn)
         first_of: dict[str, int] = {}  # id -> index of its first event in this batch
         if given:
             self._event_ids.refuse_own_form(txn, run_id, number, [i for n, i in enumerate(ids) if n not in offsets])
@@ -345,7 +344,7 @@ class Writer:
             writes.append((i, key, value))
         r.writing = True
         if rec is None:
-            rec = self._runs.create(txn, run_id, time_ns)
+            rec = self._runs.create(txn, run_id, time_ns, number=number)
         assert rec.number == number and rec.head == head
         put = txn.put
         written = 0

@@ -136,13 +136,14 @@ def test_follow_sees_what_another_process_commits(open_log: OpenLog, backend: st
         pytest.skip("an in-memory log has no other process")
     log = open_log()
     log.append("mine", UserMessage(content="first"))
+    first = log.position()
     target = str(tmp_path / "log") if backend == "lmdb" else _pg_url(log)
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, target])
 
     async def follow() -> list[str]:
         seen: list[str] = []
         async with eventlog.aio.AsyncEventLog(log) as alog:
-            async for entry in alog.follow(after=1, timeout=10, poll=0.1):
+            async for entry in alog.follow(after=first, timeout=10, poll=0.1):
                 seen.append(entry.event.content)
                 if len(seen) == 3:
                     break

@@ -423,7 +423,18 @@ def test_data_without_a_format_record_is_not_a_log(backend: str, tmp_path: Path,
 
         store = PostgresStore(os.environ["EVENTLOG_TEST_PG_DSN"], schema=f"t_fmt_{os.getpid()}_{TABLES.index(table)}")
     try:
-        store.write(lambda txn: txn.put(table, b"someone", b"else"))
+        key = b"someone" if table in ("meta", "runs") else bytes(range(1, 17)) + b"else"  # a key of the table's layout
+        key = (
+            bytes(7) + b"\x01"
+            if table == "feed"
+            else key[:8]
+            if table == "run_numbers"
+            else key[:16]
+            if table in ("events", "checkpoints")
+            else key
+        )
+        value = bytes(range(16)) if table == "feed" else bytes(8) if table.endswith("_ids") else b"else"
+        store.write(lambda txn: txn.put(table, key, value))
         with pytest.raises(eventlog.NotALogError, match=table):
             eventlog.EventLog(store)
         assert store.read(lambda txn: [t for t in TABLES if txn.scan(t, b"", None)]) == [table]  # nothing written

@@ -43,8 +43,9 @@ def _check(seen: list[dict[int, float]], committed: dict[int, float]) -> None:
 
 def write(writer: eventlog.EventLog[Any], start: int, committed: dict[int, float]) -> None:
     for i in range(ENTRIES):
-        writer.append("r", UserMessage(content=str(i)))
-        committed[start + i + 1] = time.monotonic()
+        offset = writer.append("r", UserMessage(content=str(i)))
+        done = time.monotonic()
+        committed[start + i + 1 if writer.store.dense else writer.entry("r", offset).position] = done
         time.sleep(0.05)
 
 

@@ -36,7 +36,8 @@ def test_two_clients_share_one_log_with_fencing(url: str) -> None:
         with pytest.raises(eventlog.ConflictError):
             a.append("run", UserMessage(content="stale"), expected_offset=1)
         assert [e.event.content for e in a.read("run")] == ["from a", "from b"]
-        assert [e.position for e in b.feed()] == [1, 2]
+        first, second = [e.position for e in b.feed()]
+        assert 0 < first < second  # increasing, not consecutive (docs/format.md, "PostgreSQL")
     finally:
         a.close()
         b.close()
@@ -68,7 +69,8 @@ def test_threads_and_clients_append_without_loss(url: str) -> None:
     assert sorted((e.event.node, e.event.superstep) for e in entries) == sorted(
         (f"n{k}", i) for k in range(4) for i in range(per_thread)
     )
-    assert [e.position for e in log.feed()] == list(range(1, 4 * per_thread + 1))
+    positions = [e.position for e in log.feed()]
+    assert len(positions) == 4 * per_thread and positions == sorted(set(positions))
     assert log.verify().ok
     for c in clients:
         c.close()
@@ -155,7 +157,8 @@ def test_an_empty_or_missing_schema_becomes_a_log(url: str) -> None:
         eventlog.open(url, readonly=True)
     with eventlog.open(url) as log:  # empty
         assert log.append("r", UserMessage(content="b")) == 1
-    assert [name for name, _ in _relations(schema)] == ["kv", "kv_pkey"]
+    names = {name for name, _ in _relations(schema)}
+    assert {"layout", "runs", "events", "feed", "events_pkey", "run_number"} <= names and "kv" not in names
 
 
 def test_the_command_line_refuses_a_schema_of_another_program(url: str) -> None:

@@ -69,7 +69,8 @@ def test_a_delete_cut_short_is_gone_for_readers_and_finished_by_repair(
     before = table_sizes(log)
     fill(log, "gone", 100)
     kept_feed = [(e.run_id, e.offset) for e in log.feed() if e.run_id == "kept"]
-    with cut_after(log, 3), pytest.raises(Cut):  # the detach and two chunks of entries
+    # The detach and two chunks of entries; on PostgreSQL the detach (the rest is one set-based transaction).
+    with cut_after(log, 3 if log.store.dense else 1), pytest.raises(Cut):
         log.delete_run("gone")
 
     assert "gone" not in log.runs()

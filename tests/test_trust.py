@@ -372,11 +372,12 @@ def _number(log: eventlog.EventLog[Any], run_id: str) -> int:
 def test_a_damaged_run_is_deleted_cleanly(log: eventlog.EventLog[Any]) -> None:
     log.append_many("bad", [step(1), step(2), step(3)])
     log.append("good", step(1))
+    second = [e.position for e in log.feed()][1]  # 2 in a dense store
     key = u64(_number(log, "bad")) + u64(2)
     log.store.write(lambda txn: txn.put("events", key, b"garbage that fails its checks"))
     with pytest.raises(eventlog.CorruptRecordError) as caught:
         list(log.feed())
-    assert caught.value.position == 2 and (caught.value.run_id, caught.value.offset) == ("bad", 2)
+    assert caught.value.position == second and (caught.value.run_id, caught.value.offset) == ("bad", 2)
     assert [e.run_id for e in log.feed(after=caught.value.position)] == ["bad", "good"]  # a way past it
     report = log.verify()
     assert [(p.run_id, p.offset) for p in report.problems if p.kind == "corrupt"] == [("bad", 2)]
@@ -397,7 +398,8 @@ def test_repair_removes_dangling_references(log: eventlog.EventLog[Any]) -> None
     repaired = log.repair()
     assert any("feed position 99" in line for line in repaired) and any("ghost" in line for line in repaired)
     assert log.verify().ok and [e.offset for e in log.feed()] == [1, 2]
-    assert log.append("r", step(3)) == 3 and log.entry("r", 3).position == 100  # positions never given twice
+    assert log.append("r", step(3)) == 3  # positions never given twice:
+    assert log.entry("r", 3).position == 100 if log.store.dense else log.entry("r", 3).position > 100
 
 
 # -- 7. read-then-write operations re-check inside their transaction ----------------------------
@@ -609,9 +611,10 @@ def test_verify_finds_a_repointed_feed_and_a_damaged_id_index(log: eventlog.Even
     log.append_many("r", [step(1), step(2), step(3)], event_ids=["a", "b", "c"])
     number = _number(log, "r")
     assert log.verify().ok
-    log.store.write(lambda txn: txn.put("feed", u64(1), u64(number) + u64(2)))  # position 1 now names offset 2
+    first = u64(next(log.feed()).position)  # 1 in a dense store
+    log.store.write(lambda txn: txn.put("feed", first, u64(number) + u64(2)))  # the first position now names offset 2
     assert any(p.kind == "feed" and p.offset == 1 for p in log.verify().problems)
-    log.store.write(lambda txn: txn.put("feed", u64(1), u64(number) + u64(1)))
+    log.store.write(lambda txn: txn.put("feed", first, u64(number) + u64(1)))
     assert log.verify().ok
     log.store.write(lambda txn: txn.put("event_ids", u64(number) + b"b", u64(3)))  # "b" now names offset 3
     assert any(p.kind == "index" and p.offset == 2 for p in log.verify().problems)

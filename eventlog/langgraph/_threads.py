@@ -159,7 +159,10 @@ class Threads:
             if rec.offset != head:
                 continue  # written meanwhile: read the run number again
             if rec.offset:
-                self.check_owned(run.run_id)
+                try:
+                    self.check_owned(run.run_id)
+                except UnknownRunError:
+                    continue  # deleted meanwhile (another saver's rewrite, say): read its life again
             run.rec, run.number = rec, number
         return run.rec
 

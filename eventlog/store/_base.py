@@ -31,6 +31,10 @@ TABLES = (
 class Txn(Protocol):
     """A transaction: a consistent view of every table; a write transaction also changes them."""
 
+    dense: bool
+    """True when feed positions and run numbers are consecutive (1, 2, 3, …: memory, LMDB); False
+    when they only increase (PostgreSQL), each writer taking its own without waiting for the others."""
+
     def get(self, table: str, key: bytes) -> bytes | None:
         """The value under `key`, or None."""
 
@@ -65,6 +69,30 @@ class Txn(Protocol):
         """The first `limit` keys with start <= key < stop, in key order, without their values."""
         ...
 
+    def delete_range(self, table: str, start: bytes, stop: bytes, limit: int | None = None) -> int:
+        """Remove the keys with start <= key < stop, the first `limit` of them in key order (None:
+        all); returns how many went (write transactions only)."""
+        ...
+
+    def delete_feed_of(self, number: int, upto: int) -> int | None:
+        """Remove, set-based, the feed positions that point at offsets up to `upto` of run number
+        `number`; returns how many went, or None when the store keeps no index to find them
+        (memory, LMDB: the log finds them through the entries). Write transactions only."""
+        ...
+
+    def position_base(self, last: int) -> int:
+        """The base of this write transaction's feed positions: its entries take base + 1,
+        base + 2, … (at most 2**20 - 1 of them). `last` is the last position the log gave: a
+        dense store returns it; PostgreSQL returns one derived from its transaction id, above every
+        position a transaction that began before it gave (docs/architecture.md, "PostgreSQL
+        without a global lock")."""
+        ...
+
+    def run_number(self, last: int) -> int:
+        """A new run number: `last + 1` in a dense store (`last` is the log's counter, which the
+        log then raises), the next value of a sequence on PostgreSQL (write transactions only)."""
+        ...
+
 
 class KeyExistsError(EventLogError):
     """`Txn.insert` found its key taken; the transaction was rolled back."""
@@ -75,6 +103,8 @@ class Store(Protocol):
 
     readonly: bool
     """True when writes are refused."""
+    dense: bool
+    """As `Txn.dense`: consecutive feed positions and run numbers (memory, LMDB), or only increasing ones."""
     durability: str
     """When commits reach the disk: `sync` (each commit), `batch` (at `sync()` and close) or `none`."""
 

@@ -43,6 +43,8 @@ DURABILITY = ("sync", "batch", "none")
 class _LMDBTxn:
     __slots__ = ("_dbs", "_txn", "_write")
 
+    dense = True
+
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any], write: bool) -> None:
         self._txn, self._dbs, self._write = txn, dbs, write
 
@@ -130,6 +132,32 @@ class _LMDBTxn:
                 out.append(key)
         return out
 
+    def delete_range(self, table: str, start: bytes, stop: bytes, limit: int | None = None) -> int:
+        if not self._write:
+            raise ReadOnlyError("delete_range in a read transaction")
+        count = 0
+        with self._txn.cursor(db=self._dbs[table]) as cur:
+            if not cur.set_range(start):
+                return 0
+            while (limit is None or count < limit) and cast("bytes", cur.key()) < stop:
+                count += 1
+                if not cur.delete():  # the cursor moves to the next key
+                    break
+                if not cur.key():
+                    break
+        return count
+
+    def delete_feed_of(self, number: int, upto: int) -> int | None:
+        return None
+
+    def position_base(self, last: int) -> int:
+        return last
+
+    def run_number(self, last: int) -> int:
+        if not self._write:
+            raise ReadOnlyError("run_number in a read transaction")
+        return last + 1
+
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         if count <= 0:
             return [], None
@@ -197,6 +225,7 @@ class LMDBStore:
             if type(value) is not int or not 1 << 16 <= value <= 1 << 48:
                 raise InvalidArgumentError(f"{name} must be an integer from 64 KiB to 256 TiB, not {value!r}")
         self.path = Path(path)
+        self.dense = True
         self.durability = durability
         self.readonly = readonly
         self._map_size_bytes_max = max(map_size_bytes_max, map_size_bytes)

@@ -22,6 +22,8 @@ class _Table:
 
 
 class _MemoryTxn:
+    dense = True
+
     def __init__(self, tables: dict[str, _Table], write: bool) -> None:
         self._tables = tables
         self._write = write
@@ -88,6 +90,23 @@ class _MemoryTxn:
         pairs = self.scan(table, start, None, limit=count)
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
 
+    def delete_range(self, table: str, start: bytes, stop: bytes, limit: int | None = None) -> int:
+        keys = self.keys(table, start, stop, len(self._tables[table].keys) if limit is None else limit)
+        for key in keys:
+            self.delete(table, key)
+        return len(keys)
+
+    def delete_feed_of(self, number: int, upto: int) -> int | None:
+        return None
+
+    def position_base(self, last: int) -> int:
+        return last
+
+    def run_number(self, last: int) -> int:
+        if not self._write:
+            raise ReadOnlyError("run_number in a read transaction")
+        return last + 1
+
     def rollback(self) -> None:
         for table, key, old in reversed(self.undo):
             t = self._tables[table]
@@ -105,6 +124,7 @@ class MemoryStore:
 
     readonly = False
     durability = "none"
+    dense = True
 
     def __init__(self) -> None:
         self._tables = {name: _Table() for name in TABLES}

@@ -1,10 +1,13 @@
 """The PostgreSQL store: a log in one schema of a PostgreSQL database, for executors on several machines.
 
-Every table of the log is a range of one key-value table, `(tbl, k, v)`, with `k` compared
-byte by byte as LMDB compares keys. Write transactions take a transaction-scoped advisory
-lock on the schema, so writers are serialized across machines exactly as LMDB serializes
-them across processes; reads run in REPEATABLE READ snapshots and never block. Commits are
-durable when PostgreSQL's `synchronous_commit` is on (its default).
+Every table of the log is a relation with real columns (store/_pg_layout.py, docs/format.md,
+"PostgreSQL"), keyed by run number first wherever it belongs to a run. There is no global
+lock: a write transaction locks the `runs` rows it reads, so appends to one run serialize and
+appends to different runs run side by side; feed positions come from the transaction id and
+readers read the feed only below the oldest transaction still in flight
+(docs/architecture.md, "PostgreSQL without a global lock"). Reads run in REPEATABLE READ
+snapshots and never block. Commits are durable when PostgreSQL's `synchronous_commit` is on
+(its default).
 
     log = eventlog.open("postgresql://user@host/db")            # schema "eventlog"
     log = eventlog.open("postgresql://user@host/db?schema=runs")  # another log in the same database
@@ -13,6 +16,7 @@ durable when PostgreSQL's `synchronous_commit` is on (its default).
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import zlib
@@ -30,11 +34,14 @@ from ..errors import (
     NotALogError,
     ReadOnlyError,
 )
-from ._base import TABLES, KeyExistsError
+from ._base import KeyExistsError
+from ._pg_channel import Channel
+from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, migrate_kv_sql, schema_sql
+from ._pg_txn import PgTxn
 
 T = TypeVar("T")
 
-_TABLE_IDS = {name: i for i, name in enumerate(TABLES)}
+_log = logging.getLogger("eventlog")
 
 
 def _import_psycopg() -> Any:
@@ -80,109 +87,16 @@ def check_schema(schema: object) -> str:
     return schema
 
 
-class _PgTxn:
-    """A transaction on one connection.
-
-    Puts and inserts are buffered and sent in one statement before the next scan, delete,
-    last-key fetch or commit; values read or written are remembered, so a key is read at most
-    once. Writers hold the schema's lock, so nothing else changes what a write transaction
-    remembers."""
-
-    __slots__ = ("_cur", "_inserts", "_known", "_puts", "_q", "_write")
-
-    def __init__(self, cur: Any, queries: dict[str, str], write: bool) -> None:
-        self._cur, self._q, self._write = cur, queries, write
-        self._puts: dict[tuple[int, bytes], bytes] = {}
-        self._inserts: dict[tuple[int, bytes], bytes] = {}
-        self._known: dict[tuple[int, bytes], bytes | None] = {}
-
-    def flush(self) -> None:
-        """Send the buffered inserts and puts: one statement, or two when a key was inserted
-        and then put (the insert goes first, so the put overwrites it)."""
-        inserts, puts = self._inserts, self._puts
-        if inserts and puts and not inserts.keys() & puts.keys():
-            self._cur.execute(self._q["insert_put"], (*_columns(inserts), *_columns(puts)))
-        else:
-            for name, rows in (("insert", inserts), ("put", puts)):
-                if rows:
-                    self._cur.execute(self._q[name], _columns(rows))
-        inserts.clear()
-        puts.clear()
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        return self.get_many(table, [key])[0]
-
-    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
-        return self.fetch([(table, k) for k in keys], [])[0]
-
-    def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
-        known = self._known
-        wanted = [(_TABLE_IDS[t], bytes(k)) for t, k in gets]
-        missing = list(dict.fromkeys(w for w in wanted if w not in known))
-        ends: dict[int, bytes | None] = {}
-        if missing or lasts:
-            if lasts:
-                self.flush()
-            for found in missing:
-                known[found] = None
-            params = ([t for t, _ in missing], [k for _, k in missing], [_TABLE_IDS[t] for t in lasts])
-            for is_last, tbl, key, value in self._cur.execute(self._q["fetch"], params):
-                if is_last:
-                    ends[tbl] = None if key is None else bytes(key)
-                elif value is not None:
-                    known[(tbl, bytes(key))] = bytes(value)
-        return [known[w] for w in wanted], [ends[_TABLE_IDS[t]] for t in lasts]
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        if not self._write:
-            raise ReadOnlyError("put in a read transaction")
-        at = (_TABLE_IDS[table], bytes(key))
-        self._puts[at] = self._known[at] = bytes(value)
-
-    def insert(self, table: str, key: bytes, value: bytes) -> None:
-        if not self._write:
-            raise ReadOnlyError("insert in a read transaction")
-        at = (_TABLE_IDS[table], bytes(key))
-        if self._known.get(at) is not None or at in self._inserts:
-            raise KeyExistsError(f"{table}: key {bytes(key)!r} is taken")
-        self._inserts[at] = self._known[at] = bytes(value)
-
-    def delete(self, table: str, key: bytes) -> bool:
-        if not self._write:
-            raise ReadOnlyError("delete in a read transaction")
-        self.flush()
-        at = (_TABLE_IDS[table], bytes(key))
-        self._known[at] = None
-        return bool(self._cur.execute(self._q["delete"], at).rowcount > 0)
-
-    def scan(
-        self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
-    ) -> list[tuple[bytes, bytes]]:
-        self.flush()
-        name = ("scan_desc" if reverse else "scan") + ("" if stop is not None else "_open")
-        params: tuple[Any, ...] = (_TABLE_IDS[table], start) + ((stop,) if stop is not None else ()) + (limit,)
-        return [(bytes(k), bytes(v)) for k, v in self._cur.execute(self._q[name], params)]
-
-    def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
-        self.flush()
-        return [bytes(k) for (k,) in self._cur.execute(self._q["keys"], (_TABLE_IDS[table], start, stop, limit))]
-
-    def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
-        pairs = self.scan(table, start, None, limit=count)
-        return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
-
-
-def _columns(rows: dict[tuple[int, bytes], bytes]) -> tuple[list[int], list[bytes], list[bytes]]:
-    """Buffered rows as the three arrays a statement unnests."""
-    return [t for t, _ in rows], [k for _, k in rows], list(rows.values())
-
-
 class PostgresStore:
     """A log in a PostgreSQL schema (created if missing or empty; a schema holding another
-    program's relations is refused), over a bounded pool of connections
-    (`pool_size`, 8 unless given): threads share them, and `close()` closes them all."""
+    program's relations is refused; a schema of the older key-value layout is migrated when
+    opened writable), over a bounded pool of connections (`pool_size`, 8 unless given):
+    threads share them, and `close()` closes them all. `partitions` (new schemas only): split
+    every table keyed by run into that many hash partitions by run."""
 
     durability = "sync"
+    dense = False
+    """Feed positions and run numbers only increase; they are not consecutive (docs/format.md, "PostgreSQL")."""
 
     def __init__(
         self,
@@ -192,53 +106,32 @@ class PostgresStore:
         readonly: bool = False,
         create: bool = True,
         pool_size: int | None = None,
+        partitions: int = 0,
     ) -> None:
         self._psycopg = _import_psycopg()
         check_schema(schema)
         size = _limits.pg_pool_connections_max if pool_size is None else pool_size
         if type(size) is not int or not 1 <= size <= 1024:
             raise InvalidArgumentError(f"pool_size must be an integer from 1 to 1024, not {pool_size!r}")
+        if type(partitions) is not int or not 0 <= partitions <= 1024:
+            raise InvalidArgumentError(f"partitions must be an integer from 0 to 1024, not {partitions!r}")
         self.dsn = dsn
         self.schema = schema
         self.readonly = readonly
         self.pool_size = size
         """Connections kept open at most."""
+        self._partitions = partitions
+        self._xid_offset = 0
         self._local = threading.local()  # the connection of a write in progress on this thread
         self._channel = f"eventlog_{schema}"[: _limits.pg_identifier_size_bytes_max]
-        self._listener: threading.Thread | None = None  # LISTENs on the channel from the first `listen` on
-        self._listen_lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
+        self._channel_io = Channel(self._psycopg, dsn, self._channel, schema, _translate)
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
-        kv = f'"{schema}".kv'
-        self._q = {
-            # Keys with their tables, and tables whose last key is wanted: one statement.
-            "fetch": f"SELECT false, q.t, q.k, (SELECT v FROM {kv} WHERE tbl = q.t AND k = q.k) "
-            "FROM unnest(%b::int2[], %b::bytea[]) AS q(t, k) UNION ALL "
-            f"SELECT true, l.t, (SELECT k FROM {kv} WHERE tbl = l.t ORDER BY k DESC LIMIT 1), NULL::bytea "
-            "FROM unnest(%b::int2[]) AS l(t)",
-            "put": f"INSERT INTO {kv} (tbl, k, v) SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[]) "
-            "ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
-            "insert": f"INSERT INTO {kv} (tbl, k, v) SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[])",
-            "insert_put": f"WITH i AS (INSERT INTO {kv} (tbl, k, v) "
-            "SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[])) "
-            f"INSERT INTO {kv} (tbl, k, v) SELECT * FROM unnest(%b::int2[], %b::bytea[], %b::bytea[]) "
-            "ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
-            "delete": f"DELETE FROM {kv} WHERE tbl = %s AND k = %s",
-            "scan": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k LIMIT %s",
-            "keys": f"SELECT k FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k LIMIT %s",
-            "scan_open": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s ORDER BY k LIMIT %s",
-            "scan_desc": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s AND k < %s ORDER BY k DESC LIMIT %s",
-            "scan_desc_open": f"SELECT k, v FROM {kv} WHERE tbl = %s AND k >= %s ORDER BY k DESC LIMIT %s",
-        }
         try:
             import psycopg_pool
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise EventLogError("the PostgreSQL store needs psycopg_pool: pip install 'eventlog[postgres]'") from exc
         self._pool_errors = (psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
-        # A writer's lock, and the notification that wakes followers when it commits (the lock
-        # id is an integer, the channel an identifier: both are safe inline).
-        self._lock = f"SELECT pg_advisory_xact_lock({self._lock_id}), pg_notify('{self._channel}', '')"
         self._pool = psycopg_pool.ConnectionPool(
             dsn,
             min_size=1,
@@ -258,34 +151,64 @@ class PostgresStore:
             self._pool.close()
             raise
 
-    def _create(self, create: bool) -> None:
-        """Open the schema's log, or make one in an empty or missing schema. A schema that holds
-        other relations but no log belongs to another program: it is refused, never written."""
-        with self._pool.connection() as conn, conn.transaction():
-            if self._holds_log(conn):
-                return
-            if not self.readonly and create:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
-                if self._holds_log(conn):  # another process made it meanwhile
-                    return
-            if self.readonly or not create:
-                raise NoLogError(f"no log in schema {self.schema!r}")
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            conn.execute(
-                f'CREATE TABLE "{self.schema}".kv '
-                "(tbl smallint NOT NULL, k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (tbl, k))"
-            )
+    # -- opening -----------------------------------------------------------------------
 
-    def _holds_log(self, conn: Any) -> bool:
-        """True when the schema holds a log's `kv` table; False when it holds no relation at all.
-        NotALogError, naming a few of them, when it holds relations but no log."""
+    def _create(self, create: bool) -> None:
+        """Open the schema's log, migrate one of the key-value layout, or make one in an empty or
+        missing schema. A schema that holds other relations but no log belongs to another
+        program: it is refused, never written."""
+        with self._pool.connection() as conn, conn.transaction():
+            found = self._holds_log(conn)
+            if found == "log":
+                return self._open_layout(conn)
+            if self.readonly or not create:
+                if found == "kv":
+                    raise NotALogError(
+                        f"schema {self.schema!r} holds a log in the key-value layout of eventlog before "
+                        "the relational layout; open it once writable to migrate it"
+                    )
+                raise NoLogError(f"no log in schema {self.schema!r}")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+            found = self._holds_log(conn)  # another process may have made or migrated it meanwhile
+            if found == "log":
+                return self._open_layout(conn)
+            if found == "kv":
+                _log.warning(
+                    "eventlog: schema %r holds a log in the key-value layout; migrating it to the "
+                    'relational layout (docs/format.md, "PostgreSQL")',
+                    self.schema,
+                )
+                for statement in migrate_kv_sql(self.schema):
+                    conn.execute(statement)
+            else:
+                for statement in schema_sql(self.schema, self._partitions):
+                    conn.execute(statement)
+            self._open_layout(conn)
+
+    def _open_layout(self, conn: Any) -> None:
+        rows = dict(conn.execute(f'SELECT name, value FROM "{self.schema}".layout').fetchall())
+        if rows.get("version") != LAYOUT_VERSION:
+            raise NotALogError(
+                f"schema {self.schema!r} holds a log of relational layout {rows.get('version')}; "
+                f"this eventlog reads layout {LAYOUT_VERSION}"
+            )
+        self._xid_offset = int(rows.get("xid_offset", 0))
+
+    def _holds_log(self, conn: Any) -> str | None:
+        """ "log" when the schema holds a log, "kv" when it holds one of the key-value layout,
+        None when it holds no relation at all. NotALogError, naming a few of them, when it
+        holds relations but no log."""
         found = conn.execute(
             "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') ORDER BY c.relname",
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND NOT c.relispartition "
+            "ORDER BY c.relname",
             (self.schema,),
         ).fetchall()
         if not found:
-            return False
+            return None
+        names = {name for name, _ in found}
+        if "layout" in names and set(TABLES) <= names:
+            return "log"
         if ("kv", "r") in found:
             columns = conn.execute(
                 "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
@@ -293,144 +216,128 @@ class PostgresStore:
                 (f'"{self.schema}".kv',),
             ).fetchall()
             if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
-                return True
-        names = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+                return "kv"
+        listed = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
         raise NotALogError(
-            f"schema {self.schema!r} holds relations of another program ({names}) and no eventlog log; "
+            f"schema {self.schema!r} holds relations of another program ({listed}) and no eventlog log; "
             "give eventlog.open another schema (?schema=...)"
         )
 
-    def read(self, fn: Callable[[_PgTxn], T]) -> T:
+    # -- transactions ------------------------------------------------------------------
+
+    def read(self, fn: Callable[[PgTxn], T]) -> T:
+        """Run `fn` in a REPEATABLE READ snapshot. When it met feed positions above the oldest
+        transaction still in flight (which may yet commit a smaller one), it waits up to
+        `_SETTLE_SECONDS` for those to settle and runs again; past that it returns what was settled."""
         self._check_open()
         current = getattr(self._local, "conn", None)
-        if current is not None:
-            with current.cursor() as cur:  # a read inside this thread's write: see that transaction
-                return fn(_PgTxn(cur, self._q, write=False))
+        if current is not None:  # a read inside this thread's write: see that transaction
+            return fn(PgTxn(current, self.schema, self._xid_offset, write=False))
+        deadline = time.monotonic() + _SETTLE_SECONDS
         try:
             with self._pool.connection() as conn:
-                conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
-                conn.read_only = True
-                with conn.transaction(), conn.cursor() as cur:
-                    return fn(_PgTxn(cur, self._q, write=False))
+                while True:
+                    conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
+                    conn.read_only = True
+                    with conn.transaction():
+                        txn = PgTxn(conn, self.schema, self._xid_offset, write=False)
+                        result = fn(txn)
+                    if not txn.held or not self._settle(conn, txn.held, deadline):
+                        return result
         except self._psycopg.Error as exc:
             raise _translate(self._psycopg, exc) from None
         except self._pool_errors as exc:
             raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
 
-    def write(self, fn: Callable[[_PgTxn], T]) -> T:
+    def _settle(self, conn: Any, position: int, deadline: float) -> bool:
+        """Wait until every transaction that could give a position below `position` ended; False
+        when the deadline came first."""
+        xid = (position >> POSITION_SHIFT) - self._xid_offset
+        while True:
+            conn.isolation_level = None
+            conn.read_only = None
+            (xmin,) = conn.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").fetchone()
+            if int(xmin) > xid:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_SETTLE_POLL_SECONDS)
+
+    def write(self, fn: Callable[[PgTxn], T]) -> T:
         if self.readonly:
             raise ReadOnlyError(f"schema {self.schema!r} was opened read-only")
         self._check_open()
-        try:
-            with self._pool.connection() as conn:
-                self._local.conn = conn
+        errors = self._psycopg.errors
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                return self._write_once(fn)
+            except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
+                failure: Exception = exc
+            except errors.UniqueViolation as exc:
+                if exc.diag.table_name != "runs":
+                    raise _translate(self._psycopg, exc) from None
+                failure = exc  # another writer made the run first: made again, it sees the run
+            except self._psycopg.Error as exc:
+                raise _translate(self._psycopg, exc) from None
+            except self._pool_errors as exc:
+                raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
+            time.sleep(0.001 * attempt)
+        raise _translate(self._psycopg, failure)
+
+    def _write_once(self, fn: Callable[[PgTxn], T]) -> T:
+        with self._pool.connection() as conn:
+            self._local.conn = conn
+            try:
                 try:
-                    with conn.cursor() as cur:
-                        try:
-                            # Pipelined: the BEGIN and the lock go with the first read, the
-                            # buffered writes with the COMMIT: two round trips for an append.
-                            with conn.pipeline():
-                                cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-                                cur.execute(self._lock)
-                                txn = _PgTxn(cur, self._q, write=True)
-                                result = fn(txn)
-                                txn.flush()
-                                cur.execute("COMMIT")
-                        except BaseException:
-                            if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
-                                with contextlib.suppress(self._psycopg.Error):  # a broken connection leaves the pool
-                                    conn.execute("ROLLBACK")
-                            raise
-                    return result
-                finally:
-                    self._local.conn = None
-        except self._psycopg.Error as exc:
-            raise _translate(self._psycopg, exc) from None
-        except self._pool_errors as exc:
-            raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
+                    # Pipelined: the BEGIN goes with the first read (which also reads the
+                    # transaction id), the buffered writes (one statement) with the COMMIT.
+                    with conn.pipeline():
+                        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                        txn = PgTxn(conn, self.schema, self._xid_offset, write=True)
+                        result = fn(txn)
+                        txn.flush()
+                        conn.execute("COMMIT")
+                except BaseException:
+                    if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+                        with contextlib.suppress(self._psycopg.Error):  # a broken connection leaves the pool
+                            conn.execute("ROLLBACK")
+                    raise
+                if txn.wrote:
+                    self._channel_io.notify_soon()
+                return result
+            finally:
+                self._local.conn = None
 
     def sync(self) -> None:
         self._check_open()
 
     def listen(self, callback: Callable[[], None]) -> None:
-        """Call `callback` after every commit to this log by any process, until `close()`.
-
-        One thread per store LISTENs on the log's channel and calls every callback at each
-        notification, so every follower wakes for every commit. LISTEN is in place when this
-        returns; a lost connection is made again, and the callbacks are called once then, for
-        the commits that went unheard meanwhile. A callback given again is called once."""
+        """Call `callback` after every commit to this log by any process, until `close()`
+        (`_pg_channel.Channel.listen`)."""
         self._check_open()
-        with self._listen_lock:
-            if callback not in self._callbacks:
-                self._callbacks.append(callback)
-            if self._listener is None:
-                conn = self._listen_connect()
-                self._listener = threading.Thread(
-                    target=self._listen_loop, args=(conn,), name=f"eventlog-listen-{self.schema}", daemon=True
-                )
-                self._listener.start()
-
-    def _listen_connect(self) -> Any:
-        try:
-            conn = self._psycopg.connect(self.dsn, autocommit=True)
-        except self._psycopg.Error as exc:
-            raise _translate(self._psycopg, exc) from None
-        try:
-            conn.execute(f'LISTEN "{self._channel}"')
-        except self._psycopg.Error as exc:
-            conn.close()
-            raise _translate(self._psycopg, exc) from None
-        return conn
-
-    def _listen_loop(self, conn: Any) -> None:
-        """The listener thread: wake every callback at each notification; look at `_closed`
-        every `_LISTEN_TICK_SECONDS`."""
-        while not self._closed:
-            try:
-                if conn is None:
-                    conn = self._listen_connect()
-                    self._wake()
-                for _ in conn.notifies(timeout=_LISTEN_TICK_SECONDS):
-                    self._wake()
-            except (self._psycopg.Error, EventLogError):
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(_LISTEN_TICK_SECONDS)
-        if conn is not None:
-            conn.close()
-
-    def _wake(self) -> None:
-        with self._listen_lock:
-            callbacks = list(self._callbacks)
-        for callback in callbacks:
-            callback()
+        self._channel_io.listen(callback)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._pool.close()
-        listener = self._listener
-        if listener is not None and listener is not threading.current_thread():
-            listener.join(timeout=4 * _LISTEN_TICK_SECONDS)
+        self._channel_io.close()
 
     def connections(self) -> int:
         """Connections the pool holds open now."""
         return int(self._pool.get_stats().get("pool_size", 0))
 
     def stats(self) -> dict[str, int]:
-        def count(txn: _PgTxn) -> dict[str, int]:
-            cur = txn._cur
-            out = {"map_size_bytes": 0}
-            size = cur.execute("SELECT pg_total_relation_size(%s)", (f'"{self.schema}".kv',)).fetchone()
-            out["bytes_on_disk"] = int(size[0])
-            counts = dict(cur.execute(f'SELECT tbl, count(*) FROM "{self.schema}".kv GROUP BY tbl').fetchall())
-            for name, i in _TABLE_IDS.items():
-                out[f"entries_{name}"] = int(counts.get(i, 0))
-            return out
-
-        return self.read(count)
+        self._check_open()
+        s = self.schema
+        sizes = " + ".join(f"pg_total_relation_size('\"{s}\".{name}')" for name in TABLES)
+        counts = ", ".join(f'(SELECT count(*) FROM "{s}".{name})' for name in TABLES)
+        with self._pool.connection() as conn:
+            row = conn.execute(f"SELECT {sizes}, {counts}").fetchone()
+        out = {"map_size_bytes": 0, "bytes_on_disk": int(row[0])}
+        out.update({f"entries_{name}": int(n) for name, n in zip(TABLES, row[1:], strict=True)})
+        return out
 
     def _check_open(self) -> None:
         if self._closed:
@@ -454,8 +361,13 @@ def _configure(conn: Any) -> None:
 _POOL_TIMEOUT_SECONDS = 30.0
 """How long an operation waits for a free connection of the pool."""
 
-_LISTEN_TICK_SECONDS = 0.2
-"""How often the listener thread looks whether the store was closed (so `close()` waits at most this)."""
+_SETTLE_SECONDS = 1.0
+"""How long a read of the feed waits for older transactions to end before it returns what was settled."""
+
+_SETTLE_POLL_SECONDS = 0.002
+
+_WRITE_ATTEMPTS = 32
+"""Times a write transaction is made again after a deadlock or a run made by another writer meanwhile."""
 
 
 def _translate(psycopg: Any, exc: Exception) -> EventLogError:

@@ -13,74 +13,75 @@ from ..store._base import KeyExistsError, Txn
 
 
 class TxnContract:
-    """A store's transactions: `fetch`, `insert`, `keys`, and writes refused in a read."""
+    """A store's transactions: `fetch`, `insert`, `keys`, and writes refused in a read. Keys follow
+    each table's layout (docs/format.md): free-form ones go in `meta` (under `t:`) and `runs`."""
 
     def test_fetch_reads_keys_of_several_tables_and_last_keys(self, log: EventLog[Any]) -> None:
         def fill(txn: Txn) -> None:
-            txn.put("run_numbers", b"\x01", b"one")
-            txn.put("run_numbers", b"\x03", b"three")
-            txn.put("snapshots", b"\x02", b"s")
+            txn.put("meta", b"t:\x01", b"one")
+            txn.put("meta", b"t:\x03", b"three")
+            txn.put("runs", b"\x02", b"s")
 
         log.store.write(fill)
 
         def fetch(txn: Txn) -> Any:
             return txn.fetch(
-                [("run_numbers", b"\x03"), ("snapshots", b"\x02"), ("run_numbers", b"\x02"), ("run_numbers", b"\x03")],
-                ["run_numbers", "checkpoint_ids", "snapshots"],
+                [("meta", b"t:\x03"), ("runs", b"\x02"), ("meta", b"t:\x02"), ("meta", b"t:\x03")],
+                ["meta", "checkpoint_ids", "runs"],
             )
 
-        expected = ([b"three", b"s", None, b"three"], [b"\x03", None, b"\x02"])
+        expected = ([b"three", b"s", None, b"three"], [b"t:\x03", None, b"\x02"])
         assert log.store.read(fetch) == expected
         assert log.store.write(fetch) == expected
 
     def test_fetch_sees_what_its_own_transaction_wrote(self, log: EventLog[Any]) -> None:
-        log.store.write(lambda txn: txn.put("run_numbers", b"\x05", b"old"))
+        log.store.write(lambda txn: txn.put("meta", b"t:\x05", b"old"))
 
         def write_then_fetch(txn: Txn) -> Any:
-            before = txn.fetch([("run_numbers", b"\x05")], [])
-            txn.put("run_numbers", b"\x05", b"new")
-            txn.put("run_numbers", b"\x09", b"nine")
-            txn.delete("run_numbers", b"\x05")
-            return before, txn.fetch([("run_numbers", b"\x05"), ("run_numbers", b"\x09")], ["run_numbers"])
+            before = txn.fetch([("meta", b"t:\x05")], [])
+            txn.put("meta", b"t:\x05", b"new")
+            txn.put("meta", b"t:\x09", b"nine")
+            txn.delete("meta", b"t:\x05")
+            return before, txn.fetch([("meta", b"t:\x05"), ("meta", b"t:\x09")], ["meta"])
 
         before, after = log.store.write(write_then_fetch)
         assert before == ([b"old"], [])
-        assert after == ([None, b"nine"], [b"\x09"])
-        assert log.store.read(lambda txn: txn.scan("run_numbers", b"", None)) == [(b"\x09", b"nine")]
+        assert after == ([None, b"nine"], [b"t:\x09"])
+        assert log.store.read(lambda txn: txn.scan("meta", b"t:", b"t;")) == [(b"t:\x09", b"nine")]
 
     def test_insert_of_a_taken_key_rolls_the_whole_transaction_back(self, log: EventLog[Any]) -> None:
-        log.store.write(lambda txn: txn.put("run_numbers", b"\x01", b"kept"))
+        log.store.write(lambda txn: txn.put("meta", b"t:\x01", b"kept"))
 
         def clash(txn: Txn) -> None:
-            txn.put("run_numbers", b"\x02", b"lost")
-            txn.insert("run_numbers", b"\x03", b"lost too")
-            txn.insert("run_numbers", b"\x01", b"clash")  # raised here, or when the transaction commits
+            txn.put("meta", b"t:\x02", b"lost")
+            txn.insert("meta", b"t:\x03", b"lost too")
+            txn.insert("meta", b"t:\x01", b"clash")  # raised here, or when the transaction commits
 
         with pytest.raises(KeyExistsError):
             log.store.write(clash)
-        assert log.store.read(lambda txn: txn.scan("run_numbers", b"", None)) == [(b"\x01", b"kept")]
+        assert log.store.read(lambda txn: txn.scan("meta", b"t:", b"t;")) == [(b"t:\x01", b"kept")]
         assert issubclass(KeyExistsError, EventLogError)
 
     def test_insert_of_new_keys_then_a_put_over_one(self, log: EventLog[Any]) -> None:
         def write(txn: Txn) -> None:
-            txn.insert("run_numbers", b"\x01", b"a")
-            txn.insert("run_numbers", b"\x02", b"b")
-            txn.put("run_numbers", b"\x02", b"b2")
+            txn.insert("meta", b"t:\x01", b"a")
+            txn.insert("meta", b"t:\x02", b"b")
+            txn.put("meta", b"t:\x02", b"b2")
 
         log.store.write(write)
-        assert log.store.read(lambda txn: txn.scan("run_numbers", b"", None)) == [(b"\x01", b"a"), (b"\x02", b"b2")]
+        assert log.store.read(lambda txn: txn.scan("meta", b"t:", b"t;")) == [(b"t:\x01", b"a"), (b"t:\x02", b"b2")]
 
         def insert_twice(txn: Txn) -> None:
-            txn.insert("run_numbers", b"\x07", b"x")
-            txn.insert("run_numbers", b"\x07", b"y")
+            txn.insert("meta", b"t:\x07", b"x")
+            txn.insert("meta", b"t:\x07", b"y")
 
         with pytest.raises(KeyExistsError):  # two inserts of one key in one transaction
             log.store.write(insert_twice)
-        assert log.store.read(lambda txn: txn.get("run_numbers", b"\x07")) is None
+        assert log.store.read(lambda txn: txn.get("meta", b"t:\x07")) is None
 
     def test_writes_are_refused_in_a_read_transaction(self, log: EventLog[Any]) -> None:
         def insert(txn: Txn) -> None:
-            txn.insert("run_numbers", b"\x01", b"x")
+            txn.insert("meta", b"t:\x01", b"x")
 
         with pytest.raises(ReadOnlyError):
             log.store.read(insert)
@@ -88,10 +89,33 @@ class TxnContract:
     def test_keys_lists_a_range_without_values(self, log: EventLog[Any]) -> None:
         def fill(txn: Txn) -> None:
             for i in range(10):
-                txn.put("snapshots", bytes([i]), b"v" * 100)
+                txn.put("runs", bytes([i]), b"v" * 100)
 
         log.store.write(fill)
-        assert log.store.read(lambda txn: txn.keys("snapshots", b"\x02", b"\x07", 3)) == [b"\x02", b"\x03", b"\x04"]
-        assert log.store.read(lambda txn: txn.keys("snapshots", b"\x05", b"\x07", 10)) == [b"\x05", b"\x06"]
-        assert log.store.read(lambda txn: txn.keys("snapshots", b"\x0a", b"\xff", 10)) == []
-        assert log.store.read(lambda txn: txn.keys("snapshots", b"", b"\xff", 0)) == []
+        assert log.store.read(lambda txn: txn.keys("runs", b"\x02", b"\x07", 3)) == [b"\x02", b"\x03", b"\x04"]
+        assert log.store.read(lambda txn: txn.keys("runs", b"\x05", b"\x07", 10)) == [b"\x05", b"\x06"]
+        assert log.store.read(lambda txn: txn.keys("runs", b"\x0a", b"\xff", 10)) == []
+        assert log.store.read(lambda txn: txn.keys("runs", b"", b"\xff", 0)) == []
+
+    def test_delete_range_removes_the_first_keys_of_a_range(self, log: EventLog[Any]) -> None:
+        def fill(txn: Txn) -> None:
+            for i in range(10):
+                txn.put("runs", bytes([i]), b"v")
+
+        log.store.write(fill)
+        assert log.store.write(lambda txn: txn.delete_range("runs", b"\x02", b"\x08", 3)) == 3
+        assert log.store.read(lambda txn: txn.keys("runs", b"", b"\xff", 20)) == [
+            bytes([i]) for i in (0, 1, 5, 6, 7, 8, 9)
+        ]
+        assert log.store.write(lambda txn: txn.delete_range("runs", b"\x01", b"\x09")) == 5
+        assert log.store.read(lambda txn: txn.keys("runs", b"", b"\xff", 20)) == [b"\x00", b"\x09"]
+
+    def test_positions_and_run_numbers_only_increase(self, log: EventLog[Any]) -> None:
+        """Dense stores give last + 1; PostgreSQL gives increasing ones (docs/format.md, "PostgreSQL")."""
+        first = log.store.write(lambda txn: (txn.position_base(7), txn.run_number(7)))
+        second = log.store.write(lambda txn: (txn.position_base(first[0] + 1), txn.run_number(first[1])))
+        if log.store.dense:
+            assert first == (7, 8) and second == (first[0] + 1, 9)
+        assert second[0] > first[0] and second[1] > first[1]
+        with pytest.raises(ReadOnlyError):
+            log.store.read(lambda txn: txn.run_number(0))

@@ -1,0 +1,215 @@
+"""The relational layout of the PostgreSQL store: one table per table of the log, with the key
+layouts of docs/format.md ("The directory") as real columns (docs/format.md, "PostgreSQL").
+
+Each `Table` knows its columns, builds them from a byte key (and value) the log layer gives,
+rebuilds the byte key in SQL (`int8send` is a big-endian u64), and turns a byte range into a
+range over its columns: byte order of the keys is the order of the column tuples, so a scan of
+`[start, stop)` is a range of the primary key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import EventLogError
+
+_I63 = 1 << 63
+
+
+@dataclass(frozen=True)
+class Table:
+    """One relation: key columns (u64 parts, then at most one bytes part), value columns."""
+
+    name: str
+    key: tuple[tuple[str, str], ...]  # (column, "u64" | "bytes")
+    value: tuple[tuple[str, str], ...]  # (column, "u64" | "bytes"); a bytes value is the whole value
+    run_first: bool = False  # keyed by run number first: the table belongs to runs
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.key)
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.value)
+
+    def key_sql(self, alias: str = "") -> str:
+        """The byte key, rebuilt from the columns."""
+        return " || ".join(_as_bytes(alias + c, kind) for c, kind in self.key)
+
+    def value_sql(self, alias: str = "") -> str:
+        return " || ".join(_as_bytes(alias + c, kind) for c, kind in self.value)
+
+    def types(self) -> list[str]:
+        return [_SQL_TYPE[kind] for _, kind in self.key + self.value]
+
+    def parse_key(self, key: bytes) -> tuple[Any, ...]:
+        return _split(self.name, "key", key, self.key)
+
+    def parse_value(self, value: bytes) -> tuple[Any, ...]:
+        return _split(self.name, "value", value, self.value)
+
+    def bound(self, key: bytes, op: str) -> tuple[str, list[Any]]:
+        """SQL (and its parameters) true for the rows whose byte key is >= `key` (op ">=") or
+        < `key` (op "<"). A bound ending inside a u64 part compares that part padded with zero
+        bytes; a bound shorter than the key compares the columns it covers."""
+        values: list[Any] = []
+        rest = key
+        for _, kind in self.key:
+            if not rest:
+                break
+            if kind == "bytes":
+                values.append(rest)
+                rest = b""
+                break
+            part, rest = rest[:8], rest[8:]
+            number = int.from_bytes(part.ljust(8, b"\x00"), "big")
+            if number >= _I63:  # above every stored value: the columns before it decide
+                if not values:
+                    return ("FALSE" if op == ">=" else "TRUE"), []
+                cols = ", ".join(self.columns[: len(values)])
+                marks = ", ".join(["%s"] * len(values))
+                return f"({cols}) {'>' if op == '>=' else '<='} ({marks})", values
+            values.append(number)
+            if len(part) < 8:
+                break
+        if not values:
+            return ("TRUE" if op == ">=" else "FALSE"), []
+        if rest:  # bytes past the last column: a key equal on every column is below the bound
+            op = ">" if op == ">=" else "<="
+        cols = ", ".join(self.columns[: len(values)])
+        marks = ", ".join(["%s"] * len(values))
+        return f"({cols}) {op} ({marks})", values
+
+    def where_range(self, start: bytes, stop: bytes | None) -> tuple[str, list[Any]]:
+        lo, lo_params = self.bound(start, ">=")
+        if stop is None:
+            return lo, lo_params
+        hi, hi_params = self.bound(stop, "<")
+        return f"{lo} AND {hi}", lo_params + hi_params
+
+    def order(self, reverse: bool = False) -> str:
+        return ", ".join(c + (" DESC" if reverse else "") for c in self.columns)
+
+    def create_sql(self, schema: str, partitions: int = 0) -> str:
+        cols = ", ".join(f"{c} {_SQL_TYPE[k]} NOT NULL" for c, k in self.key + self.value)
+        tail = ""
+        if partitions and self.run_first:
+            tail = " PARTITION BY HASH (run)"
+        return f'CREATE TABLE "{schema}".{self.name} ({cols}, PRIMARY KEY ({", ".join(self.columns)})){tail}'
+
+
+def _as_bytes(column: str, kind: str) -> str:
+    return f"int8send({column})" if kind == "u64" else column
+
+
+_SQL_TYPE = {"u64": "bigint", "bytes": "bytea"}
+
+
+def _split(table: str, what: str, raw: bytes, parts: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    rest = bytes(raw)
+    for _, kind in parts:
+        if kind == "bytes":
+            out.append(rest)
+            rest = b""
+            continue
+        if len(rest) < 8:
+            raise EventLogError(f"PostgreSQL store: a {what} of {table} must hold a u64 here, not {bytes(raw)!r}")
+        number = int.from_bytes(rest[:8], "big")
+        if number >= _I63:
+            raise EventLogError(f"PostgreSQL store: {table} {what} part {number} is over 2**63-1")
+        out.append(number)
+        rest = rest[8:]
+    if rest:
+        raise EventLogError(f"PostgreSQL store: a {what} of {table} is longer than its columns: {bytes(raw)!r}")
+    return tuple(out)
+
+
+U64, BYTES = "u64", "bytes"
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table("meta", (("k", BYTES),), (("v", BYTES),)),
+        Table("runs", (("key", BYTES),), (("value", BYTES),)),
+        Table("run_numbers", (("number", U64),), (("run_id", BYTES),)),
+        Table("events", (("run", U64), ("off", U64)), (("value", BYTES),), run_first=True),
+        Table("feed", (("position", U64),), (("run", U64), ("off", U64))),
+        Table("event_ids", (("run", U64), ("id", BYTES)), (("off", U64),), run_first=True),
+        Table("checkpoints", (("run", U64), ("seq", U64)), (("value", BYTES),), run_first=True),
+        Table("checkpoint_ids", (("run", U64), ("id", BYTES)), (("seq", U64),), run_first=True),
+        Table("snapshots", (("run", U64), ("off", U64), ("tag", BYTES)), (("value", BYTES),), run_first=True),
+    )
+}
+"""Every table of the log as a relation, by the name the log layer uses."""
+
+LAYOUT_VERSION = 1
+"""The version of this relational layout, in the schema's `layout` table."""
+
+POSITION_SHIFT = 20
+"""A feed position is (transaction id + the log's xid offset) << 20 | its index in the transaction."""
+
+
+def schema_sql(schema: str, partitions: int = 0) -> list[str]:
+    """The statements that make the layout in an empty schema (hash partitions by run when
+    `partitions` > 0: every table keyed by run first is split into that many)."""
+    out = [f'CREATE SCHEMA IF NOT EXISTS "{schema}"']
+    out.append(f'CREATE TABLE "{schema}".layout (name text PRIMARY KEY, value bigint NOT NULL)')
+    for table in TABLES.values():
+        out.append(table.create_sql(schema, partitions))
+        if partitions and table.run_first:
+            for i in range(partitions):
+                out.append(
+                    f'CREATE TABLE "{schema}".{table.name}_p{i} PARTITION OF "{schema}".{table.name} '
+                    f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"
+                )
+    out.append(f'CREATE INDEX ON "{schema}".feed (run, off)')  # set-based removal of a run's positions
+    out.append(f'CREATE SEQUENCE "{schema}".run_number')
+    out.append(
+        f"INSERT INTO \"{schema}\".layout VALUES ('version', {LAYOUT_VERSION}), ('xid_offset', 0), "
+        f"('partitions', {partitions})"
+    )
+    return out
+
+
+def _u64(column: str, at: int) -> str:
+    """SQL: the big-endian u64 at byte `at` (1-based) of a bytea column, as a bigint."""
+    return f"('x' || encode(substring({column} from {at} for 8), 'hex'))::bit(64)::bigint"
+
+
+def migrate_kv_sql(schema: str) -> list[str]:
+    """The statements that move a log of the key-value layout (`kv (tbl, k, v)`, eventlog before
+    this layout) into the relational one, in the same schema, in one transaction: every row is
+    parsed into its columns, the run number sequence starts after the last number given, the
+    xid offset puts every new position above every old one, and `kv` is dropped last."""
+    s = f'"{schema}"'
+    k8 = "substring(k from 9)"
+    out = schema_sql(schema)[1:]
+    copies = {
+        "meta": (0, "k, v"),
+        "runs": (1, "k, v"),
+        "run_numbers": (2, f"{_u64('k', 1)}, v"),
+        "events": (3, f"{_u64('k', 1)}, {_u64('k', 9)}, v"),
+        "feed": (4, f"{_u64('k', 1)}, {_u64('v', 1)}, {_u64('v', 9)}"),
+        "event_ids": (5, f"{_u64('k', 1)}, {k8}, {_u64('v', 1)}"),
+        "checkpoints": (6, f"{_u64('k', 1)}, {_u64('k', 9)}, v"),
+        "checkpoint_ids": (7, f"{_u64('k', 1)}, {k8}, {_u64('v', 1)}"),
+        "snapshots": (8, f"{_u64('k', 1)}, {_u64('k', 9)}, substring(k from 17), v"),
+    }
+    for name, (tbl, select) in copies.items():
+        out.append(f"INSERT INTO {s}.{name} SELECT {select} FROM {s}.kv WHERE tbl = {tbl}")
+    counter = f"(SELECT {_u64('v', 11)} FROM {s}.kv WHERE tbl = 0 AND k = 'run_number'::bytea AND length(v) = 18)"
+    out.append(
+        f"SELECT setval('{s}.run_number', greatest(1, {counter}, (SELECT max(number) FROM {s}.run_numbers)), "
+        f"coalesce({counter}, (SELECT max(number) FROM {s}.run_numbers)) IS NOT NULL)"
+    )
+    kept = f"(SELECT {_u64('v', 11)} FROM {s}.kv WHERE tbl = 0 AND k = 'position'::bytea AND length(v) = 18)"
+    last = f"greatest(0, {kept}, (SELECT max(position) FROM {s}.feed))"
+    out.append(
+        f"UPDATE {s}.layout SET value = greatest(0, ({last} >> {POSITION_SHIFT}) + 1 "
+        "- pg_current_xact_id()::text::bigint) WHERE name = 'xid_offset'"
+    )
+    out.append(f"DROP TABLE {s}.kv")
+    return out

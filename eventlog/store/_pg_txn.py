@@ -1,0 +1,266 @@
+"""A transaction of the PostgreSQL store over the relational layout (store/_pg_layout.py).
+
+Puts and inserts are buffered and sent, one statement per table, before the next scan, delete
+or commit; values read or written are remembered, so a key is read at most once. A write
+transaction locks every `runs` row it reads (`FOR UPDATE`): appends, checkpoints, prunes and
+deletes of one run serialize on that row, those of different runs never wait for each other
+(docs/architecture.md, "PostgreSQL without a global lock").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import EventLogError, ReadOnlyError
+from ._base import KeyExistsError
+from ._pg_layout import POSITION_SHIFT, TABLES
+
+_ABSENT = object()
+
+
+class PgTxn:
+    """One transaction on one connection; `write` transactions also change the tables."""
+
+    dense = False
+
+    def __init__(self, conn: Any, schema: str, xid_offset: int, write: bool) -> None:
+        self._conn, self._s, self._write = conn, schema, write
+        self._cur = conn.cursor()
+        self._xid: int | None = None  # the transaction id, read with the first fetch of a write
+        self._xid_offset = xid_offset
+        self._puts: dict[tuple[str, bytes], bytes] = {}
+        self._inserts: dict[tuple[str, bytes], bytes] = {}
+        self._known: dict[tuple[str, bytes], bytes | None] = {}
+        self._base: int | None = None
+        self.wrote = False
+        self.held = 0
+        """The greatest feed position this read left out because an older transaction may still
+        commit below it (0: none): the store reads again once it settled."""
+
+    # -- names -------------------------------------------------------------------------
+
+    def _t(self, table: str) -> str:
+        return f'"{self._s}".{TABLES[table].name}'
+
+    def _horizon(self) -> str:
+        """Positions below this are settled: every transaction that could give one has ended."""
+        return f"((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + {self._xid_offset}) << {POSITION_SHIFT})"
+
+    # -- writes ------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send the buffered inserts and puts in one statement: an INSERT per table (an upsert for
+        puts), joined as data-modifying CTEs when there are several. A key is buffered once."""
+        parts: list[str] = []
+        params: list[Any] = []
+        for rows, upsert in ((self._inserts, False), (self._puts, True)):
+            by_table: dict[str, list[tuple[bytes, bytes]]] = {}
+            for (table, key), value in rows.items():
+                by_table.setdefault(table, []).append((key, value))
+            for table, pairs in by_table.items():
+                t = TABLES[table]
+                columns = list(zip(*(t.parse_key(k) + t.parse_value(v) for k, v in pairs), strict=True))
+                names = t.columns + t.value_columns
+                arrays = ", ".join(f"%s::{ty}[]" for ty in t.types())
+                sql = f"INSERT INTO {self._t(table)} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
+                if upsert:
+                    sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
+                    sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
+                parts.append(sql)
+                params += [list(c) for c in columns]
+            rows.clear()
+        if len(parts) == 1:
+            self._cur.execute(parts[0], params)
+        elif parts:
+            ctes = ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts))
+            self._cur.execute(f"WITH {ctes} SELECT 1", params)
+
+    def _writing(self, what: str) -> None:
+        if not self._write:
+            raise ReadOnlyError(f"{what} in a read transaction")
+        self.wrote = True
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._writing("put")
+        at = (table, bytes(key))
+        self._check_position(table, at[1])
+        value = bytes(value)
+        if at in self._inserts or (table == "runs" and self._known.get(at, _ABSENT) is None and at not in self._puts):
+            # A run read as absent is made with an insert: a writer that made it meanwhile wins,
+            # and this transaction is made again (PostgresStore.write).
+            self._inserts[at] = value
+        else:
+            self._puts[at] = value
+        self._known[at] = value
+
+    def insert(self, table: str, key: bytes, value: bytes) -> None:
+        self._writing("insert")
+        at = (table, bytes(key))
+        self._check_position(table, at[1])
+        if self._known.get(at) is not None or at in self._inserts:
+            raise KeyExistsError(f"{table}: key {bytes(key)!r} is taken")
+        self._inserts[at] = self._known[at] = bytes(value)
+
+    def _check_position(self, table: str, key: bytes) -> None:
+        if table == "feed" and self._base is not None:
+            position = int.from_bytes(key, "big")
+            if not self._base < position < self._base + (1 << POSITION_SHIFT):
+                raise EventLogError(
+                    f"PostgreSQL store: feed position {position} is not one of this transaction's "
+                    f"(at most {(1 << POSITION_SHIFT) - 1} entries per transaction)"
+                )
+
+    def delete(self, table: str, key: bytes) -> bool:
+        self._writing("delete")
+        self.flush()
+        t = TABLES[table]
+        at = (table, bytes(key))
+        self._known[at] = None
+        where = " AND ".join(f"{c} = %s" for c in t.columns)
+        return self._deleted(f"DELETE FROM {self._t(table)} WHERE {where}", t.parse_key(at[1])) > 0
+
+    def delete_range(self, table: str, start: bytes, stop: bytes, limit: int | None = None) -> int:
+        self._writing("delete_range")
+        self.flush()
+        t = TABLES[table]
+        for at in [at for at in self._known if at[0] == table]:
+            del self._known[at]
+        where, params = t.where_range(start, stop)
+        if limit is not None:  # the first `limit` keys of the range, in key order
+            cols = ", ".join(t.columns)
+            where = f"({cols}) IN (SELECT {cols} FROM {self._t(table)} WHERE {where} ORDER BY {t.order()} LIMIT %s)"
+            params = [*params, max(limit, 0)]
+        return self._deleted(f"DELETE FROM {self._t(table)} WHERE {where}", params)
+
+    def delete_feed_of(self, number: int, upto: int) -> int:
+        self._writing("delete_feed_of")
+        self.flush()
+        for at in [at for at in self._known if at[0] == "feed"]:
+            del self._known[at]
+        sql = f"DELETE FROM {self._t('feed')} WHERE run = %s AND off <= %s"
+        return self._deleted(sql, (number, min(upto, (1 << 63) - 1)))
+
+    def _deleted(self, sql: str, params: Any) -> int:
+        """Run a DELETE; how many rows went (read from its rows: a pipeline has no row count yet)."""
+        row = self._cur.execute(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
+        return int(row[0])
+
+    def position_base(self, last: int) -> int:
+        if self._base is None:
+            if not self._write:
+                raise ReadOnlyError("feed positions are given in write transactions only")
+            if self._xid is None:
+                (xid,) = self._cur.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+                self._xid = int(xid)
+            self._base = (self._xid + self._xid_offset) << POSITION_SHIFT
+        return self._base
+
+    def run_number(self, last: int) -> int:
+        self._writing("run_number")
+        row = self._cur.execute(f"SELECT nextval('\"{self._s}\".run_number')").fetchone()
+        return int(row[0])
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.fetch([(table, key)], [])[0][0]
+
+    def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
+        return self.fetch([(table, k) for k in keys], [])[0]
+
+    def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
+        known = self._known
+        wanted = [(t, bytes(k)) for t, k in gets]
+        missing = list(dict.fromkeys(w for w in wanted if w not in known))
+        ends: dict[str, bytes | None] = {}
+        if missing or lasts:
+            if lasts:
+                self.flush()
+            for found in missing:
+                known[found] = None
+            sql, params = self._fetch_sql(missing, lasts)
+            for kind, name, key, value in self._cur.execute(sql, params):
+                if kind == 1:
+                    known[(name, bytes(key))] = bytes(value)
+                elif kind == 3:
+                    self._xid = int.from_bytes(key, "big")
+                else:
+                    ends[name] = None if key is None else bytes(key)
+                    if value is not None:
+                        self.held = max(self.held, int.from_bytes(value, "big"))
+        return [known[w] for w in wanted], [ends[t] for t in lasts]
+
+    def _fetch_sql(self, missing: list[tuple[str, bytes]], lasts: list[str]) -> tuple[str, list[Any]]:
+        by_table: dict[str, list[bytes]] = {}
+        for table, key in missing:
+            by_table.setdefault(table, []).append(key)
+        ctes: list[str] = []
+        parts: list[str] = []
+        params: list[Any] = []
+        for n, (table, keys) in enumerate(by_table.items()):
+            t = TABLES[table]
+            parsed = list(zip(*(t.parse_key(k) for k in keys), strict=True))
+            arrays = ", ".join(f"%s::{_type(kind)}[]" for _, kind in t.key)
+            on = " AND ".join(f"x.{c} = q.{c}" for c in t.columns)
+            lock = " ORDER BY " + t.order() + " FOR UPDATE OF x" if self._write and table == "runs" else ""
+            ctes.append(
+                f"g{n} AS (SELECT x.* FROM {self._t(table)} x JOIN unnest({arrays}) AS q({', '.join(t.columns)}) "
+                f"ON {on}{lock})"
+            )
+            params += [list(c) for c in parsed]
+            parts.append(f"SELECT 1, '{table}'::text, {t.key_sql()}, {t.value_sql()} FROM g{n}")
+        for table in lasts:
+            t = TABLES[table]
+            if table == "feed" and not self._write:
+                parts.append(
+                    f"SELECT 2, 'feed'::text, (SELECT int8send(position) FROM {self._t(table)} "
+                    f"WHERE position < {self._horizon()} ORDER BY position DESC LIMIT 1), "
+                    f"(SELECT int8send(position) FROM {self._t(table)} WHERE position >= {self._horizon()} "
+                    "ORDER BY position DESC LIMIT 1)"
+                )
+            else:
+                parts.append(
+                    f"SELECT 2, '{table}'::text, (SELECT {t.key_sql()} FROM {self._t(table)} "
+                    f"ORDER BY {t.order(reverse=True)} LIMIT 1), NULL::bytea"
+                )
+        if self._write and self._xid is None:  # the id feed positions derive from, in the same round trip
+            parts.append("SELECT 3, 'xid'::text, int8send(pg_current_xact_id()::text::bigint), NULL::bytea")
+        head = ("WITH " + ", ".join(ctes) + " ") if ctes else ""
+        return head + " UNION ALL ".join(parts), params
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        self.flush()
+        t = TABLES[table]
+        where, params = t.where_range(start, stop)
+        settle = table == "feed" and not self._write and not reverse
+        held = f", position >= {self._horizon()}" if settle else ""
+        sql = (
+            f"SELECT {t.key_sql()}, {t.value_sql()}{held} FROM {self._t(table)} WHERE {where} "
+            f"ORDER BY {t.order(reverse)} LIMIT %s"
+        )
+        out: list[tuple[bytes, bytes]] = []
+        for row in self._cur.execute(sql, [*params, limit]):
+            if settle and row[2]:
+                self.held = max(self.held, int.from_bytes(row[0], "big"))
+                break
+            out.append((bytes(row[0]), bytes(row[1])))
+        return out
+
+    def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
+        if table == "feed":
+            return [k for k, _ in self.scan(table, start, stop, limit=max(limit, 0))]
+        self.flush()
+        t = TABLES[table]
+        where, params = t.where_range(start, stop)
+        sql = f"SELECT {t.key_sql()} FROM {self._t(table)} WHERE {where} ORDER BY {t.order()} LIMIT %s"
+        return [bytes(k) for (k,) in self._cur.execute(sql, [*params, max(limit, 0)])]
+
+    def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
+        pairs = self.scan(table, start, None, limit=max(count, 0))
+        return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
+
+
+def _type(kind: str) -> str:
+    return "bigint" if kind == "u64" else "bytea"

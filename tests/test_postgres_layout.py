@@ -1,0 +1,295 @@
+"""The PostgreSQL store's relational layout: writers of different runs side by side, a feed that
+stays in order and complete while a transaction is held open or its backend killed, and the
+migration of a schema in the key-value layout of 923256f (tests/fixtures/pg-kv-923256f.sql)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+
+import eventlog
+from eventlog.events import StepCompleted
+
+DSN = os.environ.get("EVENTLOG_TEST_PG_DSN")
+pytestmark = pytest.mark.skipif(not DSN, reason="set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
+FIXTURES = Path(__file__).parent / "fixtures"
+WRITERS = 8
+EACH = int(os.environ.get("EVENTLOG_TEST_PG_APPENDS", "5"))
+T = TypeVar("T")
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    from eventlog.store.postgres import PostgresStore
+
+    assert DSN is not None
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    PostgresStore.drop_schema(DSN, name)
+
+
+def _store(schema: str, **kw: Any) -> Any:
+    from eventlog.store.postgres import PostgresStore
+
+    assert DSN is not None
+    return PostgresStore(DSN, schema=schema, **kw)
+
+
+def _held_store(schema: str) -> Any:
+    """A real PostgreSQL store whose next write holds its transaction open (after the writer
+    took its positions and wrote, before the commit) until released."""
+    from eventlog.store.postgres import PostgresStore
+
+    class Held(PostgresStore):
+        hold = False
+        holding = threading.Event()
+        release = threading.Event()
+        backend_pid = 0
+
+        def write(self, fn: Callable[[Any], T]) -> T:
+            if not self.hold:
+                return super().write(fn)
+            self.hold = False
+
+            def held(txn: Any) -> T:
+                result = fn(txn)
+                txn.flush()
+                self.backend_pid = txn._conn.info.backend_pid
+                self.holding.set()
+                assert self.release.wait(60)
+                return result
+
+            return super().write(held)
+
+    assert DSN is not None
+    return Held(DSN, schema=schema)
+
+
+def step(i: int) -> StepCompleted:
+    return StepCompleted(node="n", superstep=i)
+
+
+def test_a_held_transaction_holds_the_feed_back_and_nothing_is_skipped(schema: str) -> None:
+    """8 writers append to their own runs while the first holds its transaction open: a follower
+    of the feed gets every position once, in order, none skipped, the held ones included."""
+    held = _held_store(schema)
+    logs = [eventlog.EventLog(held)] + [eventlog.EventLog(_store(schema)) for _ in range(WRITERS - 1)]
+    reader = eventlog.EventLog(_store(schema, readonly=True))
+    got: list[eventlog.Entry] = []
+    total = WRITERS * EACH
+
+    def follow() -> None:
+        for entry in reader.follow(timeout=30, poll=0.05):
+            got.append(entry)
+            if len(got) == total:
+                return
+
+    try:
+        follower = threading.Thread(target=follow)
+        follower.start()
+        held.hold = True
+        first = threading.Thread(target=lambda: logs[0].append_many("w0", [step(i) for i in range(EACH)]))
+        first.start()
+        assert held.holding.wait(30)
+        others = [
+            threading.Thread(target=lambda k=k: [logs[k].append(f"w{k}", step(i)) for i in range(EACH)])
+            for k in range(1, WRITERS)
+        ]
+        for t in others:
+            t.start()
+        for t in others:
+            t.join()
+        seen = len(got)
+        held_back = list(logs[1].feed())  # what a reader sees meanwhile: nothing above the held one
+        assert all(e.run_id != "w0" for e in held_back)
+        held.release.set()
+        first.join()
+        follower.join()
+        positions = [e.position for e in got]
+        assert len(got) == total and positions == sorted(set(positions))
+        assert [(e.run_id, e.offset, e.position) for e in got] == [
+            (e.run_id, e.offset, e.position) for e in logs[1].feed()
+        ]
+        w0 = [e.position for e in got if e.run_id == "w0"]
+        assert w0 == positions[: len(w0)]  # the held writer began first: its positions come first
+        assert seen <= total  # appends of others may have been seen only once the held one ended
+        assert logs[1].verify().ok
+    finally:
+        held.release.set()
+        for log in [*logs, reader]:
+            log.close()
+
+
+def test_a_killed_backend_loses_nothing_acknowledged(schema: str) -> None:
+    """A writer's backend terminated mid-transaction: that append fails, every acknowledged one
+    of the other writers is there, the log verifies, and the killed writer appends again."""
+    import psycopg
+
+    assert DSN is not None
+    held = _held_store(schema)
+    logs = [eventlog.EventLog(held)] + [eventlog.EventLog(_store(schema)) for _ in range(3)]
+    acked: list[tuple[str, int]] = []
+    failed: list[BaseException] = []
+    try:
+        logs[0].append("victim", step(0))
+        acked.append(("victim", 1))
+        held.hold = True
+
+        def victim() -> None:
+            try:
+                logs[0].append("victim", step(1))
+            except eventlog.EventLogError as exc:
+                failed.append(exc)
+
+        t = threading.Thread(target=victim)
+        t.start()
+        assert held.holding.wait(30)
+        writers = [
+            threading.Thread(
+                target=lambda k=k: acked.extend((f"w{k}", logs[k].append(f"w{k}", step(i))) for i in range(EACH))
+            )
+            for k in range(1, 4)
+        ]
+        for w in writers:
+            w.start()
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            assert conn.execute("SELECT pg_terminate_backend(%s)", (held.backend_pid,)).fetchone() == (True,)
+        held.release.set()
+        t.join()
+        for w in writers:
+            w.join()
+        assert len(failed) == 1
+        log = logs[1]
+        assert log.head("victim") == 1
+        for run_id, offset in acked:
+            assert log.entry(run_id, offset).run_id == run_id
+        assert sorted((e.run_id, e.offset) for e in log.feed()) == sorted(acked)
+        assert logs[0].append("victim", step(2)) == 2  # the pool gives the killed writer a new connection
+        assert log.verify().ok
+    finally:
+        held.release.set()
+        for log in logs:
+            log.close()
+
+
+def test_a_new_run_made_by_two_writers_at_once_is_made_once(schema: str) -> None:
+    logs = [eventlog.EventLog(_store(schema)) for _ in range(4)]
+    barrier = threading.Barrier(4)
+    offsets: list[int] = []
+
+    def make(k: int) -> None:
+        barrier.wait()
+        offsets.append(logs[k].append("same", step(k)))
+
+    try:
+        threads = [threading.Thread(target=make, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(offsets) == [1, 2, 3, 4]
+        assert logs[0].run_info("same").head == 4 and logs[0].verify().ok
+    finally:
+        for log in logs:
+            log.close()
+
+
+def _load_dump(schema: str) -> None:
+    import psycopg
+
+    assert DSN is not None
+    lines = (FIXTURES / "pg-kv-923256f.sql").read_text().splitlines()
+    sql = "\n".join(line for line in lines if not line.startswith("\\")).replace("kv_923256f", schema)
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema: str) -> None:
+    _load_dump(schema)
+    with pytest.raises(eventlog.NotALogError, match="key-value layout"):
+        _store(schema, readonly=True)
+    expected = json.loads((FIXTURES / "pg-kv-923256f.json").read_text())
+    log = eventlog.EventLog(_store(schema))  # migrates
+    try:
+        assert log.runs() == expected["runs"]
+        assert [[e.run_id, e.offset, e.position, e.event_id] for e in log.feed()] == expected["feed"]
+        for run_id, run in expected["by_run"].items():
+            info = log.run_info(run_id)
+            assert msgspec.to_builtins(info) == run["info"]
+            assert msgspec.to_builtins(list(log.read(run_id, after=info.base))) == run["entries"]
+            for k, state in run["states"].items():
+                assert msgspec.to_builtins(log.state_at(run_id, int(k))) == state
+            assert [
+                [cp.checkpoint_id, cp.offset, cp.reducer, cp.metadata] for cp in log.checkpoints.list(run_id)
+            ] == run["checkpoints"]
+        assert log.verify().ok
+        last = expected["feed"][-1][2]
+        log.append("chat", step(1))
+        log.append("after", step(1))
+        new = list(log.feed(after=last))
+        assert [(e.run_id, e.offset) for e in new] == [
+            ("chat", expected["by_run"]["chat"]["info"]["head"] + 1),
+            ("after", 1),
+        ]
+        assert new[0].position > last
+        numbers = {info.number for info in map(log.run_info, log.runs())}
+        assert len(numbers) == len(log.runs())
+        assert log.run_info("after").number > max(r["info"]["number"] for r in expected["by_run"].values())
+        log.delete_run("after")
+        assert log.verify().ok
+    finally:
+        log.close()
+
+
+def test_delete_and_prune_are_set_based_and_leave_nothing(schema: str) -> None:
+    import psycopg
+
+    assert DSN is not None
+    log = eventlog.EventLog(_store(schema))
+    try:
+        log.append_many("a", [step(i) for i in range(20)], event_ids=[f"e{i}" for i in range(20)])
+        log.append_many("b", [step(i) for i in range(3)])
+        log.checkpoints.save("a", 10)
+        log.prune("a", before=10)
+        log.delete_run("b")
+        with psycopg.connect(DSN) as conn:
+            counts = {
+                table: conn.execute(f'SELECT count(*) FROM "{schema}".{table}').fetchone()[0]
+                for table in ("events", "feed", "event_ids")
+            }
+        assert counts == {"events": 10, "feed": 10, "event_ids": 20}  # ids stay indexed after a prune
+        assert [e.offset for e in log.feed()] == list(range(11, 21))
+        assert log.verify().ok
+    finally:
+        log.close()
+
+
+def test_a_schema_partitioned_by_run_works_the_same(schema: str) -> None:
+    import psycopg
+
+    assert DSN is not None
+    log = eventlog.EventLog(_store(schema, partitions=4))
+    try:
+        for k in range(6):
+            log.append_many(f"r{k}", [step(i) for i in range(3)])
+        log.delete_run("r0")
+        assert sorted(log.runs()) == [f"r{k}" for k in range(1, 6)]
+        assert len(list(log.feed())) == 15 and log.verify().ok
+        with psycopg.connect(DSN) as conn:
+            parts = conn.execute(
+                "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhparent "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'events'",
+                (schema,),
+            ).fetchone()[0]
+            rows = conn.execute(f'SELECT count(DISTINCT tableoid) FROM "{schema}".events').fetchone()[0]
+        assert parts == 4 and rows > 1
+    finally:
+        log.close()
