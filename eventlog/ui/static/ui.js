@@ -430,16 +430,58 @@
       }
     });
 
-    // Live: a new event refreshes the page of events when it shows the run's tail.
+    // Live: a new event refreshes the page of events when it shows the run's tail. Following the
+    // tail (the toggle, on by default) with the head selected moves the selection and the state
+    // to the new head, and says so; an older event selected stays selected, and "N new events"
+    // offers the jump (docs/guides/ui.md, "Live updates").
+    const follow = document.getElementById("follow");
+    const jumpNew = document.getElementById("jump-new");
+    try {
+      if (localStorage.getItem("eventlog-follow") === "0") follow.checked = false;
+    } catch (err) {} // storage refused: the toggle starts on
+    follow.addEventListener("change", () => {
+      try {
+        localStorage.setItem("eventlog-follow", follow.checked ? "1" : "0");
+      } catch (err) {}
+    });
+    let unseen = 0;
+    let toHead = false;
+    function sayUnseen() {
+      jumpNew.hidden = unseen === 0;
+      jumpNew.textContent = `${unseen.toLocaleString("en")} new event${unseen === 1 ? "" : "s"} ↓`;
+    }
+    jumpNew.addEventListener("click", () => {
+      unseen = 0;
+      sayUnseen();
+      goTo(Number(root.dataset.head));
+    });
+    function arrived(before, head) {
+      if (head <= before) return;
+      if (follow.checked && b === null && (a === null || a === before)) toHead = true;
+      else {
+        unseen += head - before;
+        sayUnseen();
+      }
+    }
     const refresh = serial(async () => {
+      const follows = toHead;
+      toHead = false;
+      const head = Number(root.dataset.head);
+      const nearBottom = panel.scrollHeight - panel.scrollTop - panel.clientHeight < 80;
+      const hadFocus = panel.contains(document.activeElement);
       if (bar().dataset.tail !== "1") {
         const note = document.getElementById("new-events");
         if (note) note.hidden = false;
+      } else if (!(await loadPanel(bar().dataset.self))) return;
+      if (follows && a !== head) {
+        select(head);
+        status.classList.remove("bad");
+        status.textContent = `following the tail: offset ${head.toLocaleString("en")} is the newest event`;
+        const el = panel.querySelector(`[data-offset="${head}"]`);
+        if (el) el.scrollIntoView({ block: "nearest" });
+        if (hadFocus) focusOn(head);
         return;
       }
-      const nearBottom = panel.scrollHeight - panel.scrollTop - panel.clientHeight < 80;
-      const hadFocus = panel.contains(document.activeElement);
-      if (!(await loadPanel(bar().dataset.self))) return;
       if (nearBottom) panel.scrollTop = panel.scrollHeight;
       if (hadFocus && a !== null) focusOn(a);
     });
@@ -451,6 +493,7 @@
             location.reload(); // the run was deleted and made again: this page shows a life that is gone
             return;
           }
+          const before = Number(root.dataset.head);
           root.dataset.head = change.head;
           document.getElementById("run-head").textContent = Number(change.head).toLocaleString("en");
           const st = document.getElementById("run-status");
@@ -458,6 +501,7 @@
             st.textContent = change.status;
             st.className = "status s-" + change.status;
           }
+          arrived(before, Number(change.head));
           refresh();
         },
       },
