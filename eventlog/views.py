@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .log import EventLog
 
-__all__ = ["RunView", "load_views", "view_for_run", "view_of"]
+__all__ = ["RunView", "load_views", "view_for_run", "view_of", "waiting"]
 
 
 class RunView(Protocol):
@@ -40,6 +40,9 @@ class RunView(Protocol):
 
         A view never imports or calls what stored bytes name (docs/durability.md, guarantee 7):
         a framework payload is decoded only into known types, any other shown as data."""
+
+    # Optional: `waiting(log, run_id, offset) -> list[dict]`, what the run waits for from a
+    # human after its first `offset` events (see `waiting` below); `fold`, its reducer.
 
 
 _loaded: list[RunView] | None = None
@@ -88,3 +91,15 @@ def view_for_run(log: EventLog[Any], run_id: str) -> RunView | None:
         if latest and fold is not None and fold.name == latest[0].reducer:
             return view
     return None
+
+
+def waiting(view: RunView | None, log: EventLog[Any], run_id: str, offset: int) -> list[dict[str, Any]]:
+    """What a run waits for from a human after its first `offset` events (a LangGraph
+    `interrupt()` not yet resumed): one dict per question, with at least `value` (plain data,
+    what the run asked) and `node` (the step that asked, or None). A view tells it through an
+    optional `waiting` method; a run of the standard kinds, or a view without one, waits for
+    nothing here ([])."""
+    method = getattr(view, "waiting", None)
+    if method is None:
+        return []
+    return list(method(log, run_id, offset))

@@ -76,7 +76,7 @@ def test_live_mode_follows_the_tail_and_does_not_steal_an_older_selection(page: 
             log.append("chat", UserMessage(content="d"))
             page.wait_for_selector("#jump-new:visible")
             log.append("chat", UserMessage(content="e"))
-            page.wait_for_function("document.getElementById('jump-new').textContent.startsWith('2 new events')")
+            page.wait_for_function("() => document.getElementById('jump-new').textContent.startsWith('2 new events')")
             page.wait_for_selector('#panel tr.ev[data-offset="5"]')
             assert selected(page) == 1
             assert page.get_attribute("#inspector .insp", "data-at") == "1"
@@ -92,7 +92,70 @@ def test_live_mode_follows_the_tail_and_does_not_steal_an_older_selection(page: 
             live(page)
             assert not page.is_checked("#follow")
             log.append("chat", UserMessage(content="f"))
-            page.wait_for_function("document.getElementById('jump-new').textContent.startsWith('1 new event ')")
+            page.wait_for_function("() => document.getElementById('jump-new').textContent.startsWith('1 new event ')")
             assert selected(page) == 5
             assert page.get_attribute("#inspector .insp", "data-at") == "5"
             page.check("#follow")
+
+
+def paused_thread(log: eventlog.EventLog, thread_id: str) -> Any:
+    """A LangGraph thread paused by `interrupt()` in its `review` node; returns a resume function."""
+    pytest.importorskip("langgraph")
+    from typing import Annotated
+
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+    from langgraph.types import Command, interrupt
+    from typing_extensions import TypedDict
+
+    from eventlog.langgraph import EventLogSaver
+
+    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages]})  # noqa: UP013
+
+    def draft(state: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="<b>draft</b> answer")]}
+
+    def review(state: Any) -> dict[str, Any]:
+        verdict = interrupt({"question": "Send this?", "draft": state["messages"][-1].content})
+        return {"messages": [AIMessage(content=str(verdict))]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("draft", draft)
+    builder.add_node("review", review)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", END)
+    graph = builder.compile(checkpointer=EventLogSaver(log))
+    config = {"configurable": {"thread_id": thread_id}}
+    graph.invoke({"messages": [HumanMessage(content="hi")]}, config)
+    return lambda value: graph.invoke(Command(resume=value), config)
+
+
+def test_a_pending_interrupt_shows_as_waiting_for_a_human_at_the_top(page: Any, tmp_path: Path) -> None:
+    from eventlog.views import view_for_run, waiting
+
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        resume = paused_thread(log, "t")
+        head = log.run_info("t").head
+        asked = waiting(view_for_run(log, "t"), log, "t", head)
+        assert [(w["node"], w["value"]["question"]) for w in asked] == [("review", "Send this?")]
+        assert waiting(None, log, "t", head) == []
+        with serving(log) as base:
+            page.goto(f"{base}/run?id=t&view=timeline")
+            box = page.locator(".run-head #waiting .waiting")
+            assert "Waiting for a human" in box.inner_text()
+            assert page.inner_text(".run-head .waiting-head .mono") == "review"
+            assert "Send this?" in box.inner_text()
+            assert "<b>draft</b> answer" in box.inner_text()  # the value's text, escaped
+            assert page.locator(".waiting-value b").count() == 0
+            state_at(page, head)
+            assert "Waiting for a human" in page.inner_text("#inspector .waiting")
+            page.click('#panel tr.ev[data-offset="1"] td.time')
+            state_at(page, 1)
+            assert page.locator("#inspector .waiting").count() == 0  # not yet asked at offset 1
+            live(page)
+
+            resume("yes")  # answered: live updates take the box away
+            page.wait_for_selector(".run-head #waiting .waiting", state="detached")
+            assert waiting(view_for_run(log, "t"), log, "t", log.run_info("t").head) == []

@@ -120,6 +120,32 @@ class _View:
             ],
         }
 
+    def waiting(self, log: EventLog[Any], run_id: str, offset: int) -> list[dict[str, Any]]:
+        """The `interrupt()`s pending after the run's first `offset` events: a task's
+        `__interrupt__` write with no `__resume__` after it (for the task, or thread-wide)."""
+        state: ThreadState = log.state_at(run_id, offset, reducer=self.fold)
+        resumed = {w.task_id for w in state.writes if w.channel == "__resume__"}
+        out: list[dict[str, Any]] = []
+        for w in state.writes:
+            if w.channel != "__interrupt__" or w.task_id in resumed or _NULL_TASK in resumed:
+                continue
+            loaded = _plain(self._load(w.value))
+            for one in loaded if isinstance(loaded, list) else [loaded]:
+                value = one.get("value") if isinstance(one, dict) and "value" in one else one
+                interrupt_id = one.get("id") if isinstance(one, dict) else None
+                out.append({"node": _node_of(w.task_path), "task_id": w.task_id, "id": interrupt_id, "value": value})
+        return out
+
+
+_NULL_TASK = "00000000-0000-0000-0000-000000000000"
+"""The task id LangGraph writes a thread-wide `Command(resume=...)` under."""
+
+
+def _node_of(task_path: str) -> str | None:
+    """The node a task ran, from its path (`~__pregel_pull, review`), else None."""
+    parts = [p.strip() for p in task_path.split(",")]
+    return parts[1] if len(parts) >= 2 and parts[0].endswith("__pregel_pull") and parts[1] else None
+
 
 VIEW = _View()
 """The run view registered under the `eventlog.views` entry point group."""

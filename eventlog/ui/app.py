@@ -274,6 +274,7 @@ def create_app(
             "page_events": model.page_events,
             "wanted": wanted,
             "families": find.families(model.kind_of(e.event) for e in win.entries),
+            "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
         }
         if reading == "timeline":
             context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
@@ -305,7 +306,8 @@ def create_app(
     def state_fragment(request: Request) -> Response:
         run_id = params.run_id(request)
         at = _offset(request, "at", run_id)
-        doc = model.state_doc(log, run_id, at, model.view_for(log, run_id))
+        view = model.view_for(log, run_id)
+        doc = model.state_doc(log, run_id, at, view)
         if request.url.path.endswith(".json"):
             return _json_response(doc)
         entry = log.entry(run_id, at) if at > log.run_info(run_id).base else None
@@ -321,6 +323,7 @@ def create_app(
             kind=model.kind_of(entry.event) if entry else "",
             event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
             fork_name=model.free_fork_name(log, run_id, at) if allow_writes else "",
+            waiting=model.waiting_at(log, run_id, at, view),
         )
 
     def diff_fragment(request: Request) -> Response:

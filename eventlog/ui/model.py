@@ -24,7 +24,7 @@ from eventlog import (
 )
 from eventlog import events as ev
 from eventlog.diff import diff_states
-from eventlog.views import RunView, view_for_run, view_of
+from eventlog.views import RunView, view_for_run, view_of, waiting
 
 __all__ = [
     "RunPage",
@@ -275,6 +275,30 @@ def state_of(log: EventLog[Any], run_id: str, offset: int, view: RunView | None)
     if view is not None:
         return view.state(log, run_id, offset)
     return log.state_at(run_id, offset)
+
+
+waiting_value_shown_max = 2_000
+"""The most characters of a waiting question's value shown in the page (the state has it all)."""
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    """A question the run waits for a human to answer (a LangGraph `interrupt()` not resumed)."""
+
+    node: str | None
+    value: str
+    """The value asked with, as indented JSON, cut at `waiting_value_shown_max` characters."""
+
+
+def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> list[Waiting]:
+    """What the run waits for from a human after its first `offset` events (eventlog.views.waiting)."""
+    out: list[Waiting] = []
+    for one in waiting(view, log, run_id, offset):
+        text = pretty(fields_shown(one.get("value")))
+        if len(text) > waiting_value_shown_max:
+            text = text[:waiting_value_shown_max] + "…"
+        node = one.get("node")
+        out.append(Waiting(node if isinstance(node, str) else None, text))
+    return out
 
 
 def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:

@@ -245,6 +245,8 @@
         return false;
       }
       panel.innerHTML = html;
+      const waiting = panel.querySelector("template[data-waiting]");
+      if (waiting) document.getElementById("waiting").replaceChildren(waiting.content.cloneNode(true));
       mark();
       return true;
     }
