@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, serving
+from ui_support import browser_context, serving, shoot
 
 import eventlog
 from eventlog.events import UserMessage
@@ -155,6 +155,10 @@ def test_a_pending_interrupt_shows_as_waiting_for_a_human_at_the_top(page: Any, 
             state_at(page, 1)
             assert page.locator("#inspector .waiting").count() == 0  # not yet asked at offset 1
             live(page)
+            # The picture of docs/guides/ui.md's "Runs that an integration wrote"
+            shot = page.context.new_page()
+            shoot(shot, f"{base}/run?id=t&view=timeline", ".waiting", tmp_path / "ui-waiting.png", height=620)
+            shot.close()
 
             resume("yes")  # answered: live updates take the box away
             page.wait_for_selector(".run-head #waiting .waiting", state="detached")

@@ -435,7 +435,7 @@
     // Live: a new event refreshes the page of events when it shows the run's tail. Following the
     // tail (the toggle, on by default) with the head selected moves the selection and the state
     // to the new head, and says so; an older event selected stays selected, and "N new events"
-    // offers the jump (docs/guides/ui.md, "Live updates").
+    // offers the jump (docs/guides/ui.md, "Live").
     const follow = document.getElementById("follow");
     const jumpNew = document.getElementById("jump-new");
     try {
