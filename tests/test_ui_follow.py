@@ -162,4 +162,6 @@ def test_a_pending_interrupt_shows_as_waiting_for_a_human_at_the_top(page: Any, 
 
             resume("yes")  # answered: live updates take the box away
             page.wait_for_selector(".run-head #waiting .waiting", state="detached")
-            assert waiting(view_for_run(log, "t"), log, "t", log.run_info("t").head) == []
+            view = view_for_run(log, "t")
+            after = range(head + 1, log.run_info("t").head + 1)  # the resume written, then the node's end
+            assert [waiting(view, log, "t", at) for at in after] == [[] for _ in after]
