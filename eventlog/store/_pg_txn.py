@@ -237,6 +237,7 @@ class PgTxn:
                 params += [list(c) for c in zip(*(t.parse_key(k) for k in keys), strict=True)]
         at = (
             self._s,
+            self._xid_offset,  # in the feed's horizon
             tuple((table, len(keys) == 1) for table, keys in by_table.items()),
             tuple(lasts),
             self._write,
@@ -246,7 +247,7 @@ class PgTxn:
         if sql is None:
             if len(_FETCH_SQL) >= _SQL_HELD:
                 _FETCH_SQL.clear()
-            sql = _FETCH_SQL[at] = self._build_fetch_sql(at[1], lasts)
+            sql = _FETCH_SQL[at] = self._build_fetch_sql(at[2], lasts)
         return sql, params
 
     def _build_fetch_sql(self, tables: tuple[tuple[str, bool], ...], lasts: list[str]) -> str:
@@ -325,8 +326,8 @@ _FLUSH_SQL: dict[tuple[str, tuple[tuple[bool, str, int], ...]], str] = {}
 """Write statements by (schema, shape): a few shapes per log (one append, a batch, a new run)."""
 
 
-_FETCH_SQL: dict[tuple[str, tuple[tuple[str, bool], ...], tuple[str, ...], bool, bool], str] = {}
-"""Read statements by (schema, tables and whether one key each, lasts, write, reads the xid)."""
+_FETCH_SQL: dict[tuple[str, int, tuple[tuple[str, bool], ...], tuple[str, ...], bool, bool], str] = {}
+"""Read statements by (schema, xid offset, tables and whether one key each, lasts, write, reads the xid)."""
 
 
 def _type(kind: str) -> str:
