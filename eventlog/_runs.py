@@ -158,25 +158,30 @@ class Runs:
         ids = run_ids or []
         if len(ids) > 1:
             ids = list(dict.fromkeys(ids))
-        gets = [("meta", _keys.META_POSITION), ("meta", _keys.META_DICT_CURRENT)]
-        if ids:
-            gets.append(("meta", _keys.META_RUN_NUMBER))
-            for run_id in ids:
-                gets.append(("runs", run_key(run_id)))
+        # A dense store also reads its counters (the last position given, the run counter a new
+        # run reads next); PostgreSQL draws both from the transaction id and a sequence.
         dense = txn.dense
+        gets = [("meta", _keys.META_DICT_CURRENT)]
+        if dense:
+            gets.append(("meta", _keys.META_POSITION))
+            if ids:
+                gets.append(("meta", _keys.META_RUN_NUMBER))
+        first = len(gets)
+        for run_id in ids:
+            gets.append(("runs", run_key(run_id)))
         values, lasts = txn.fetch(gets, ["feed"] if dense else [])
         position = 0
         if dense:
             last = lasts[0]
             position = 0 if last is None else int.from_bytes(last, "big")
-            if values[0] is not None:  # kept when a prune or delete removed the feed's tail
-                position = max(position, self._counter(_keys.META_POSITION, values[0]))
-        raw = values[1]
+            if values[1] is not None:  # kept when a prune or delete removed the feed's tail
+                position = max(position, self._counter(_keys.META_POSITION, values[1]))
+        raw = values[0]
         dict_id = 0 if raw is None else _counters.get(raw)
         if dict_id is None:
             dict_id = self._counter(_keys.META_DICT_CURRENT, raw)
         records: dict[str, RunRecord | None] = {}
-        for run_id, raw in zip(ids, values[3:], strict=True):
+        for run_id, raw in zip(ids, values[first:], strict=True):
             held = None if known is None or raw is None else known.get(run_id)
             records[run_id] = replace(held[1]) if held is not None and held[0] == raw else self._decode(run_id, raw)
         return txn.position_base(position), dict_id, records

@@ -50,30 +50,64 @@ class PgTxn:
 
     def flush(self) -> None:
         """Send the buffered inserts and puts in one statement: an INSERT per table (an upsert for
-        puts), joined as data-modifying CTEs when there are several. A key is buffered once."""
-        parts: list[str] = []
+        puts), joined as data-modifying CTEs when there are several. A key is buffered once. The
+        statement's text depends only on the tables and row counts (one append: the same text
+        every time, prepared by psycopg after a few uses), so it is built once per shape."""
+        if not self._inserts and not self._puts:
+            return
+        shape: list[tuple[bool, str, int]] = []
         params: list[Any] = []
         for rows, upsert in ((self._inserts, False), (self._puts, True)):
+            if not rows:
+                continue
             by_table: dict[str, list[tuple[bytes, bytes]]] = {}
             for (table, key), value in rows.items():
                 by_table.setdefault(table, []).append((key, value))
             for table, pairs in by_table.items():
                 t = TABLES[table]
-                columns = list(zip(*(t.parse_key(k) + t.parse_value(v) for k, v in pairs), strict=True))
-                names = t.columns + t.value_columns
-                arrays = ", ".join(f"%s::{ty}[]" for ty in t.types())
-                sql = f"INSERT INTO {self._t(table)} ({', '.join(names)}) SELECT * FROM unnest({arrays})"
-                if upsert:
-                    sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
-                    sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
-                parts.append(sql)
-                params += [list(c) for c in columns]
+                shape.append((upsert, table, 1 if len(pairs) == 1 else 0))
+                if len(pairs) == 1:  # one row: plain parameters, cheaper to send than arrays
+                    key, value = pairs[0]
+                    params += t.parse_key(key) + t.parse_value(value)
+                else:
+                    params += [
+                        list(c) for c in zip(*(t.parse_key(k) + t.parse_value(v) for k, v in pairs), strict=True)
+                    ]
             rows.clear()
+        at = (self._s, tuple(shape))
+        sql = _FLUSH_SQL.get(at)
+        if sql is None:
+            if len(_FLUSH_SQL) >= _SQL_HELD:
+                _FLUSH_SQL.clear()
+            sql = _FLUSH_SQL[at] = self._flush_sql(shape)
+        self._cur.execute(sql, params)
+
+    def _flush_sql(self, shape: list[tuple[bool, str, int]]) -> str:
+        parts: list[str] = []
+        for upsert, table, one in shape:
+            t = TABLES[table]
+            names = t.columns + t.value_columns
+            if one:
+                rows = "VALUES (" + ", ".join(f"%s::{ty}" for ty in t.types()) + ")"
+            else:
+                rows = "SELECT * FROM unnest(" + ", ".join(f"%s::{ty}[]" for ty in t.types()) + ")"
+            sql = f"INSERT INTO {self._t(table)} ({', '.join(names)}) {rows}"
+            if upsert:
+                sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
+                sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
+            parts.append(sql)
         if len(parts) == 1:
-            self._cur.execute(parts[0], params)
-        elif parts:
-            ctes = ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts))
-            self._cur.execute(f"WITH {ctes} SELECT 1", params)
+            return parts[0]
+        return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " SELECT 1"
+
+    def begin(self) -> None:
+        """Begin the write transaction (pipelined: sent with the first read)."""
+        self._cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+
+    def commit(self) -> None:
+        """Send the buffered writes and the COMMIT (pipelined: one round trip)."""
+        self.flush()
+        self._cur.execute("COMMIT")
 
     def _writing(self, what: str) -> None:
         if not self._write:
@@ -194,20 +228,44 @@ class PgTxn:
         by_table: dict[str, list[bytes]] = {}
         for table, key in missing:
             by_table.setdefault(table, []).append(key)
+        params: list[Any] = []
+        for table, keys in by_table.items():
+            t = TABLES[table]
+            if len(keys) == 1:
+                params += t.parse_key(keys[0])
+            else:
+                params += [list(c) for c in zip(*(t.parse_key(k) for k in keys), strict=True)]
+        at = (
+            self._s,
+            self._xid_offset,  # in the feed's horizon
+            tuple((table, len(keys) == 1) for table, keys in by_table.items()),
+            tuple(lasts),
+            self._write,
+            self._write and self._xid is None,
+        )
+        sql = _FETCH_SQL.get(at)
+        if sql is None:
+            if len(_FETCH_SQL) >= _SQL_HELD:
+                _FETCH_SQL.clear()
+            sql = _FETCH_SQL[at] = self._build_fetch_sql(at[2], lasts)
+        return sql, params
+
+    def _build_fetch_sql(self, tables: tuple[tuple[str, bool], ...], lasts: list[str]) -> str:
         ctes: list[str] = []
         parts: list[str] = []
-        params: list[Any] = []
-        for n, (table, keys) in enumerate(by_table.items()):
+        for n, (table, one) in enumerate(tables):
             t = TABLES[table]
-            parsed = list(zip(*(t.parse_key(k) for k in keys), strict=True))
-            arrays = ", ".join(f"%s::{_type(kind)}[]" for _, kind in t.key)
-            on = " AND ".join(f"x.{c} = q.{c}" for c in t.columns)
             lock = " ORDER BY " + t.order() + " FOR UPDATE OF x" if self._write and table == "runs" else ""
-            ctes.append(
-                f"g{n} AS (SELECT x.* FROM {self._t(table)} x JOIN unnest({arrays}) AS q({', '.join(t.columns)}) "
-                f"ON {on}{lock})"
-            )
-            params += [list(c) for c in parsed]
+            if one:
+                where = " AND ".join(f"x.{c} = %s::{_type(kind)}" for c, kind in t.key)
+                ctes.append(f"g{n} AS (SELECT x.* FROM {self._t(table)} x WHERE {where}{lock})")
+            else:
+                arrays = ", ".join(f"%s::{_type(kind)}[]" for _, kind in t.key)
+                on = " AND ".join(f"x.{c} = q.{c}" for c in t.columns)
+                ctes.append(
+                    f"g{n} AS (SELECT x.* FROM {self._t(table)} x JOIN unnest({arrays}) AS q({', '.join(t.columns)}) "
+                    f"ON {on}{lock})"
+                )
             parts.append(f"SELECT 1, '{table}'::text, {t.key_sql()}, {t.value_sql()} FROM g{n}")
         for table in lasts:
             t = TABLES[table]
@@ -226,7 +284,7 @@ class PgTxn:
         if self._write and self._xid is None:  # the id feed positions derive from, in the same round trip
             parts.append("SELECT 3, 'xid'::text, int8send(pg_current_xact_id()::text::bigint), NULL::bytea")
         head = ("WITH " + ", ".join(ctes) + " ") if ctes else ""
-        return head + " UNION ALL ".join(parts), params
+        return head + " UNION ALL ".join(parts)
 
     def scan(
         self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
@@ -260,6 +318,16 @@ class PgTxn:
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=max(count, 0))
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
+
+
+_SQL_HELD = 256
+"""Statements held per kind (by schema and shape) before the cache starts again."""
+_FLUSH_SQL: dict[tuple[str, tuple[tuple[bool, str, int], ...]], str] = {}
+"""Write statements by (schema, shape): a few shapes per log (one append, a batch, a new run)."""
+
+
+_FETCH_SQL: dict[tuple[str, int, tuple[tuple[str, bool], ...], tuple[str, ...], bool, bool], str] = {}
+"""Read statements by (schema, xid offset, tables and whether one key each, lasts, write, reads the xid)."""
 
 
 def _type(kind: str) -> str:

@@ -292,11 +292,10 @@ class PostgresStore:
                     # Pipelined: the BEGIN goes with the first read (which also reads the
                     # transaction id), the buffered writes (one statement) with the COMMIT.
                     with conn.pipeline():
-                        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
                         txn = PgTxn(conn, self.schema, self._xid_offset, write=True)
+                        txn.begin()
                         result = fn(txn)
-                        txn.flush()
-                        conn.execute("COMMIT")
+                        txn.commit()
                 except BaseException:
                     if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
                         with contextlib.suppress(self._psycopg.Error):  # a broken connection leaves the pool
