@@ -11,6 +11,7 @@ back as a list) is refused with a named error before anything is written.
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any, Union
@@ -46,6 +47,7 @@ __all__ = [
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 _CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"  # msgpack's map and array headers
+_ARRAY16, _ARRAY32 = struct.Struct(">BH"), struct.Struct(">BI")  # msgpack's array 16 and array 32 headers
 _NIL = msgspec.msgpack.encode(None)  # the meta of an entry without meta
 
 
@@ -137,6 +139,7 @@ class Codec:
         self._entry_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._event_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._fold_decoder: msgspec.msgpack.Decoder[Any] | None = None
+        self._fold_list_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -324,6 +327,33 @@ class Codec:
         except _DECODE_ERRORS as exc:
             return self._recover(payload, exc).event
 
+    def decode_fold_records(self, values: list[bytes], place: Callable[[int], Place]) -> list[Any] | None:
+        """The entries of `values` (the i-th stored at `place(i)`) as records whose `event` alone is
+        decoded, in one msgspec call over the payloads joined into one msgpack array; None when
+        one of them needs the careful path (`decode_entry_event` value by value: damage, an
+        event of an old tag or of an unknown kind).
+
+        Every payload is checked on its own first (checksum or AEAD, declared size) and is one
+        msgpack value as the writer encoded it, so the array holds exactly one record per value;
+        a count that differs is taken as damage too."""
+        self._refresh()
+        payloads = self._zstd.payloads(values, place)
+        if payloads is None:
+            return None
+        count = len(payloads)
+        head = (
+            bytes((0x90 | count,))
+            if count < 16
+            else _ARRAY16.pack(0xDC, count)
+            if count < 65536
+            else _ARRAY32.pack(0xDD, count)
+        )
+        try:
+            records: list[Any] = self._fold_list_decoder.decode(head + b"".join(payloads))  # type: ignore[union-attr]
+        except _DECODE_ERRORS:
+            return None
+        return records if len(records) == count else None
+
     def decode_entry_id(self, value: bytes, key: bytes) -> tuple[int, str]:
         """(position, event id) of a stored entry, whatever its event's kind."""
         try:
@@ -406,6 +436,7 @@ class Codec:
                 self._entry_decoder = msgspec.msgpack.Decoder(self._entry_type)
                 self._event_decoder = msgspec.msgpack.Decoder(union)
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
+                self._fold_list_decoder = msgspec.msgpack.Decoder(list[fold_type])  # type: ignore[valid-type]
                 self._kinds = frozenset(events.kinds().values())
                 self._generation = generation
 
