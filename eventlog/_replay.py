@@ -14,18 +14,13 @@ import msgspec
 
 from . import _limits
 from ._keys import check_int, check_offset, event_key, from_u64, snapshot_key, u64
-from ._reader import Reader
+from ._reader import Reader, event_place
 from ._records import RunRecord, SnapshotRecord
 from ._runs import Runs
-from .codec import Codec, Place
+from .codec import Codec
 from .errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
 from .fold import Reducer, reducer_tag
 from .store._base import Store, Txn
-
-
-def _event_place(number: int, first: int, i: int) -> Place:
-    """Where the `i`-th of a run's values read from offset `first` is stored."""
-    return ("events", event_key(number, first + i))
 
 
 class Replay:
@@ -197,7 +192,7 @@ class Replay:
             for at in range(0, len(chunk), step):
                 first = chunk_first + at
                 values = chunk[at : at + step]
-                records = decode_records(values, partial(_event_place, owner_number, first))
+                records = decode_records(values, partial(event_place, owner_number, first))
                 offset = first
                 try:
                     if records is not None:

@@ -140,6 +140,7 @@ class Codec:
         self._event_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._fold_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._fold_list_decoder: msgspec.msgpack.Decoder[Any] | None = None
+        self._entry_list_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -337,8 +338,18 @@ class Codec:
         msgpack value as the writer encoded it, so the array holds exactly one record per value;
         a count that differs is taken as damage too."""
         self._refresh()
+        return self._decode_joined(self._fold_list_decoder, values, place)
+
+    def decode_entry_records(self, values: list[bytes], place: Callable[[int], Place]) -> list[Any] | None:
+        """`decode_fold_records` for whole entries (`decode_entry` value by value when None)."""
+        self._refresh()
+        return self._decode_joined(self._entry_list_decoder, values, place)
+
+    def _decode_joined(
+        self, decoder: msgspec.msgpack.Decoder[Any] | None, values: list[bytes], place: Callable[[int], Place]
+    ) -> list[Any] | None:
         payloads = self._zstd.payloads(values, place)
-        if payloads is None:
+        if payloads is None or decoder is None:
             return None
         count = len(payloads)
         head = (
@@ -349,7 +360,7 @@ class Codec:
             else _ARRAY32.pack(0xDD, count)
         )
         try:
-            records: list[Any] = self._fold_list_decoder.decode(head + b"".join(payloads))  # type: ignore[union-attr]
+            records: list[Any] = decoder.decode(head + b"".join(payloads))
         except _DECODE_ERRORS:
             return None
         return records if len(records) == count else None
@@ -437,6 +448,7 @@ class Codec:
                 self._event_decoder = msgspec.msgpack.Decoder(union)
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
                 self._fold_list_decoder = msgspec.msgpack.Decoder(list[fold_type])  # type: ignore[valid-type]
+                self._entry_list_decoder = msgspec.msgpack.Decoder(list[self._entry_type])  # type: ignore[name-defined]
                 self._kinds = frozenset(events.kinds().values())
                 self._generation = generation
 

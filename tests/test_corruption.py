@@ -459,7 +459,7 @@ class _Seen:
 
 
 @pytest.mark.parametrize("damaged", [1, 40, 64, 65, 100, 150])
-def test_a_fold_stops_at_the_damaged_event_having_folded_every_event_before_it(tmp_path: Path, damaged: int) -> None:
+def test_a_fold_and_a_read_stop_at_the_damaged_event_after_every_event_before_it(tmp_path: Path, damaged: int) -> None:
     """Events are checked and decoded in groups (`fold_decode_entries`): a damaged one anywhere in
     a group is still named by its offset, after every event before it was folded."""
     seen: list[list[int]] = []
@@ -480,3 +480,8 @@ def test_a_fold_stops_at_the_damaged_event_having_folded_every_event_before_it(t
         assert (caught.value.run_id, caught.value.offset) == ("a", damaged)
         assert (seen[-1] if seen else []) == list(range(1, damaged))
         assert log.state_at("a", damaged - 1, reducer=_Seen()) == list(range(1, damaged))
+        read: list[int] = []
+        with pytest.raises(CorruptRecordError) as caught:
+            read.extend(e.offset for e in log.read("a"))
+        assert (caught.value.run_id, caught.value.offset) == ("a", damaged)
+        assert read == list(range(1, damaged))
