@@ -150,7 +150,7 @@ class Reader:
     def read(self, run_id: str, after: int = 0, upto: int | None = None, number: int | None = None) -> Iterator[Entry]:
         """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
         step = _limits.fold_decode_entries
-        decode_records = self._codec.decode_entry_records
+        decode_records = partial(self._codec.decode_records, events_only=False)
         for owner, owner_number, chunk_first, chunk, life in self.chunks(
             run_id, after, upto, _limits.read_chunk_entries, number
         ):

@@ -179,12 +179,12 @@ class Replay:
         """The state after folding the events (after, upto] of run number `number` into `state`.
 
         Values are checked and decoded `fold_decode_entries` at a time in one pass each
-        (`Codec.decode_fold_records`), then folded while their events are still in the CPU's
+        (`Codec.decode_records`), then folded while their events are still in the CPU's
         cache; a group with a value that fails a check, or with an event of an old tag, is gone
         through value by value, so that the damaged one is named and events before it are folded."""
         apply = reducer.apply
         decode = self._codec.decode_entry_event
-        decode_records = self._codec.decode_fold_records
+        decode_records = partial(self._codec.decode_records, events_only=True)
         step = _limits.fold_decode_entries
         for owner, owner_number, chunk_first, chunk, _ in self._reader.chunks(
             run_id, after, upto, _limits.fold_chunk_entries, number
