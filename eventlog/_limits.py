@@ -114,6 +114,11 @@ read_chunk_entries = 1024
 fold_chunk_entries = 4096
 """Entries `state_at` folds per read transaction."""
 
+fold_decode_entries = 64
+"""Entries `state_at` checks and decodes in one pass before folding them: few enough that their
+events are still in the CPU's cache when the reducer reads them (4096 at once folds slower
+than one at a time on the agent mix; 32-64 folds fastest, docs/benchmarks.md)."""
+
 replaced_retries_max = 4
 """Times `state_at` (and `verify`, per run) starts again when the run it reads is deleted and made
 again meanwhile; past that, RunReplacedError."""
@@ -143,7 +148,7 @@ pg_pool_connections_max = 8
 
 assert 0 < run_id_size_bytes_max <= 4096
 assert 0 < id_draws_max and 0 < pg_pool_connections_max and 0 <= replaced_retries_max
-assert 0 < read_chunk_entries and 0 < fold_chunk_entries
+assert 0 < read_chunk_entries and 0 < fold_chunk_entries and 0 < fold_decode_entries
 assert run_key_inline_size_bytes_max + 1 + 32 <= 511  # LMDB's largest key
 assert 16 + event_id_size_bytes_max <= 511
 assert 0 < record_size_bytes_max <= snapshot_size_bytes_max

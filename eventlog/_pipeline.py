@@ -216,6 +216,46 @@ class Zstd:
             raise CorruptRecordError("decompressed size differs from the declared size")
         return out
 
+    def payloads(self, values: list[bytes], place: Callable[[int], Place]) -> list[bytes] | None:
+        """The payloads of `values` (the i-th stored at `place(i)`), each checked as `payload`
+        checks it, in one loop without a call per check; None when one of them fails a check (the
+        caller goes value by value through `payload` then, to name the damaged one)."""
+        if self.cipher is not None:
+            try:
+                return [self.payload(value, place(i)) for i, value in enumerate(values)]
+            except CorruptRecordError:
+                return None
+        limit = self._read_size_bytes_max()
+        version = _limits.record_format_version
+        unpack, crc32, content_size = _HEADER.unpack_from, zlib.crc32, zstandard.frame_content_size
+        decompressors: dict[int, zstandard.ZstdDecompressor] = {}
+        out: list[bytes] = []
+        append = out.append
+        try:
+            for value in values:
+                crc, found, compression, dict_id = unpack(value)
+                if crc32(value[4:]) != crc or found != version:
+                    return None
+                payload = value[_HEADER.size :]
+                if compression == RAW:
+                    append(payload)
+                    continue
+                if compression != (ZSTD_DICT if dict_id else ZSTD):
+                    return None
+                size = content_size(payload) if len(payload) >= 4 else -2
+                if size < 0 or size > limit:
+                    return None
+                decompressor = decompressors.get(dict_id)
+                if decompressor is None:
+                    decompressor = decompressors[dict_id] = self._decompressor(dict_id)
+                data = decompressor.decompress(payload)  # size checked above
+                if len(data) != size:
+                    return None
+                append(data)
+        except (struct.error, zstandard.ZstdError, CorruptRecordError):
+            return None
+        return out
+
     def _dict(self, dict_id: int) -> zstandard.ZstdCompressionDict:
         found = self._dicts.get(dict_id)
         if found is None:

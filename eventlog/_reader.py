@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -20,7 +20,7 @@ from . import _limits
 from ._keys import check_int, check_offset, event_key, from_u64, u64
 from ._records import RunRecord
 from ._runs import Runs
-from .codec import Codec
+from .codec import Codec, Place
 from .errors import ClosedError, CorruptRecordError, UnknownKindError
 from .events import Event
 from .store._base import Store, Txn
@@ -58,6 +58,11 @@ def check_range(run_id: str, rec: RunRecord, after: int, upto: int | None) -> in
     """`upto` (the head when None) once both bounds are offsets of the run."""
     check_offset(run_id, "after", after, rec.head)
     return rec.head if upto is None else check_offset(run_id, "upto", upto, rec.head)
+
+
+def event_place(number: int, first: int, i: int) -> Place:
+    """Where the `i`-th of a run's values read from offset `first` is stored."""
+    return ("events", event_key(number, first + i))
 
 
 class Piece(NamedTuple):
@@ -144,12 +149,22 @@ class Reader:
 
     def read(self, run_id: str, after: int = 0, upto: int | None = None, number: int | None = None) -> Iterator[Entry]:
         """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
-        for owner, owner_number, first, values, life in self.chunks(
+        step = _limits.fold_decode_entries
+        decode_records = partial(self._codec.decode_records, events_only=False)
+        for owner, owner_number, chunk_first, chunk, life in self.chunks(
             run_id, after, upto, _limits.read_chunk_entries, number
         ):
-            for i, value in enumerate(values):
-                r = self.decode(owner, event_key(owner_number, first + i), value)
-                yield Entry(run_id, first + i, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
+            for at in range(0, len(chunk), step):  # checked and decoded a group at a time (see Replay.fold)
+                first = chunk_first + at
+                values = chunk[at : at + step]
+                found = decode_records(values, partial(event_place, owner_number, first))
+                records: Iterable[Any] = (  # else value by value: the damaged one is named after those before it
+                    found
+                    if found is not None
+                    else (self.decode(owner, event_key(owner_number, first + i), v) for i, v in enumerate(values))
+                )
+                for offset, r in enumerate(records, first):
+                    yield Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
         """Every entry of every run with position > after, in commit order.

@@ -7,13 +7,14 @@ reducer's `upgrade` may carry an older version's state forward.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
 
 from . import _limits
 from ._keys import check_int, check_offset, event_key, from_u64, snapshot_key, u64
-from ._reader import Reader
+from ._reader import Reader, event_place
 from ._records import RunRecord, SnapshotRecord
 from ._runs import Runs
 from .codec import Codec
@@ -175,22 +176,37 @@ class Replay:
             ) from exc
 
     def fold(self, run_id: str, state: Any, after: int, upto: int, reducer: Reducer[Any], number: int) -> Any:
-        """The state after folding the events (after, upto] of run number `number` into `state`."""
+        """The state after folding the events (after, upto] of run number `number` into `state`.
+
+        Values are checked and decoded `fold_decode_entries` at a time in one pass each
+        (`Codec.decode_records`), then folded while their events are still in the CPU's
+        cache; a group with a value that fails a check, or with an event of an old tag, is gone
+        through value by value, so that the damaged one is named and events before it are folded."""
         apply = reducer.apply
         decode = self._codec.decode_entry_event
-        for owner, owner_number, first, values, _ in self._reader.chunks(
+        decode_records = partial(self._codec.decode_records, events_only=True)
+        step = _limits.fold_decode_entries
+        for owner, owner_number, chunk_first, chunk, _ in self._reader.chunks(
             run_id, after, upto, _limits.fold_chunk_entries, number
         ):
-            offset = first
-            try:
-                for offset, value in enumerate(values, first):
-                    state = apply(state, decode(value, event_key(owner_number, offset)))
-            except (CorruptRecordError, UnknownKindError) as exc:
-                raise exc.at(owner, offset) from None
-            except Exception as exc:
-                raise ReducerError(
-                    f"run {run_id!r} offset {offset}: reducer {reducer.name}@{reducer.version} raised {exc!r}"
-                ) from exc
+            for at in range(0, len(chunk), step):
+                first = chunk_first + at
+                values = chunk[at : at + step]
+                records = decode_records(values, partial(event_place, owner_number, first))
+                offset = first
+                try:
+                    if records is not None:
+                        for offset, record in enumerate(records, first):  # noqa: B007 (named on error)
+                            state = apply(state, record.event)
+                    else:
+                        for offset, value in enumerate(values, first):
+                            state = apply(state, decode(value, event_key(owner_number, offset)))
+                except (CorruptRecordError, UnknownKindError) as exc:
+                    raise exc.at(owner, offset) from None
+                except Exception as exc:
+                    raise ReducerError(
+                        f"run {run_id!r} offset {offset}: reducer {reducer.name}@{reducer.version} raised {exc!r}"
+                    ) from exc
         return state
 
     def state_at(self, run_id: str, offset: int | None, reducer: Reducer[Any], number: int | None = None) -> Any:

@@ -11,6 +11,7 @@ back as a list) is refused with a named error before anything is written.
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any, Union
@@ -46,6 +47,7 @@ __all__ = [
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 _CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"  # msgpack's map and array headers
+_ARRAY16, _ARRAY32 = struct.Struct(">BH"), struct.Struct(">BI")  # msgpack's array 16 and array 32 headers
 _NIL = msgspec.msgpack.encode(None)  # the meta of an entry without meta
 
 
@@ -108,6 +110,28 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def joined(decoder: msgspec.msgpack.Decoder[Any], payloads: list[bytes]) -> list[Any] | None:
+    """The payloads decoded in one msgspec call, joined into one msgpack array; None when they do
+    not decode (the caller goes value by value then, to name the one at fault).
+
+    Every payload was checked on its own first (checksum or AEAD, declared size) and is one
+    msgpack value as the writer encoded it, so the array holds exactly one record per payload;
+    a count that differs is taken as damage too."""
+    count = len(payloads)
+    head = (
+        bytes((0x90 | count,))
+        if count < 16
+        else _ARRAY16.pack(0xDC, count)
+        if count < 65536
+        else _ARRAY32.pack(0xDD, count)
+    )
+    try:
+        records: list[Any] = decoder.decode(head + b"".join(payloads))
+    except _DECODE_ERRORS:
+        return None
+    return records if len(records) == count else None
+
+
 class Codec:
     """Encodes and decodes entries and states; one per open log, safe to share between threads.
 
@@ -137,6 +161,7 @@ class Codec:
         self._entry_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._event_decoder: msgspec.msgpack.Decoder[Any] | None = None
         self._fold_decoder: msgspec.msgpack.Decoder[Any] | None = None
+        self._list_decoders: tuple[msgspec.msgpack.Decoder[Any], ...] = ()  # whole entries, events only
         self._lock = threading.Lock()
 
     @property
@@ -324,6 +349,16 @@ class Codec:
         except _DECODE_ERRORS as exc:
             return self._recover(payload, exc).event
 
+    def decode_records(
+        self, values: list[bytes], place: Callable[[int], Place], *, events_only: bool
+    ) -> list[Any] | None:
+        """The entries of `values` (the i-th stored at `place(i)`), checked and decoded in one pass
+        (`joined`), of which only the `event` is decoded when `events_only`; None when one needs
+        the careful path (`decode_entry` or `decode_entry_event`, value by value)."""
+        self._refresh()
+        payloads = self._zstd.payloads(values, place)
+        return None if payloads is None else joined(self._list_decoders[events_only], payloads)
+
     def decode_entry_id(self, value: bytes, key: bytes) -> tuple[int, str]:
         """(position, event id) of a stored entry, whatever its event's kind."""
         try:
@@ -338,7 +373,7 @@ class Codec:
         try:
             return self._event_decoder.decode(data)  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
-            return self._recover_event(_untyped(data, exc), exc)
+            return _recover_event(_untyped(data, exc), exc)
 
     def decode_value(
         self, value: bytes, type: Any, place: Place, size_bytes_max: int = _limits.snapshot_size_bytes_max
@@ -356,34 +391,11 @@ class Codec:
         raw = _untyped(payload, exc)
         if not isinstance(raw, list) or len(raw) != len(EntryRecord.__struct_fields__):
             raise CorruptRecordError(f"undecodable entry: {exc}")
-        raw[-1] = msgspec.to_builtins(self._recover_event(raw[-1], exc))
+        raw[-1] = msgspec.to_builtins(_recover_event(raw[-1], exc))
         try:
             return msgspec.convert(raw, self._entry_type)
         except _DECODE_ERRORS as again:
             raise CorruptRecordError(f"undecodable entry: {again}") from None
-
-    def _recover_event(self, raw: Any, exc: Exception) -> Any:
-        tag = raw.get("kind") if isinstance(raw, dict) else None
-        if not isinstance(tag, str):
-            raise CorruptRecordError(f"undecodable event: {exc}")
-        if tag in events._registry:
-            raise CorruptRecordError(f"undecodable {tag!r} event: {exc}")
-        found = events.upcaster(tag)
-        if found is None:
-            raise UnknownKindError(tag)
-        kind, upcast = found
-        fields = {k: v for k, v in raw.items() if k != "kind"}
-        try:
-            shaped = dict(upcast(fields))
-        except Exception as err:
-            raise InvalidEventError(f"the upcaster from {tag!r} to {kind.__qualname__} raised {err!r}") from err
-        shaped["kind"] = kind.__struct_config__.tag
-        try:
-            return msgspec.convert(shaped, kind)
-        except _DECODE_ERRORS as err:
-            raise CorruptRecordError(
-                f"an event of old tag {tag!r} does not upcast to {kind.__qualname__}: {err}"
-            ) from None
 
     # -- internals ---------------------------------------------------------------------
 
@@ -406,6 +418,8 @@ class Codec:
                 self._entry_decoder = msgspec.msgpack.Decoder(self._entry_type)
                 self._event_decoder = msgspec.msgpack.Decoder(union)
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
+                lists: Any = (list[self._entry_type], list[fold_type])  # type: ignore[name-defined,valid-type]
+                self._list_decoders = tuple(msgspec.msgpack.Decoder(t) for t in lists)
                 self._kinds = frozenset(events.kinds().values())
                 self._generation = generation
 
@@ -424,6 +438,29 @@ _VALUES = (
     "; events hold msgpack values only (str, int within 64 bits, float, bool, None, bytes, "
     "lists, dicts with string keys, msgspec Structs in fields typed so), of their fields' types"
 )
+
+
+def _recover_event(raw: Any, exc: Exception) -> Any:
+    """An event the typed decoder refused: of an old tag, read through its upcaster; else a named error."""
+    tag = raw.get("kind") if isinstance(raw, dict) else None
+    if not isinstance(tag, str):
+        raise CorruptRecordError(f"undecodable event: {exc}")
+    if tag in events._registry:
+        raise CorruptRecordError(f"undecodable {tag!r} event: {exc}")
+    found = events.upcaster(tag)
+    if found is None:
+        raise UnknownKindError(tag)
+    kind, upcast = found
+    fields = {k: v for k, v in raw.items() if k != "kind"}
+    try:
+        shaped = dict(upcast(fields))
+    except Exception as err:
+        raise InvalidEventError(f"the upcaster from {tag!r} to {kind.__qualname__} raised {err!r}") from err
+    shaped["kind"] = kind.__struct_config__.tag
+    try:
+        return msgspec.convert(shaped, kind)
+    except _DECODE_ERRORS as err:
+        raise CorruptRecordError(f"an event of old tag {tag!r} does not upcast to {kind.__qualname__}: {err}") from None
 
 
 def _untyped(payload: bytes, exc: Exception) -> Any:

@@ -442,3 +442,46 @@ def test_data_without_a_format_record_is_not_a_log(backend: str, tmp_path: Path,
         store.close()
         if backend == "postgres":
             PostgresStore.drop_schema(os.environ["EVENTLOG_TEST_PG_DSN"], store.schema)
+
+
+class _Seen:
+    """A reducer that keeps the superstep of every event it folds."""
+
+    name = "seen"
+    version = 1
+    state_type = list
+
+    def initial(self) -> list[int]:
+        return []
+
+    def apply(self, state: list[int], event: Any) -> list[int]:
+        return [*state, event.superstep]
+
+
+@pytest.mark.parametrize("damaged", [1, 40, 64, 65, 100, 150])
+def test_a_fold_and_a_read_stop_at_the_damaged_event_after_every_event_before_it(tmp_path: Path, damaged: int) -> None:
+    """Events are checked and decoded in groups (`fold_decode_entries`): a damaged one anywhere in
+    a group is still named by its offset, after every event before it was folded."""
+    seen: list[list[int]] = []
+
+    class Watching(_Seen):
+        def apply(self, state: list[int], event: Any) -> list[int]:
+            out = super().apply(state, event)
+            seen.append(out)
+            return out
+
+    n = 150
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        log.append_many("a", [StepCompleted(node="n", superstep=i, update={"i": i}) for i in range(1, n + 1)])
+        assert log.state_at("a", reducer=_Seen()) == list(range(1, n + 1))
+        _flip(log, "events", u64(_number(log, "a")) + u64(damaged), 20)
+        with pytest.raises(CorruptRecordError) as caught:
+            log.state_at("a", reducer=Watching())
+        assert (caught.value.run_id, caught.value.offset) == ("a", damaged)
+        assert (seen[-1] if seen else []) == list(range(1, damaged))
+        assert log.state_at("a", damaged - 1, reducer=_Seen()) == list(range(1, damaged))
+        read: list[int] = []
+        with pytest.raises(CorruptRecordError) as caught:
+            read.extend(e.offset for e in log.read("a"))
+        assert (caught.value.run_id, caught.value.offset) == ("a", damaged)
+        assert read == list(range(1, damaged))
