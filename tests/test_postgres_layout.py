@@ -44,20 +44,28 @@ def _store(schema: str, **kw: Any) -> Any:
 
 
 def _held_store(schema: str) -> Any:
-    """A real PostgreSQL store whose next write holds its transaction open (after the writer
-    took its positions and wrote, before the commit) until released."""
+    """A real PostgreSQL store whose next write made by the thread `hold(fn)` runs in holds its
+    transaction open (after the writer took its positions and wrote, before the commit) until
+    released. Writes of other threads (the log's dictionary training, say) go through."""
     from eventlog.store.postgres import PostgresStore
 
     class Held(PostgresStore):
-        hold = False
+        hold_thread: int | None = None
         holding = threading.Event()
         release = threading.Event()
         backend_pid = 0
 
+        def hold(self, fn: Callable[[], Any]) -> Callable[[], None]:
+            def run() -> None:
+                self.hold_thread = threading.get_ident()
+                fn()
+
+            return run
+
         def write(self, fn: Callable[[Any], T]) -> T:
-            if not self.hold:
+            if threading.get_ident() != self.hold_thread:
                 return super().write(fn)
-            self.hold = False
+            self.hold_thread = None
 
             def held(txn: Any) -> T:
                 result = fn(txn)
@@ -95,8 +103,7 @@ def test_a_held_transaction_holds_the_feed_back_and_nothing_is_skipped(schema: s
     try:
         follower = threading.Thread(target=follow)
         follower.start()
-        held.hold = True
-        first = threading.Thread(target=lambda: logs[0].append_many("w0", [step(i) for i in range(EACH)]))
+        first = threading.Thread(target=held.hold(lambda: logs[0].append_many("w0", [step(i) for i in range(EACH)])))
         first.start()
         assert held.holding.wait(30)
         others = [
@@ -141,7 +148,6 @@ def test_a_killed_backend_loses_nothing_acknowledged(schema: str) -> None:
     try:
         logs[0].append("victim", step(0))
         acked.append(("victim", 1))
-        held.hold = True
 
         def victim() -> None:
             try:
@@ -149,7 +155,7 @@ def test_a_killed_backend_loses_nothing_acknowledged(schema: str) -> None:
             except BaseException as exc:  # any kind is recorded: the assert below names it
                 failed.append(exc)
 
-        t = threading.Thread(target=victim)
+        t = threading.Thread(target=held.hold(victim))
         t.start()
         assert held.holding.wait(30)
         writers = [
