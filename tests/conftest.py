@@ -109,3 +109,19 @@ def open_log(
 def log(open_log: Callable[..., eventlog.EventLog]) -> eventlog.EventLog:
     """A fresh log on each backend."""
     return open_log()
+
+
+@pytest.fixture(params=["lmdb", "postgres"])
+def shared_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where two processes open one log: an LMDB directory, or a PostgreSQL schema of its own."""
+    if request.param == "lmdb":
+        yield str(tmp_path / "log")
+        return
+    dsn = os.environ.get("EVENTLOG_TEST_PG_DSN")
+    if not dsn:
+        pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
+    from eventlog.store.postgres import PostgresStore
+
+    schema = f"sh_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
+    yield f"{dsn}?schema={schema}"
+    PostgresStore.drop_schema(dsn, schema)

@@ -413,22 +413,6 @@ _WRITER = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["lmdb", "postgres"])
-def shared_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Where two processes open one log: an LMDB directory, or a PostgreSQL schema of its own."""
-    if request.param == "lmdb":
-        yield str(tmp_path / "log")
-        return
-    dsn = os.environ.get("EVENTLOG_TEST_PG_DSN")
-    if not dsn:
-        pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
-    from eventlog.store.postgres import PostgresStore
-
-    schema = f"adk_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
-    yield f"{dsn}?schema={schema}"
-    PostgresStore.drop_schema(dsn, schema)
-
-
 def test_two_processes_append_to_one_session(shared_log: str) -> None:
     """Each process holds the session as it was before the other wrote: both append every event,
     ordered by the log's fencing, where ADK's database services raise StaleSessionError."""

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -626,23 +626,7 @@ with EventLogSaver.from_path(target) as saver:
 """
 
 
-@pytest.fixture(params=["lmdb", "postgres"])
-def shared_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A log two processes open: an LMDB directory, or a PostgreSQL schema of its own."""
-    if request.param == "lmdb":
-        yield str(tmp_path / "log")
-        return
-    dsn = os.environ.get("EVENTLOG_TEST_PG_DSN")
-    if not dsn:
-        pytest.skip("set EVENTLOG_TEST_PG_DSN to run the PostgreSQL store's tests")
-    from eventlog.store.postgres import PostgresStore
-
-    schema = f"lg_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
-    yield f"{dsn}?schema={schema}"
-    PostgresStore.drop_schema(dsn, schema)
-
-
-def test_delete_for_runs_while_another_process_writes_the_thread(shared_target: str, tmp_path: Path) -> None:
+def test_delete_for_runs_while_another_process_writes_the_thread(shared_log: str, tmp_path: Path) -> None:
     """A worker process runs turns on a thread while this one deletes every other turn's run as
     soon as it ends: no checkpoint of a kept turn is lost, none of a deleted one is left, and the
     thread's state holds every message."""
@@ -651,9 +635,9 @@ def test_delete_for_runs_while_another_process_writes_the_thread(shared_target: 
     script.write_text(_WORKER)
     out.write_text("")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    worker = subprocess.Popen([sys.executable, str(script), shared_target, str(turns), str(out)], env=env)
+    worker = subprocess.Popen([sys.executable, str(script), shared_log, str(turns), str(out)], env=env)
     deleted: list[str] = []
-    with EventLogSaver.from_path(shared_target) as saver:
+    with EventLogSaver.from_path(shared_log) as saver:
         try:
             while True:
                 finished = worker.poll() is not None
@@ -692,11 +676,11 @@ with EventLogSaver.from_path(sys.argv[1]) as saver:
 """
 
 
-def test_a_thread_another_process_made_again_is_read_anew(shared_target: str, tmp_path: Path) -> None:
+def test_a_thread_another_process_made_again_is_read_anew(shared_log: str, tmp_path: Path) -> None:
     """This process has read a thread; another deletes it and starts it again with content of the
     same length: this process's saver reads the new thread and continues it."""
     cfg = {"configurable": {"thread_id": "again"}}
-    with EventLogSaver.from_path(shared_target) as saver:
+    with EventLogSaver.from_path(shared_log) as saver:
         graph = agent_graph(saver)
         graph.invoke({"messages": [HumanMessage(content="Old")]}, cfg)
         head = saver.log.head("again")
@@ -705,7 +689,7 @@ def test_a_thread_another_process_made_again_is_read_anew(shared_target: str, tm
         script.write_text(_REMAKE)
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         here = str(Path(__file__).resolve().parent)
-        subprocess.run([sys.executable, str(script), shared_target, here], env=env, check=True, timeout=120)
+        subprocess.run([sys.executable, str(script), shared_log, here], env=env, check=True, timeout=120)
         assert saver.log.head("again") == head
         assert plain(graph.get_state(cfg).values)["messages"][0][1] == "New"
         graph.invoke(Command(resume=True), cfg)

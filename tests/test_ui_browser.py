@@ -29,7 +29,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import browser_context, serving, shoot, write_langgraph_thread, write_wayflow_conversation
+from ui_support import browser_context, checked_page, serving, shoot, write_langgraph_thread, write_wayflow_conversation
 
 import eventlog
 from eventlog.demo import run_demo
@@ -71,14 +71,8 @@ def demo_url(demo_log: eventlog.EventLog) -> Iterator[str]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    page = browser.new_page()
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}") or dialog.dismiss())
-    yield page
-    page.close()
-    assert not errors, errors
+    with checked_page(browser, dialogs_fail=True) as page:
+        yield page
 
 
 def run_url(base: str, run_id: str, **params: Any) -> str:

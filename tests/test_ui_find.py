@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, keep, serving, shoot
+from ui_support import browser_context, checked_page, keep, serving, shoot
 
 import eventlog
 from eventlog.events import RunFailed, RunStarted, StepCompleted, StepFailed, UserMessage
@@ -79,13 +79,8 @@ def url(finds: eventlog.EventLog) -> Iterator[str]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    page = browser.new_page()
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    page.close()
-    assert not errors, errors
+    with checked_page(browser) as page:
+        yield page
 
 
 def run_url(base: str, run_id: str, **params: Any) -> str:

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, serving, shoot
+from ui_support import browser_context, checked_page, serving, shoot
 
 import eventlog
 from eventlog.events import UserMessage
@@ -31,13 +31,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    page = browser.new_page()
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    page.close()
-    assert not errors, errors
+    with checked_page(browser) as page:
+        yield page
 
 
 def selected(page: Any) -> int:

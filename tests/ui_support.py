@@ -199,3 +199,18 @@ def write_wayflow_conversation(log: eventlog.EventLog, conversation_id: str = "w
     conversation.append_user_message("And for two people?")
     conversation.execute()
     return conversation_id
+
+
+@contextlib.contextmanager
+def checked_page(browser: Any, *, dialogs_fail: bool = False) -> Iterator[Any]:
+    """A new page (10 s default timeout) whose script errors, and dialogs when `dialogs_fail`,
+    fail the test when it ends."""
+    page = browser.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    if dialogs_fail:
+        page.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}") or dialog.dismiss())
+    yield page
+    page.close()
+    assert not errors, errors
