@@ -146,9 +146,9 @@ class Runs:
         self, txn: Txn, run_ids: list[str] | None = None, known: dict[str, tuple[bytes, RunRecord]] | None = None
     ) -> tuple[int, int, dict[str, RunRecord | None]]:
         """(the base of this transaction's feed positions, id of the dictionary new records use,
-        the records of `run_ids`), read in one round trip with the run counter, which a new run
-        reads next. A dense store gives positions after the last one given; PostgreSQL from its
-        transaction id (`Txn.position_base`), and locks the records read.
+        the records of `run_ids`), read in one round trip. A dense store gives positions after
+        the last one given; PostgreSQL from its transaction id (`Txn.position_base`), and locks
+        the records read.
 
         `known`: run id -> (value, record) of records the caller wrote and still holds. A stored
         value equal to the one held is the held record (a copy), not decoded again: a get and a
@@ -158,14 +158,12 @@ class Runs:
         ids = run_ids or []
         if len(ids) > 1:
             ids = list(dict.fromkeys(ids))
-        # A dense store also reads its counters (the last position given, the run counter a new
-        # run reads next); PostgreSQL draws both from the transaction id and a sequence.
+        # A dense store also reads the last position given; PostgreSQL draws positions from the
+        # transaction id. (A new run's number is drawn when it is made: `new_number`.)
         dense = txn.dense
         gets = [("meta", _keys.META_DICT_CURRENT)]
         if dense:
             gets.append(("meta", _keys.META_POSITION))
-            if ids:
-                gets.append(("meta", _keys.META_RUN_NUMBER))
         first = len(gets)
         for run_id in ids:
             gets.append(("runs", run_key(run_id)))
