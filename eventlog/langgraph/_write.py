@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from ..errors import ConflictError
+from ..errors import ConflictError, OffsetOutOfRangeError, RunReplacedError, UnknownRunError
 from ._events import (
     Blob,
     CheckpointSaved,
@@ -108,15 +108,15 @@ class Writer(Part):
         """Append the checkpoint, after the writes of `shared`, in one commit (the run's lock held)."""
         for _ in range(CONFLICT_RETRIES):
             rec = self.threads.writer(run)
-            writes: list[WritesSaved] = []
-            for w in shared:
-                saved = self.writes_event(run, rec.state, w, writes)
-                if saved is not None:
-                    writes.append(saved)
-            event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
             try:
+                writes: list[WritesSaved] = []
+                for w in shared:
+                    saved = self.writes_event(run, rec.state, w, writes)
+                    if saved is not None:
+                        writes.append(saved)
+                event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
                 rec.append_many([*writes, event], checkpoint_metadata=checkpoint_metadata(event.checkpoint_id, md))
-            except ConflictError:  # another writer appended: rebuild against what it wrote
+            except ConflictError:  # another writer appended (or made the run again): rebuild against it
                 run.forget()
                 continue
             run.lists, run.current = lists, md
@@ -252,10 +252,10 @@ class Writer(Part):
         with run.lock:
             for _ in range(CONFLICT_RETRIES):
                 rec = self.threads.writer(run)
-                event = self.writes_event(run, rec.state, alone, [])
-                if event is None:
-                    return
                 try:
+                    event = self.writes_event(run, rec.state, alone, [])
+                    if event is None:
+                        return
                     rec.append_many([event])
                 except ConflictError:
                     run.forget()
@@ -283,4 +283,10 @@ class Writer(Part):
         found = self.threads.find(run, checkpoint_id)
         if found is None:
             return late
-        return [*self.log.state_at(run.run_id, found[1], reducer=self.reducer).writes, *late]
+        try:
+            then: ThreadState | None = self.log.state_at(run.run_id, found[1], reducer=self.reducer)
+        except (UnknownRunError, OffsetOutOfRangeError):
+            then = None
+        if then is None or not self.threads.same_life(run):  # deleted (and made again) meanwhile
+            raise RunReplacedError(run.run_id, run.number, self.log.life(run.run_id)[0] or None, "a write read it")
+        return [*then.writes, *late]
