@@ -135,6 +135,37 @@ def test_a_held_transaction_holds_the_feed_back_and_nothing_is_skipped(schema: s
             log.close()
 
 
+def test_a_transaction_held_outside_the_log_does_not_hold_its_feed_back(schema: str) -> None:
+    """A transaction with an id held open elsewhere in the cluster (a plain session, a writer of
+    the log in another schema) is no writer of this log: the feed gives every acknowledged
+    entry at once, not the settled prefix once a second has passed."""
+    import psycopg
+
+    assert DSN is not None
+    other = f"{schema}_o"
+    held = _held_store(other)
+    try:
+        with psycopg.connect(DSN, autocommit=True) as plain, eventlog.EventLog(_store(schema)) as log:
+            plain.execute("BEGIN")
+            plain.execute("SELECT pg_current_xact_id()")
+            first = threading.Thread(target=held.hold(lambda: eventlog.EventLog(held).append("x", step(0))))
+            first.start()
+            assert held.holding.wait(30)
+            log.append_many("r", [step(i) for i in range(3)])
+            log.append("s", step(9))
+            assert [(e.run_id, e.offset) for e in log.feed()] == [("r", 1), ("r", 2), ("r", 3), ("s", 1)]
+            assert [e.offset for e in log.follow(timeout=0)] == [1, 2, 3, 1]
+            plain.execute("ROLLBACK")
+            held.release.set()
+            first.join()
+    finally:
+        held.release.set()
+        held.close()
+        from eventlog.store.postgres import PostgresStore
+
+        PostgresStore.drop_schema(DSN, other)
+
+
 def test_a_killed_backend_loses_nothing_acknowledged(schema: str) -> None:
     """A writer's backend terminated mid-transaction: that append fails, every acknowledged one
     of the other writers is there, the log verifies, and the killed writer appends again."""

@@ -29,7 +29,15 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import browser_context, checked_page, serving, shoot, write_langgraph_thread, write_wayflow_conversation
+from ui_support import (
+    browser_context,
+    checked_page,
+    serving,
+    shoot,
+    wait_for_run_page,
+    write_langgraph_thread,
+    write_wayflow_conversation,
+)
 
 import eventlog
 from eventlog.demo import run_demo
@@ -259,7 +267,7 @@ def test_the_fork_button_is_there_only_with_allow_writes(page: Any, demo_url: st
         assert page.locator("#fork-button").count() == 1
         page.fill('#fork-form input[name="new"]', "workflow-demo-from-4")
         page.click("#fork-button")
-        page.wait_for_url("**/run?id=workflow-demo-from-4")
+        wait_for_run_page(page, "workflow-demo-from-4")
         assert page.inner_text("h1.run-title") == "workflow-demo-from-4"
         info = log.run_info("workflow-demo-from-4")
         assert (info.parent, info.fork_offset, info.head) == ("workflow-demo", 4, 4)

@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, checked_page, keep, serving, shoot
+from ui_support import browser_context, checked_page, keep, serving, shoot, wait_for_run_page
 
 import eventlog
 from eventlog.events import RunFailed, RunStarted, StepCompleted, StepFailed, UserMessage
@@ -328,7 +328,7 @@ def test_the_fork_form_sits_above_the_state_and_its_default_name_is_free(page: A
                 assert form["y"] + form["height"] <= tree["y"]
                 assert page.input_value('#fork-form input[name="new"]') == expected
                 page.click("#fork-button")
-                page.wait_for_url(f"**/run?id={expected}", timeout=30_000)
+                wait_for_run_page(page, expected)
                 assert log.run_info(expected).parent == "w"
             page.goto(base + "/")
             assert page.inner_text('tr.run-row[data-run="w-fork-1-2"] td:last-child') == "just now"

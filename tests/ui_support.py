@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +118,17 @@ def browser_context(**options: Any) -> Iterator[Any]:
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def wait_for_run_page(page: Any, run_id: str, timeout: float = 30_000) -> None:
+    """Wait until the page shows the run `run_id`: its URL's `id` is that run, whatever other
+    parameters the page's script has put there since it loaded (the state shown, `at=`)."""
+
+    def shows(url: str) -> bool:
+        parts = urllib.parse.urlsplit(url)
+        return parts.path == "/run" and urllib.parse.parse_qs(parts.query).get("id") == [run_id]
+
+    page.wait_for_url(shows, timeout=timeout)
 
 
 def shoot(page: Any, url: str, ready: str | None, path: Path, height: int | None = None) -> None:

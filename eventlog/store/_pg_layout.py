@@ -9,6 +9,7 @@ range over its columns: byte order of the keys is the order of the column tuples
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +151,40 @@ LAYOUT_VERSION = 1
 
 POSITION_SHIFT = 20
 """A feed position is (transaction id + the log's xid offset) << 20 | its index in the transaction."""
+
+
+WRITERS_LOCK_CLASS = 0x45564C47
+"""The first key of the shared advisory lock every write transaction of a log holds ("EVLG")."""
+
+
+def writers_lock(schema: str) -> tuple[int, int]:
+    """The two keys of the shared advisory lock a write transaction of the log in `schema` takes
+    before it has a transaction id: readers tell the log's own writers from other transactions
+    by it (`horizon_sql`). Two schemas whose keys collide only wait for each other's writers."""
+    return WRITERS_LOCK_CLASS, zlib.crc32(schema.encode()) & 0x7FFFFFFF
+
+
+def horizon_sql(schema: str) -> str:
+    """An expression for the transaction id below which the log's feed is settled, in the
+    statement's snapshot: the oldest transaction in flight in that snapshot that is, or may
+    have been, a writer of this log, else the snapshot's xmax. A transaction still running that
+    does not hold the log's writers lock never writes its feed and is passed over, so a
+    transaction held open elsewhere in the cluster does not hold the feed back; one that ended
+    since the snapshot was taken counts, since its rows are not in the snapshot. A writer that
+    holds the lock but has no id yet will get one greater than any id the snapshot saw
+    committed."""
+    cls, obj = writers_lock(schema)
+    return (
+        "(WITH l AS MATERIALIZED (SELECT locktype, virtualtransaction, transactionid::text::bigint AS xid, "
+        "classid, objid, objsubid, mode, granted FROM pg_locks), "
+        f"w AS (SELECT virtualtransaction FROM l WHERE locktype = 'advisory' AND classid = {cls} "
+        f"AND objid = {obj} AND objsubid = 2), "
+        "f AS (SELECT xid FROM l WHERE locktype = 'transactionid' AND mode = 'ExclusiveLock' AND granted "
+        "AND virtualtransaction NOT IN (SELECT virtualtransaction FROM w)) "
+        "SELECT coalesce(min(x::text::bigint), pg_snapshot_xmax(pg_current_snapshot())::text::bigint) "
+        "FROM pg_snapshot_xip(pg_current_snapshot()) x "
+        "WHERE (x::text::bigint & 4294967295) NOT IN (SELECT xid FROM f))"
+    )
 
 
 def schema_sql(schema: str, partitions: int = 0) -> list[str]:

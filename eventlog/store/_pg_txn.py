@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import EventLogError, ReadOnlyError
 from ._base import KeyExistsError
-from ._pg_layout import POSITION_SHIFT, TABLES
+from ._pg_layout import POSITION_SHIFT, TABLES, horizon_sql, writers_lock
 
 _ABSENT = object()
 
@@ -43,8 +43,8 @@ class PgTxn:
         return f'"{self._s}".{TABLES[table].name}'
 
     def _horizon(self) -> str:
-        """Positions below this are settled: every transaction that could give one has ended."""
-        return f"((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + {self._xid_offset}) << {POSITION_SHIFT})"
+        """Positions below this are settled: every writer of the log that could give one has ended."""
+        return f"(({horizon_sql(self._s)} + {self._xid_offset}) << {POSITION_SHIFT})"
 
     # -- writes ------------------------------------------------------------------------
 
@@ -101,8 +101,10 @@ class PgTxn:
         return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " SELECT 1"
 
     def begin(self) -> None:
-        """Begin the write transaction (pipelined: sent with the first read)."""
+        """Begin the write transaction (pipelined: sent with the first read) and take the log's
+        writers lock, before the transaction has an id (`horizon_sql`)."""
         self._cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        self._cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", writers_lock(self._s))
 
     def commit(self) -> None:
         """Send the buffered writes and the COMMIT (pipelined: one round trip)."""
@@ -270,11 +272,11 @@ class PgTxn:
         for table in lasts:
             t = TABLES[table]
             if table == "feed" and not self._write:
-                parts.append(
+                parts.append(  # the horizon computed once: both halves split the feed at one place
                     f"SELECT 2, 'feed'::text, (SELECT int8send(position) FROM {self._t(table)} "
-                    f"WHERE position < {self._horizon()} ORDER BY position DESC LIMIT 1), "
-                    f"(SELECT int8send(position) FROM {self._t(table)} WHERE position >= {self._horizon()} "
-                    "ORDER BY position DESC LIMIT 1)"
+                    "WHERE position < h.p ORDER BY position DESC LIMIT 1), "
+                    f"(SELECT int8send(position) FROM {self._t(table)} WHERE position >= h.p "
+                    f"ORDER BY position DESC LIMIT 1) FROM (SELECT {self._horizon()} AS p) h"
                 )
             else:
                 parts.append(

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ._base import KeyExistsError
 from ._pg_channel import Channel
-from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, migrate_kv_sql, schema_sql
+from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, migrate_kv_sql, schema_sql
 from ._pg_txn import PgTxn
 
 T = TypeVar("T")
@@ -250,14 +250,14 @@ class PostgresStore:
             raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
 
     def _settle(self, conn: Any, position: int, deadline: float) -> bool:
-        """Wait until every transaction that could give a position below `position` ended; False
-        when the deadline came first."""
+        """Wait until every writer of the log that could give a position below `position` ended;
+        False when the deadline came first."""
         xid = (position >> POSITION_SHIFT) - self._xid_offset
         while True:
             conn.isolation_level = None
             conn.read_only = None
-            (xmin,) = conn.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").fetchone()
-            if int(xmin) > xid:
+            (horizon,) = conn.execute(f"SELECT {horizon_sql(self.schema)}").fetchone()
+            if int(horizon) > xid:
                 return True
             if time.monotonic() >= deadline:
                 return False
