@@ -101,8 +101,7 @@ class PgTxn:
         return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " SELECT 1"
 
     def begin(self) -> None:
-        """Begin the write transaction (pipelined: sent with the first read) and take the log's
-        writers lock, before the transaction has an id (`horizon_sql`)."""
+        """Begin (pipelined with the first read); the writers lock before any id (`horizon_sql`)."""
         self._cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         self._cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", writers_lock(self._s))
 
@@ -272,11 +271,10 @@ class PgTxn:
         for table in lasts:
             t = TABLES[table]
             if table == "feed" and not self._write:
-                parts.append(  # the horizon computed once: both halves split the feed at one place
-                    f"SELECT 2, 'feed'::text, (SELECT int8send(position) FROM {self._t(table)} "
-                    "WHERE position < h.p ORDER BY position DESC LIMIT 1), "
-                    f"(SELECT int8send(position) FROM {self._t(table)} WHERE position >= h.p "
-                    f"ORDER BY position DESC LIMIT 1) FROM (SELECT {self._horizon()} AS p) h"
+                last = f"(SELECT int8send(position) FROM {self._t(table)} WHERE position %s h.p ORDER BY position DESC LIMIT 1)"
+                # the horizon computed once: the settled last and the held last split the feed at one place
+                parts.append(
+                    f"SELECT 2, 'feed'::text, {last % '<'}, {last % '>='} FROM (SELECT {self._horizon()} AS p) h"
                 )
             else:
                 parts.append(
