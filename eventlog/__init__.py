@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeGuard, TypeVar, overload
 
 from . import _limits, events
-from .checkpoints import Checkpoint, Checkpoints
+from .agent.policy import CheckpointPolicy
+from .agent.state import AgentReducer, AgentState
+from .core.fold import Reducer
 from .errors import (
     AccessDeniedError,
     AlreadyOpenError,
@@ -47,13 +49,10 @@ from .errors import (
     UnknownRunError,
 )
 from .events import Event, register
-from .fold import AgentReducer, AgentState, Reducer
 from .log import Entry, EventLog, Problem, RunInfo, VerifyReport
-from .policy import CheckpointPolicy
-from .runwriter import RunWriter
-
-Recorder = RunWriter
-"""The older name of `RunWriter`."""
+from .services.checkpoints import Checkpoint, Checkpoints
+from .services.runwriter import RunWriter
+from .store._base import Store
 
 __version__ = "0.1.0"
 
@@ -89,7 +88,6 @@ __all__ = [
     "PrunedError",
     "ReadOnlyError",
     "RecordTooLargeError",
-    "Recorder",
     "Reducer",
     "ReducerError",
     "RunExistsError",
@@ -115,7 +113,7 @@ _LABEL = {"lmdb": "an LMDB log", "postgres": "a PostgreSQL log", "memory": "an i
 
 @overload
 def open(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Store,
     *,
     durability: str | None = None,
     readonly: bool = False,
@@ -133,7 +131,7 @@ def open(
 
 @overload
 def open(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Store,
     *,
     durability: str | None = None,
     readonly: bool = False,
@@ -150,7 +148,7 @@ def open(
 
 
 def open(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Store,
     *,
     durability: str | None = None,
     readonly: bool = False,
@@ -165,7 +163,8 @@ def open(
     reducer: Reducer[Any] | None = None,
 ) -> EventLog[Any]:
     """Open the log at `path`: an LMDB directory, ":memory:", or a PostgreSQL URL
-    (`postgresql://user@host/db?schema=NAME`; the schema defaults to `eventlog`).
+    (`postgresql://user@host/db?schema=NAME`; the schema defaults to `eventlog`), or the log
+    on a store given as an object (one of `eventlog.store`'s, or a store of your own).
 
     A missing log is created unless `create=False` (then NotALogError). A directory, LMDB
     database or PostgreSQL schema that holds something else (another program's files,
@@ -185,6 +184,14 @@ def open(
     """
     from .store import LMDBStore, MemoryStore
 
+    if _is_store(path):
+        given = {"durability": durability, "map_size_bytes": map_size_bytes}
+        given |= {"map_size_bytes_max": map_size_bytes_max, "pool_size": pool_size}
+        wrong = [name for name, value in given.items() if value is not None]
+        wrong += [name for name, value in (("readonly", readonly), ("create", not create)) if value]
+        if wrong:
+            raise InvalidArgumentError(f"{', '.join(wrong)} does not apply to a store given as an object")
+        return _log(path, clock, ids, record_size_bytes_max, reducer, _cipher(key))
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError(f"path must be a directory path, ':memory:' or a PostgreSQL URL, not {path!r}")
     where = os.fspath(path)
@@ -207,11 +214,7 @@ def open(
         wrong.append("readonly")
     if wrong:
         raise InvalidArgumentError(f"{', '.join(wrong)} does not apply to {_LABEL[kind]}")
-    cipher = None
-    if key is not None:
-        from .crypto import AESGCMCipher
-
-        cipher = AESGCMCipher(key)
+    cipher = _cipher(key)  # a bad key is refused before anything is opened
     store: Any
     if where == ":memory:":
         store = MemoryStore()
@@ -234,9 +237,42 @@ def open(
             map_size_bytes_max=map_size_bytes_max or _limits.map_size_bytes_max,
         )
     try:
-        return EventLog(
-            store, clock=clock, ids=ids, record_size_bytes_max=record_size_bytes_max, reducer=reducer, cipher=cipher
-        )
+        return _log(store, clock, ids, record_size_bytes_max, reducer, cipher)
     except BaseException:
         store.close()
         raise
+
+
+def _is_store(value: object) -> TypeGuard[Store]:
+    return not isinstance(value, (str, os.PathLike)) and all(
+        callable(getattr(value, name, None)) for name in ("read", "write", "sync", "close")
+    )
+
+
+def _cipher(key: bytes | None) -> Any:
+    if key is None:
+        return None
+    from .record.crypto import AESGCMCipher
+
+    return AESGCMCipher(key)
+
+
+def _log(
+    store: Store,
+    clock: Callable[[], int] | None,
+    ids: Callable[[], str] | None,
+    record_size_bytes_max: int,
+    reducer: Reducer[Any] | None,
+    cipher: Any,
+) -> EventLog[Any]:
+    """The log on `store`, with the agent layer's defaults: `AgentReducer`, and writers that
+    checkpoint after every event."""
+    return EventLog(
+        store,
+        clock=clock,
+        ids=ids,
+        record_size_bytes_max=record_size_bytes_max,
+        reducer=reducer or AgentReducer(),
+        policy=CheckpointPolicy.every(1),
+        cipher=cipher,
+    )

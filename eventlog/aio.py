@@ -26,14 +26,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from ._reader import Entry
-from ._writer import Request, Writer
-from .checkpoints import Checkpoint, Checkpoints
+from .core._reader import Entry
+from .core._writer import Request, Writer
+from .core.fold import Reducer
 from .errors import ClosedError, EventLogError
-from .events import Event
-from .fold import Reducer
 from .log import EventLog, RunInfo
-from .policy import CheckpointPolicy
+from .record.kinds import Event
+from .services.checkpoints import Checkpoint, Checkpoints
+from .services.runwriter import Policy
 
 __all__ = ["AsyncCheckpoints", "AsyncEventLog", "open"]
 
@@ -292,9 +292,7 @@ class AsyncEventLog(Generic[S]):
     async def verify(self, run_id: str | None = None, **options: Any) -> Any:
         return await asyncio.to_thread(partial(self.sync.verify, run_id, **options))
 
-    def writer(
-        self, run_id: str, *, reducer: Reducer[Any] | None = None, policy: CheckpointPolicy | None = None
-    ) -> Any:
+    def writer(self, run_id: str, *, reducer: Reducer[Any] | None = None, policy: Policy | None = None) -> Any:
         """A run writer (sync: it folds on the caller's thread); wrap its appends in `asyncio.to_thread`."""
         return self.sync.writer(run_id, reducer=reducer, policy=policy)
 

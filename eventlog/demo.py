@@ -26,9 +26,9 @@ from rich.markup import escape
 from rich.table import Table
 
 import eventlog
-from eventlog.conversation import Agent, Completion, RestoreWithMessagesError, TurnResult
+from eventlog.agent.conversation import DECLINED, Agent, Completion, Conversation, RestoreWithMessagesError, TurnResult
+from eventlog.agent.graph import END, Graph, NodeFailedError
 from eventlog.events import Event, Message, StepStarted, ToolCall
-from eventlog.graph import END, Graph, NodeFailedError
 
 __all__ = ["main", "run_demo", "scripted_llm", "three_step_graph"]
 
@@ -167,7 +167,7 @@ def scripted_llm(messages: list[Message]) -> Completion:
         if last.name == "weather":
             data = msgspec.json.decode(last.content)
             text = f"It is {data['celsius']}°C and {data['sky']} in {data['city']}."
-        elif last.content == eventlog.conversation.DECLINED:
+        elif last.content == DECLINED:
             text = "All right, I did not book anything."
         else:
             text = f"Done: {last.content}."
@@ -206,14 +206,14 @@ def demo_agent() -> Agent:
     )
 
 
-def _say(console: Console, chat: eventlog.conversation.Conversation, text: str, before: int) -> TurnResult:
+def _say(console: Console, chat: Conversation, text: str, before: int) -> TurnResult:
     console.print(f"[bold]user[/]      {escape(text)}")
     result = chat.send(text)
     _show(console, chat, before, result)
     return result
 
 
-def _show(console: Console, chat: eventlog.conversation.Conversation, before: int, result: TurnResult) -> None:
+def _show(console: Console, chat: Conversation, before: int, result: TurnResult) -> None:
     for entry in chat.log.read(chat.conversation_id, after=before):
         e = entry.event
         if isinstance(e, eventlog.events.ToolCallCompleted):

@@ -18,25 +18,24 @@ from typing import Any, Generic, TypeVar, overload
 import msgspec
 
 from . import _limits
-from ._dictionaries import Dictionaries
-from ._keys import IdSource, check_int, check_limit, check_run_id, check_run_number
-from ._maintenance import Maintenance
-from ._meta import open_meta
-from ._reader import Entry, Reader
-from ._records import RunRecord
-from ._replay import Replay
-from ._runs import Runs
-from ._signal import Signal
-from ._stats import log_stats
-from ._verify import Problem, Verifier, VerifyReport
-from ._writer import Writer
-from .checkpoints import Checkpoints
-from .codec import Cipher, Codec
+from .core._dictionaries import Dictionaries
+from .core._meta import open_meta
+from .core._reader import Entry, Reader
+from .core._replay import Replay
+from .core._runs import Runs
+from .core._signal import Signal
+from .core._stats import log_stats
+from .core._writer import Writer
+from .core.fold import Reducer, check_reducer, reducer_or
 from .errors import EventLogError, InvalidArgumentError, OffsetOutOfRangeError, RunReplacedError
-from .events import Event
-from .fold import AgentReducer, Reducer, check_reducer, reducer_or
-from .policy import CheckpointPolicy
-from .runwriter import RunWriter
+from .record._keys import IdSource, check_int, check_limit, check_run_id, check_run_number
+from .record._records import RunRecord
+from .record.codec import Cipher, Codec
+from .record.kinds import Event
+from .services._maintenance import Maintenance
+from .services._verify import Problem, Verifier, VerifyReport
+from .services.checkpoints import Checkpoints
+from .services.runwriter import Never, Policy, RunWriter
 from .store._base import Store, Txn
 
 __all__ = ["Entry", "EventLog", "Problem", "RunInfo", "VerifyReport"]
@@ -95,6 +94,11 @@ def _pinned(log: EventLog[Any], run_id: str) -> Iterator[RunInfo]:
     log.run_info(run_id, run_number=info.number)
 
 
+def _check_policy(policy: object) -> None:
+    if policy is not None and not isinstance(policy, Policy):
+        raise InvalidArgumentError(f"policy must be a CheckpointPolicy (or have Policy's step), not {policy!r}")
+
+
 def _default_clock() -> int:
     return time.time_ns()
 
@@ -102,8 +106,9 @@ def _default_clock() -> int:
 class EventLog(Generic[S]):
     """One log: many runs in one store. Use `eventlog.open` to make one.
 
-    Generic in the state of its default reducer: `log.state_at(run)` is an `AgentState`
-    for a log opened without a reducer."""
+    Generic in the state of its default `reducer`: `log.state_at(run)` is an `AgentState` for
+    a log `eventlog.open` opened without one. `policy` is the policy of writers given none
+    (`eventlog.open`: a checkpoint after every event; None: only when a writer is asked)."""
 
     def __init__(
         self,
@@ -112,7 +117,8 @@ class EventLog(Generic[S]):
         clock: Callable[[], int] | None = None,
         ids: Callable[[], str] | None = None,
         record_size_bytes_max: int = _limits.record_size_bytes_max,
-        reducer: Reducer[S] | None = None,
+        reducer: Reducer[S],
+        policy: Policy | None = None,
         cipher: Cipher | None = None,
     ) -> None:
         if clock is not None and not callable(clock):
@@ -120,12 +126,14 @@ class EventLog(Generic[S]):
         if ids is not None and not callable(ids):
             raise InvalidArgumentError(f"ids must be a function returning new id strings, not {ids!r}")
         check_int("record_size_bytes_max", record_size_bytes_max, 1, _limits.snapshot_size_bytes_max)
-        if reducer is not None:
-            check_reducer(reducer)
+        check_reducer(reducer)
+        _check_policy(policy)
         self.store = store
         """The store the log keeps its tables in."""
-        self.reducer: Reducer[S] = reducer or AgentReducer()  # type: ignore[assignment]
+        self.reducer: Reducer[S] = reducer
         """The reducer used when a call names none."""
+        self.policy: Policy = policy or Never()
+        """The policy of a writer given none."""
         dictionaries: list[Dictionaries] = []
         self.codec = Codec(lambda dict_id: dictionaries[0].load(dict_id), record_size_bytes_max, cipher=cipher)
         """The record pipeline of this log."""
@@ -316,29 +324,25 @@ class EventLog(Generic[S]):
         return self._replay.state_at(run_id, offset, self._reducer(reducer))
 
     @overload
-    def writer(self, run_id: str, *, reducer: None = None, policy: CheckpointPolicy | None = None) -> RunWriter[S]: ...
+    def writer(self, run_id: str, *, reducer: None = None, policy: Policy | None = None) -> RunWriter[S]: ...
 
     @overload
-    def writer(self, run_id: str, *, reducer: Reducer[T], policy: CheckpointPolicy | None = None) -> RunWriter[T]: ...
+    def writer(self, run_id: str, *, reducer: Reducer[T], policy: Policy | None = None) -> RunWriter[T]: ...
 
     def writer(
-        self, run_id: str, *, reducer: Reducer[Any] | None = None, policy: CheckpointPolicy | None = None
+        self, run_id: str, *, reducer: Reducer[Any] | None = None, policy: Policy | None = None
     ) -> RunWriter[Any]:
         """A writer for one run that keeps its folded state and checkpoints by `policy`
-        (default: after every event).
+        (default: the log's `policy`; `eventlog.open`: after every event).
 
         It starts from the exact state at the run's head (a resume), and fences its appends
         with the offset it knows.
         """
-        if policy is not None and not isinstance(policy, CheckpointPolicy):
-            raise InvalidArgumentError(f"policy must be a CheckpointPolicy, not {policy!r}")
+        _check_policy(policy)
         return RunWriter(
             self.store, self._runs, self._writer, self._replay, self.checkpoints, run_id, self._reducer(reducer),
-            policy or CheckpointPolicy.every(1),
+            policy or self.policy,
         )  # fmt: skip
-
-    recorder = writer
-    """The older name of `writer`."""
 
     def _reducer(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self.reducer)

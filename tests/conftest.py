@@ -83,14 +83,9 @@ def open_log(
         if backend == "lmdb":
             log = eventlog.open(tmp_path / "log", **kw)
         else:
-            key = kw.pop("key", None)
-            if key is not None:
-                from eventlog.crypto import AESGCMCipher
-
-                kw["cipher"] = AESGCMCipher(key)
             store = open_store(readonly=kw.pop("readonly", False))
             try:
-                log = eventlog.EventLog(store, **kw)
+                log = eventlog.open(store, **kw)
             except BaseException:
                 store.close()
                 raise

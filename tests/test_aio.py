@@ -80,7 +80,7 @@ def test_a_commit_in_progress_does_not_block_the_loop(tmp_path: Path) -> None:
     store = HeldStore(tmp_path / "log")
 
     async def main() -> None:
-        log = eventlog.aio.AsyncEventLog(eventlog.EventLog(store))
+        log = eventlog.aio.AsyncEventLog(eventlog.open(store))
         store.hold = True
         task = asyncio.create_task(log.append("r", UserMessage(content="slow")))
         while not store.holding.is_set():
@@ -101,7 +101,7 @@ def test_a_cancelled_append_is_all_there_or_not_at_all(tmp_path: Path) -> None:
     store = HeldStore(tmp_path / "log")
 
     async def main() -> None:
-        log = eventlog.aio.AsyncEventLog(eventlog.EventLog(store))
+        log = eventlog.aio.AsyncEventLog(eventlog.open(store))
         store.hold = True
         batch = [StepCompleted(node="n", superstep=i) for i in range(500)]
         task = asyncio.create_task(log.append_many("r", batch))

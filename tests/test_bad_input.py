@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 import eventlog
-from eventlog._keys import u64
 from eventlog.events import StepCompleted, UserMessage
+from eventlog.record._keys import u64
 
 OpenLog = Callable[..., eventlog.EventLog]
 

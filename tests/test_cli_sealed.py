@@ -19,8 +19,8 @@ import msgspec
 import pytest
 
 import eventlog
-from eventlog._keys import event_key
 from eventlog.events import StepCompleted, UserMessage
+from eventlog.record._keys import event_key
 
 pytest.importorskip("cryptography")
 

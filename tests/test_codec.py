@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import eventlog
 from eventlog import events as ev
-from eventlog.codec import RAW, ZSTD, ZSTD_DICT, Codec, EntryRecord, frame, train_dictionary, unframe
+from eventlog.agent import events as standard_kinds
+from eventlog.record.codec import RAW, ZSTD, ZSTD_DICT, Codec, EntryRecord, frame, train_dictionary, unframe
 
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # what msgpack holds
 
@@ -134,7 +135,7 @@ def canonical(value: object) -> bytes:
     return msgspec.msgpack.encode(value)
 
 
-STANDARD = sorted(ev._STANDARD, key=lambda k: k.__struct_config__.tag)  # type: ignore[union-attr]
+STANDARD = sorted(standard_kinds._STANDARD, key=lambda k: k.__struct_config__.tag)  # type: ignore[union-attr]
 
 
 def test_every_standard_kind_is_registered_and_has_a_strategy() -> None:
@@ -193,7 +194,7 @@ def test_any_registered_kind_round_trips(data: st.DataObject) -> None:
         except NotImplementedError:
             continue
         supported.append(kind)
-    assert set(ev._STANDARD) <= set(supported)
+    assert set(standard_kinds._STANDARD) <= set(supported)
     kind = data.draw(st.sampled_from(sorted(supported, key=lambda k: k.__struct_config__.tag)))  # type: ignore[union-attr]
     event = data.draw(event_strategy(kind))
     c = codec()

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eventlog
-from eventlog.conversation import (
+from eventlog.agent.conversation import (
     DECLINED,
     Agent,
     Completion,

@@ -21,9 +21,9 @@ import pytest
 
 import eventlog
 from eventlog import CorruptRecordError
-from eventlog._keys import u64
-from eventlog.codec import Codec, frame
 from eventlog.events import AssistantMessage, StepCompleted, UserMessage
+from eventlog.record._keys import u64
+from eventlog.record.codec import Codec, frame
 from eventlog.store._base import TABLES
 
 RUNS = ("a", "b", "c")
@@ -144,7 +144,7 @@ def test_every_single_byte_damage_of_every_record_kind_is_detected(path: Path) -
                 "run": txn.get("runs", b"c"),
             }
         )
-    from eventlog._records import CheckpointRecord, RunRecord, SnapshotRecord
+    from eventlog.record._records import CheckpointRecord, RunRecord, SnapshotRecord
 
     decoders = {
         "event": lambda v: codec.decode_entry(v, prefix + u64(5)),
@@ -436,7 +436,7 @@ def test_data_without_a_format_record_is_not_a_log(backend: str, tmp_path: Path,
         value = bytes(range(16)) if table == "feed" else bytes(8) if table.endswith("_ids") else b"else"
         store.write(lambda txn: txn.put(table, key, value))
         with pytest.raises(eventlog.NotALogError, match=table):
-            eventlog.EventLog(store)
+            eventlog.open(store)
         assert store.read(lambda txn: [t for t in TABLES if txn.scan(t, b"", None)]) == [table]  # nothing written
     finally:
         store.close()

@@ -11,9 +11,9 @@ import msgspec
 import pytest
 
 import eventlog
-from eventlog._keys import event_key, u64
-from eventlog.codec import RAW, SEALED, frame, unframe
 from eventlog.events import StepCompleted, UserMessage
+from eventlog.record._keys import event_key, u64
+from eventlog.record.codec import RAW, SEALED, frame, unframe
 from eventlog.transfer import export_runs, import_runs
 
 pytest.importorskip("cryptography")
@@ -398,7 +398,6 @@ def test_a_log_sealed_by_f83f4b8_reads_as_it_is_and_is_bound_when_opened_to_writ
 
 @pytest.mark.parametrize("writes", [1, 3, 5, 6, 7])
 def test_a_migration_cut_short_reads_whole_and_finishes_at_the_next_open(old_sealed: Path, writes: int) -> None:
-    from eventlog.crypto import AESGCMCipher
     from eventlog.store import LMDBStore
 
     class CutStore(LMDBStore):
@@ -415,7 +414,7 @@ def test_a_migration_cut_short_reads_whole_and_finishes_at_the_next_open(old_sea
     expected = msgspec.json.decode((FIXTURE.parent / "sealed-log-f83f4b8.json").read_bytes())
     store = CutStore(old_sealed)
     with pytest.raises(KeyboardInterrupt):
-        eventlog.EventLog(store, cipher=AESGCMCipher(FIXTURE_KEY))
+        eventlog.open(store, key=FIXTURE_KEY)
     store.close()
     with eventlog.open(old_sealed, key=FIXTURE_KEY, readonly=True) as log:  # part bound, part not
         assert _format(log) == 2

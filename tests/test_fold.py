@@ -353,7 +353,7 @@ def test_verify_finds_a_damaged_snapshot() -> None:
 
     def tamper(txn: Any) -> None:
         ((key, value),) = txn.scan("snapshots", b"", None)
-        from eventlog._records import SnapshotRecord
+        from eventlog.record._records import SnapshotRecord
 
         snap = log.codec.decode_value(value, SnapshotRecord, ("snapshots", key))
         fake = SnapshotRecord(

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import eventlog
-from eventlog._keys import own_id, own_prefix, own_slot
 from eventlog.events import StepCompleted, UserMessage
+from eventlog.record._keys import own_id, own_prefix, own_slot
 
 OpenLog = Callable[..., eventlog.EventLog[Any]]
 

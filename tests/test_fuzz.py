@@ -34,10 +34,10 @@ from eventlog import (
     InvalidRunIdError,
     RecordTooLargeError,
 )
-from eventlog._keys import u64
-from eventlog._records import CheckpointRecord, RunRecord, SnapshotRecord
-from eventlog.codec import RAW, ZSTD, Codec, frame
 from eventlog.events import StepCompleted, UserMessage
+from eventlog.record._keys import u64
+from eventlog.record._records import CheckpointRecord, RunRecord, SnapshotRecord
+from eventlog.record.codec import RAW, ZSTD, Codec, frame
 from eventlog.store._base import TABLES
 
 EXAMPLES = int(os.environ.get("EVENTLOG_FUZZ_EXAMPLES", "100"))

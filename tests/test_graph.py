@@ -20,6 +20,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eventlog
+from eventlog.agent.graph import (
+    END,
+    START,
+    Graph,
+    GraphError,
+    IncompatibleGraphError,
+    Interrupt,
+    NodeFailedError,
+    RunNotPausedError,
+    RunPausedError,
+)
 from eventlog.events import (
     Interrupted,
     Resumed,
@@ -31,17 +42,6 @@ from eventlog.events import (
     StepFailed,
     StepStarted,
     SuperstepCompleted,
-)
-from eventlog.graph import (
-    END,
-    START,
-    Graph,
-    GraphError,
-    IncompatibleGraphError,
-    Interrupt,
-    NodeFailedError,
-    RunNotPausedError,
-    RunPausedError,
 )
 
 
@@ -404,7 +404,7 @@ KILLED_GRAPH = textwrap.dedent(
     """
     import os, sys, time
     import eventlog
-    from eventlog.graph import Graph, START
+    from eventlog.agent.graph import Graph, START
 
     def build(side: str, ready: str | None) -> Graph:
         def node(name, fn):

@@ -14,7 +14,7 @@ from eventlog.events import UserMessage
 
 def test_appends_queued_behind_a_commit_share_the_next_transaction(tmp_path: Path) -> None:
     store = HeldStore(tmp_path / "log")
-    log = eventlog.EventLog(store)
+    log = eventlog.open(store)
     waiting = 7
     store.hold = True
     leader = threading.Thread(target=lambda: log.append("lead", UserMessage(content="first")))
@@ -40,7 +40,7 @@ def test_appends_queued_behind_a_commit_share_the_next_transaction(tmp_path: Pat
 
 def test_threads_appending_at_once_lose_nothing(tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "log")
-    log = eventlog.EventLog(store)
+    log = eventlog.open(store)
     threads, per_thread = 8, 40
     start = threading.Barrier(threads)
 
@@ -65,7 +65,7 @@ def test_threads_appending_at_once_lose_nothing(tmp_path: Path) -> None:
 
 def test_an_interrupted_commit_raises_and_the_next_appends_go_on(tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "log")
-    log = eventlog.EventLog(store)
+    log = eventlog.open(store)
     assert log.append("r", UserMessage(content="kept")) == 1
     store.fail_next = 1
     with pytest.raises(KeyboardInterrupt):

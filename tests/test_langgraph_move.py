@@ -185,7 +185,7 @@ def test_sqlite_to_eventlog_on_postgresql(sqlite_source: SqliteSaver) -> None:
     with postgres_schema() as schema:
         from eventlog.store.postgres import PostgresStore
 
-        with eventlog.EventLog(PostgresStore(PG_DSN or "", schema=schema)) as log:
+        with eventlog.open(PostgresStore(PG_DSN or "", schema=schema)) as log:
             saver = EventLogSaver(log)
             copy_threads(sqlite_source, saver, ["t1"])
             same(sqlite_source, saver, "t1")

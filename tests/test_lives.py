@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 
 import eventlog
 import eventlog.aio
-from eventlog import _limits, _verify
+from eventlog import _limits
 from eventlog.events import StepCompleted
+from eventlog.services import _verify
 from eventlog.transfer import export_runs
 
 _hooks: dict[str, list[Callable[[], None]]] = {"state": [], "apply": []}
@@ -501,7 +502,7 @@ def test_a_read_is_a_prefix_of_one_life_then_done_or_refused(chunk: int, n: int,
     saved = _limits.read_chunk_entries
     _limits.read_chunk_entries = chunk
     try:
-        log = eventlog.EventLog(MemoryStore())
+        log = eventlog.open(MemoryStore())
         number = make(log, "r", n)
         it = log.read("r")
         got = [e for _, e in zip(range(min(taken, n)), it, strict=False)]

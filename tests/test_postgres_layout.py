@@ -89,8 +89,8 @@ def test_a_held_transaction_holds_the_feed_back_and_nothing_is_skipped(schema: s
     """8 writers append to their own runs while the first holds its transaction open: a follower
     of the feed gets every position once, in order, none skipped, the held ones included."""
     held = _held_store(schema)
-    logs = [eventlog.EventLog(held)] + [eventlog.EventLog(_store(schema)) for _ in range(WRITERS - 1)]
-    reader = eventlog.EventLog(_store(schema, readonly=True))
+    logs = [eventlog.open(held)] + [eventlog.open(_store(schema)) for _ in range(WRITERS - 1)]
+    reader = eventlog.open(_store(schema, readonly=True))
     got: list[eventlog.Entry] = []
     total = WRITERS * EACH
 
@@ -145,10 +145,10 @@ def test_a_transaction_held_outside_the_log_does_not_hold_its_feed_back(schema: 
     other = f"{schema}_o"
     held = _held_store(other)
     try:
-        with psycopg.connect(DSN, autocommit=True) as plain, eventlog.EventLog(_store(schema)) as log:
+        with psycopg.connect(DSN, autocommit=True) as plain, eventlog.open(_store(schema)) as log:
             plain.execute("BEGIN")
             plain.execute("SELECT pg_current_xact_id()")
-            first = threading.Thread(target=held.hold(lambda: eventlog.EventLog(held).append("x", step(0))))
+            first = threading.Thread(target=held.hold(lambda: eventlog.open(held).append("x", step(0))))
             first.start()
             assert held.holding.wait(30)
             log.append_many("r", [step(i) for i in range(3)])
@@ -173,7 +173,7 @@ def test_a_killed_backend_loses_nothing_acknowledged(schema: str) -> None:
 
     assert DSN is not None
     held = _held_store(schema)
-    logs = [eventlog.EventLog(held)] + [eventlog.EventLog(_store(schema)) for _ in range(3)]
+    logs = [eventlog.open(held)] + [eventlog.open(_store(schema)) for _ in range(3)]
     acked: list[tuple[str, int]] = []
     failed: list[BaseException] = []
     try:
@@ -221,7 +221,7 @@ def test_a_killed_backend_loses_nothing_acknowledged(schema: str) -> None:
 
 
 def test_a_new_run_made_by_two_writers_at_once_is_made_once(schema: str) -> None:
-    logs = [eventlog.EventLog(_store(schema)) for _ in range(4)]
+    logs = [eventlog.open(_store(schema)) for _ in range(4)]
     barrier = threading.Barrier(4)
     offsets: list[int] = []
 
@@ -257,7 +257,7 @@ def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema:
     with pytest.raises(eventlog.NotALogError, match="key-value layout"):
         _store(schema, readonly=True)
     expected = json.loads((FIXTURES / "pg-kv-923256f.json").read_text())
-    log = eventlog.EventLog(_store(schema))  # migrates
+    log = eventlog.open(_store(schema))  # migrates
     try:
         assert log.runs() == expected["runs"]
         assert [[e.run_id, e.offset, e.position, e.event_id] for e in log.feed()] == expected["feed"]
@@ -293,7 +293,7 @@ def test_delete_and_prune_are_set_based_and_leave_nothing(schema: str) -> None:
     import psycopg
 
     assert DSN is not None
-    log = eventlog.EventLog(_store(schema))
+    log = eventlog.open(_store(schema))
     try:
         log.append_many("a", [step(i) for i in range(20)], event_ids=[f"e{i}" for i in range(20)])
         log.append_many("b", [step(i) for i in range(3)])
@@ -316,7 +316,7 @@ def test_a_schema_partitioned_by_run_works_the_same(schema: str) -> None:
     import psycopg
 
     assert DSN is not None
-    log = eventlog.EventLog(_store(schema, partitions=4))
+    log = eventlog.open(_store(schema, partitions=4))
     try:
         for k in range(6):
             log.append_many(f"r{k}", [step(i) for i in range(3)])

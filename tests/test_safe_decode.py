@@ -473,7 +473,7 @@ def plant_conversation(log: eventlog.EventLog, conversation_id: str, part: dict[
     checkpointer = EventLogCheckpointer(log)
     agent = build_agent([reply("Hello.")])
     start_conversation(agent, messages="hi", checkpointer=checkpointer, conversation_id=conversation_id).execute()
-    rec = log.recorder(conversation_id, reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
+    rec = log.writer(conversation_id, reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
     data = copy.deepcopy(rec.state.conversation)
     data["inputs"] = {"x": part}
     data["_referenced_objects"]["evil/1"] = part

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 import eventlog
 from eventlog import events as ev
-from eventlog._keys import u64
 from eventlog.events import StepCompleted, UserMessage
+from eventlog.record._keys import u64
 
 OpenLog = Callable[..., eventlog.EventLog[Any]]
 ROOT = Path(__file__).resolve().parents[1]
@@ -1164,7 +1164,7 @@ def test_any_value_is_refused_by_name_or_read_back_equal(
         assert visible(log) == before
         return
     entry = log.entry(run_id, offset)
-    from eventlog.codec import same
+    from eventlog.record.codec import same
 
     assert same(entry.event, event) and same(entry.meta, meta)
     if event_id is not None:

@@ -300,7 +300,7 @@ def test_same_site_paths(path: str) -> None:
 
 
 def test_a_stream_that_fails_after_it_began_says_end(log: eventlog.EventLog) -> None:
-    from eventlog._keys import u64
+    from eventlog.record._keys import u64
 
     log.append_many("r", [UserMessage(content="a"), UserMessage(content="b")])
     number = log.store.read(lambda txn: log._runs.require(txn, "r")).number

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import eventlog
-from eventlog._keys import removal_key, run_key, u64
 from eventlog.events import StepCompleted
+from eventlog.record._keys import removal_key, run_key, u64
 
 Log = eventlog.EventLog[Any]
 

@@ -58,7 +58,7 @@ def in_new_process(log: eventlog.EventLog, code: str) -> str:
     if isinstance(store, LMDBStore):
         opener = f"eventlog.open({str(store.path)!r})"
     else:
-        opener = f"eventlog.EventLog(PostgresStore({store.dsn!r}, schema={store.schema!r}))"
+        opener = f"eventlog.open(PostgresStore({store.dsn!r}, schema={store.schema!r}))"
     log.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
@@ -171,7 +171,7 @@ def test_a_swarm_thread_that_holds_a_component_is_refused(log: eventlog.EventLog
     start_conversation(
         build_nested("swarm", delegate("swarm"), booking), messages="hi", checkpointer=checkpointer, conversation_id="s"
     ).execute()
-    rec = log.recorder("s", reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
+    rec = log.writer("s", reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
     data = copy.deepcopy(rec.state.conversation)
     threads = [v for v in data["_referenced_objects"].values() if v.get("_component_type") == "SwarmThread"]
     assert threads
@@ -280,7 +280,7 @@ def test_stored_identities_that_do_not_fit_are_refused_by_name(log: eventlog.Eve
         checkpointer=checkpointer,
         conversation_id="c",
     ).execute()
-    rec = log.recorder("c", reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
+    rec = log.writer("c", reducer=WayflowReducer(), policy=eventlog.CheckpointPolicy.never())
     data = copy.deepcopy(rec.state.conversation)
     refs = list(data["$components"])
     assert any(ref.startswith("agent/") and ref != "agent/lead" for ref in refs)  # generated ids, named by it

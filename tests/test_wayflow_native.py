@@ -166,7 +166,7 @@ def test_a_native_conversation_is_restored_in_a_new_process(open_log: Any, backe
     if isinstance(store, LMDBStore):
         opener = f"eventlog.open({str(store.path)!r})"
     else:
-        opener = f"eventlog.EventLog(PostgresStore({store.dsn!r}, schema={store.schema!r}))"
+        opener = f"eventlog.open(PostgresStore({store.dsn!r}, schema={store.schema!r}))"
     log.close()
     code = f"""
         import warnings; warnings.simplefilter("ignore")

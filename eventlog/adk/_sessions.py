@@ -25,10 +25,10 @@ from google.adk.sessions import Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from pydantic_core import to_jsonable_python
 
+from ..agent.policy import CheckpointPolicy
 from ..errors import ConflictError, ForkDependencyError, OffsetOutOfRangeError, RunExistsError, RunReplacedError
 from ..log import EventLog
-from ..policy import CheckpointPolicy
-from ..runwriter import RunWriter
+from ..services.runwriter import RunWriter
 from ._events import (
     APP_PREFIX,
     TEMP_PREFIX,

@@ -327,7 +327,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _reducers(log: Any) -> list[Any]:
     """Every reducer whose checkpoints an import can save again: the log's, the conversation
     loop's and those of the installed integrations' views."""
-    from ..conversation import ConversationReducer
+    from ..agent.conversation import ConversationReducer
     from ..views import view_reducers
 
     return [log.reducer, ConversationReducer(), *view_reducers()]

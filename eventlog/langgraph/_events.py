@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import msgspec
 
+from ..agent.policy import CheckpointPolicy
 from ..errors import EventLogError
 from ..events import Event, register
-from ..policy import CheckpointPolicy
 
 __all__ = [
     "POLICY",

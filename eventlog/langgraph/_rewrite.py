@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from ..errors import ConflictError, UnknownRunError
 from ..events import Event
 from ..log import EventLog
-from ..runwriter import RunWriter
+from ..services.runwriter import RunWriter
 from ._events import (
     POLICY,
     CheckpointSaved,

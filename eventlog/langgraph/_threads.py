@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import InvalidRunIdError, UnknownRunError
 from ..log import EventLog
-from ..runwriter import RunWriter
+from ..services.runwriter import RunWriter
 from ._events import POLICY, Blob, LangGraphThreadError, ThreadReducer, ThreadState
 
 __all__ = ["REWRITE", "Mark", "Run", "Threads", "Waiting", "checkpoint_metadata", "mark_of", "run_id_of", "thread_of"]

@@ -32,6 +32,7 @@ else:
     # A failed assert of the contract shows its values, as in a test module.
     pytest.register_assert_rewrite(*(f"{__name__}.{part}" for part in ("_checkpoints", "_entries", "_txn")))
 
+from .. import open as open_eventlog
 from ..errors import EventLogError
 from ..log import EventLog
 from ..store._base import Store
@@ -59,13 +60,13 @@ class StoreContract(
 
     @pytest.fixture
     def open_log(self, open_store: OpenStore) -> Iterator[OpenLog]:
-        """`open_log(**kw)`: an `EventLog(open_store(), **kw)`; every log it opened is closed after the test."""
+        """`open_log(**kw)`: `eventlog.open(open_store(), **kw)`; every log it opened is closed after the test."""
         opened: list[EventLog[Any]] = []
 
         def make(**kw: Any) -> EventLog[Any]:
             store = open_store()
             try:
-                log: EventLog[Any] = EventLog(store, **kw)
+                log: EventLog[Any] = open_eventlog(store, **kw)
             except BaseException:
                 store.close()
                 raise

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from ..agent.policy import CheckpointPolicy
 from ..errors import (
     CheckpointNotFoundError,
     ClosedError,
@@ -18,7 +19,6 @@ from ..errors import (
 )
 from ..events import Interrupted, RunCompleted, RunStarted, SuperstepCompleted
 from ..log import EventLog
-from ..policy import CheckpointPolicy
 from ._helpers import OpenLog, feed_keys, fold, step
 
 

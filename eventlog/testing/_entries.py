@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from .._limits import read_chunk_entries
+from ..agent.state import AgentState
 from ..errors import ConflictError, OffsetOutOfRangeError, UnknownRunError
 from ..events import UserMessage
-from ..fold import AgentState
 from ..log import EventLog
 from ._helpers import OpenLog, feed_keys, offsets_of, step
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..agent.state import AgentReducer, AgentState
 from ..events import Event, StepCompleted
-from ..fold import AgentReducer, AgentState
 from ..log import EventLog
 
 OpenLog = Callable[..., EventLog[Any]]

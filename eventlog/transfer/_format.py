@@ -7,8 +7,8 @@ from typing import Any, Union
 
 import msgspec
 
-from .. import events
 from ..errors import EventLogError, PrunedError
+from ..record import kinds
 
 FORMAT = "eventlog-export"
 """The `format` field of an export file's header."""
@@ -113,9 +113,9 @@ class _Kinds:
         self._mp: msgspec.msgpack.Decoder[Any] | None = None
 
     def decoders(self) -> tuple[msgspec.json.Decoder[Any], msgspec.msgpack.Decoder[Any]]:
-        generation = events.generation()
+        generation = kinds.generation()
         if self._json is None or self._mp is None or generation != self._generation:
-            union = Union[tuple(events.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
+            union = Union[tuple(kinds.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
             self._json = msgspec.json.Decoder(union)
             self._mp = msgspec.msgpack.Decoder(tuple[Union[dict[str, Any], None], union])  # type: ignore[valid-type]  # noqa: UP007
             self._generation = generation

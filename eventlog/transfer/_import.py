@@ -10,11 +10,12 @@ from typing import Any
 
 import msgspec
 
-from .. import _limits, events
-from .._keys import check_id, check_run_id, check_time_ns
+from .. import _limits
+from ..core.fold import Reducer
 from ..errors import EventLogError, RunExistsError, named_os_error
-from ..fold import Reducer
 from ..log import EventLog
+from ..record._keys import check_id, check_run_id, check_time_ns
+from ..record.kinds import Event
 from ._format import (
     _IMPORT_BATCH_EVENTS_MAX,
     FORMAT,
@@ -70,7 +71,7 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
             yield number, line
 
 
-def _decode_entry(path: Path, number: int, line: _Entry) -> tuple[dict[str, Any] | None, events.Event]:
+def _decode_entry(path: Path, number: int, line: _Entry) -> tuple[dict[str, Any] | None, Event]:
     decode_event, decode_mp = _kinds.decoders()
     try:
         if line.msgpack is not None:
@@ -254,7 +255,7 @@ def _write(
     created: list[str],
     progress: Progress | None,
 ) -> None:
-    batch: list[tuple[_Entry, dict[str, Any] | None, events.Event]] = []
+    batch: list[tuple[_Entry, dict[str, Any] | None, Event]] = []
 
     def flush() -> None:
         if not batch:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoints import Checkpoint
+from ..agent.policy import CheckpointPolicy
 from ..errors import CheckpointNotFoundError
 from ..events import Event
 from ..log import EventLog
-from ..policy import CheckpointPolicy
+from ..services.checkpoints import Checkpoint
 from ._conversation import CheckpointedConversation
 from ._diff import diff
 from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState
@@ -228,7 +228,7 @@ class EventLogCheckpointer(_Base):
         if recorded != found["component_id"]:
             found["shape"] = {**found["shape"], "id": recorded}
         md = {**checkpoint.metadata, **(metadata or {})}
-        recorder = self.log.recorder(conversation_id, reducer=self.reducer, policy=CheckpointPolicy.never())
+        recorder = self.log.writer(conversation_id, reducer=self.reducer, policy=CheckpointPolicy.never())
         head: WayflowState = recorder.state
         events: list[Event] = []
         if recorder.offset == 0:

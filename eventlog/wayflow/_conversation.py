@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import ConflictError, RunExistsError
 from ..events import Event, TurnCompleted, TurnFailed, TurnStarted
-from ..runwriter import RunWriter
+from ..services.runwriter import RunWriter
 from ._diff import diff
 from ._events import ConversationStarted, Rewound, Snapshot, WayflowReducer, WayflowState, refer_texts
 from ._listener import Listener
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from wayflowcore.executors.executionstatus import ExecutionStatus
     from wayflowcore.executors.interrupts.executioninterrupt import ExecutionInterrupt
 
-    from ..checkpoints import Checkpoint
     from ..log import EventLog
+    from ..services.checkpoints import Checkpoint
 
 __all__ = ["CheckpointedConversation", "Keeper", "PendingRewind", "rewind"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from ..policy import CheckpointPolicy
+from ..agent.policy import CheckpointPolicy
 from ._conversation import PendingRewind, rewind
 from ._diff import diff, same
 from ._events import ConversationStarted, Snapshot, WayflowState
@@ -49,7 +49,7 @@ def save_native(
     shipped = shipped_checkpointing()
     assert shipped is not None, "save_native is reached only when wayflowcore ships its checkpointing"
     log, conversation_id = checkpointer.log, str(conversation.id)
-    rec = log.recorder(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    rec = log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
     head: WayflowState = rec.state
     if rec.offset and head.shape.get("format") != NATIVE:
         raise WayflowCheckpointError(
@@ -97,7 +97,7 @@ def store_native(checkpointer: Any, checkpoint: Any) -> None:
             f"conversation {conversation_id!r}: checkpoint {cid!r} is not one of wayflowcore's own ({_ENVELOPE!r})"
         )
     log = checkpointer.log
-    rec = log.recorder(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    rec = log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
     head: WayflowState = rec.state
     events: list[Any] = []
     if rec.offset == 0:

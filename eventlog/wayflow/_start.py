@@ -6,8 +6,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ..agent.policy import CheckpointPolicy
 from ..errors import CheckpointNotFoundError
-from ..policy import CheckpointPolicy
 from ._checkpointer import EventLogCheckpointer
 from ._conversation import CheckpointedConversation, PendingRewind
 from ._events import WayflowState
@@ -78,7 +78,7 @@ def start_conversation(
             f"process cannot restore its checkpoints unless it is built with the same id: pass id=...",
             stacklevel=2,
         )
-    recorder = log.recorder(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    recorder = log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
     head_state: WayflowState = recorder.state
     checkpoint = None
     if recorder.offset:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..policy import CheckpointPolicy
+from ..agent.policy import CheckpointPolicy
 from ._conversation import CheckpointedConversation, Keeper
 from ._events import WayflowState
 from ._serialize import check_compatible, components_of, shape_of
@@ -62,7 +62,7 @@ def adopt(
     shape = shape_of(component)
     if component_id is not None:
         shape["id"] = component_id
-    recorder = checkpointer.log.recorder(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    recorder = checkpointer.log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
     head: WayflowState = recorder.state
     if recorder.offset:
         if not head.component_id:

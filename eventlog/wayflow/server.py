@@ -32,9 +32,9 @@ import yaml  # type: ignore[import-untyped]
 from wayflowcore.agentserver.serverstorageconfig import ServerStorageConfig
 from wayflowcore.datastore import Datastore
 
+from ..agent.policy import CheckpointPolicy
 from ..events import Event, register
 from ..log import EventLog
-from ..policy import CheckpointPolicy
 from ._diff import diff, patch, same
 
 __all__ = ["EventLogDatastore", "ServerTurn", "ServerTurnDeleted", "ServerTurnIndexed"]

@@ -12,15 +12,15 @@ from typing import Any
 
 import msgspec
 
-from . import _limits
-from ._keys import check_int, check_offset, event_key, from_u64, snapshot_key, u64
+from .. import _limits
+from ..errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
+from ..record._keys import check_int, check_offset, event_key, from_u64, snapshot_key, u64
+from ..record._records import RunRecord, SnapshotRecord
+from ..record.codec import Codec
+from ..store._base import Store, Txn
 from ._reader import Reader, event_place
-from ._records import RunRecord, SnapshotRecord
 from ._runs import Runs
-from .codec import Codec
-from .errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
 from .fold import Reducer, reducer_tag
-from .store._base import Store, Txn
 
 
 class Replay:

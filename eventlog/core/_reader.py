@@ -16,14 +16,14 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from . import _limits
-from ._keys import check_int, check_offset, event_key, from_u64, u64
-from ._records import RunRecord
+from .. import _limits
+from ..errors import ClosedError, CorruptRecordError, UnknownKindError
+from ..record._keys import check_int, check_offset, event_key, from_u64, u64
+from ..record._records import RunRecord
+from ..record.codec import Codec, Place
+from ..record.kinds import Event
+from ..store._base import Store, Txn
 from ._runs import Runs
-from .codec import Codec, Place
-from .errors import ClosedError, CorruptRecordError, UnknownKindError
-from .events import Event
-from .store._base import Store, Txn
 
 
 class Entry(msgspec.Struct, frozen=True):

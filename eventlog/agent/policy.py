@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import msgspec
 
+from ..errors import InvalidArgumentError
+from ..record.kinds import Event
 from . import events as ev
-from .errors import InvalidArgumentError
 
 __all__ = ["CheckpointPolicy"]
 
@@ -75,7 +76,14 @@ class CheckpointPolicy(msgspec.Struct, frozen=True):
         """Never by itself; checkpoints only by hand."""
         return cls(final=False)
 
-    def wants(self, event: ev.Event, events_since: int, llm_since: bool) -> bool:
+    def step(self, since: tuple[int, bool] | None, event: Event) -> tuple[tuple[int, bool], bool]:
+        """`Policy.step`: the policy keeps the events since the last checkpoint and whether an
+        LLM answered since then."""
+        events_since, llm_since = since or (0, False)
+        events_since, llm_since = events_since + 1, llm_since or isinstance(event, ev.LLMCallCompleted)
+        return (events_since, llm_since), self.wants(event, events_since, llm_since)
+
+    def wants(self, event: Event, events_since: int, llm_since: bool) -> bool:
         """True when a checkpoint is due right after `event`.
 
         `events_since` counts events since the last checkpoint, this one included;

@@ -12,8 +12,8 @@ import os
 import struct
 from collections.abc import Callable
 
-from . import _limits
-from .errors import DuplicateIdError, EventLogError, InvalidArgumentError, InvalidRunIdError, OffsetOutOfRangeError
+from .. import _limits
+from ..errors import DuplicateIdError, EventLogError, InvalidArgumentError, InvalidRunIdError, OffsetOutOfRangeError
 
 # meta keys
 META_FORMAT = b"format"

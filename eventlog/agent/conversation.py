@@ -1,6 +1,6 @@
 """A conversation loop that checkpoints through the log: user turns, LLM calls, tool calls.
 
-    from eventlog.conversation import Agent
+    from eventlog.agent.conversation import Agent
     from eventlog.events import Message
 
     def llm(messages: list[Message]) -> Message:        # any callable: messages in, message out
@@ -47,6 +47,11 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from ..errors import EventLogError, InvalidEventError, RecordTooLargeError, RunReplacedError
+from ..log import EventLog
+from ..record.kinds import Event
+from ..services.checkpoints import Checkpoint
+from ..services.runwriter import RunWriter
 from ._conversation_state import (
     Completion,
     ConversationReducer,
@@ -56,10 +61,7 @@ from ._conversation_state import (
     pending_tool_calls,
     restore_event,
 )
-from .checkpoints import Checkpoint
-from .errors import EventLogError, InvalidEventError, RecordTooLargeError, RunReplacedError
 from .events import (
-    Event,
     Interrupted,
     LLMCallCompleted,
     LLMCallFailed,
@@ -75,10 +77,8 @@ from .events import (
     TurnStarted,
     UserMessage,
 )
-from .fold import AgentState
-from .log import EventLog
 from .policy import CheckpointPolicy
-from .runwriter import RunWriter
+from .state import AgentState
 
 __all__ = [
     "DECLINED",

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import threading
 
-from . import _limits
-from ._keys import META_DICT, META_DICT_CURRENT, META_DICT_NEXT_TRY, dict_key, from_u64
+from .. import _limits
+from ..errors import CorruptRecordError, EventLogError
+from ..record._keys import META_DICT, META_DICT_CURRENT, META_DICT_NEXT_TRY, dict_key, from_u64
+from ..record.codec import Codec, train_dictionary
+from ..store._base import Store, Txn
 from ._runs import Runs
-from .codec import Codec, train_dictionary
-from .errors import CorruptRecordError, EventLogError
-from .store._base import Store, Txn
 
 
 class Dictionaries:

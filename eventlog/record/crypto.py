@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import CorruptRecordError, InvalidArgumentError
+from ..errors import CorruptRecordError, InvalidArgumentError
 
 __all__ = ["AESGCMCipher"]
 

@@ -18,15 +18,16 @@ from typing import Any, Union
 
 import msgspec
 
-from . import _limits, events
-from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Place, Zstd, frame, train_dictionary, unframe
-from .errors import (
+from .. import _limits
+from ..errors import (
     CorruptRecordError,
     InvalidEventError,
     RecordTooLargeError,
     UnencodableValueError,
     UnknownKindError,
 )
+from . import kinds
+from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Place, Zstd, frame, train_dictionary, unframe
 
 __all__ = [
     "RAW",
@@ -191,7 +192,7 @@ class Codec:
     def check_event(self, event: object) -> None:
         """Raise InvalidEventError unless `event` is an instance of a registered kind."""
         kind: Any = type(event)
-        if not isinstance(event, events.Event) or events._registry.get(kind.__struct_config__.tag) is not kind:
+        if not isinstance(event, kinds.Event) or kinds._registry.get(kind.__struct_config__.tag) is not kind:
             raise InvalidEventError(
                 f"{kind.__module__}.{kind.__qualname__} is not a registered event kind; "
                 "subclass eventlog.Event with a tag and call eventlog.register(kind)"
@@ -202,7 +203,7 @@ class Codec:
 
         What it costs is msgspec's: one encode, one typed decode and one compare in C (the
         nesting walk and `same` run only when the bytes or the compare say they must)."""
-        if events._generation != self._generation:
+        if kinds._generation != self._generation:
             self._refresh()
         if type(event) not in self._kinds:
             self.check_event(event)
@@ -401,10 +402,10 @@ class Codec:
 
     def _refresh(self) -> None:
         """Build the decoders again when an event kind was registered since they were built."""
-        generation = events._generation
+        generation = kinds._generation
         if generation != self._generation:
             with self._lock:
-                union = Union[tuple(events.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
+                union = Union[tuple(kinds.kinds().values())]  # type: ignore[valid-type]  # noqa: UP007
                 fields = EntryRecord.__struct_fields__[:-1]
                 self._entry_type = msgspec.defstruct(
                     "EntryRecord",
@@ -420,7 +421,7 @@ class Codec:
                 self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
                 lists: Any = (list[self._entry_type], list[fold_type])  # type: ignore[name-defined,valid-type]
                 self._list_decoders = tuple(msgspec.msgpack.Decoder(t) for t in lists)
-                self._kinds = frozenset(events.kinds().values())
+                self._kinds = frozenset(kinds.kinds().values())
                 self._generation = generation
 
 
@@ -445,9 +446,9 @@ def _recover_event(raw: Any, exc: Exception) -> Any:
     tag = raw.get("kind") if isinstance(raw, dict) else None
     if not isinstance(tag, str):
         raise CorruptRecordError(f"undecodable event: {exc}")
-    if tag in events._registry:
+    if tag in kinds._registry:
         raise CorruptRecordError(f"undecodable {tag!r} event: {exc}")
-    found = events.upcaster(tag)
+    found = kinds.upcaster(tag)
     if found is None:
         raise UnknownKindError(tag)
     kind, upcast = found

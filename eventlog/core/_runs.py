@@ -13,12 +13,12 @@ from typing import NamedTuple
 
 from msgspec.structs import replace
 
-from . import _keys
-from ._keys import check_run_id, run_key, u64
-from ._records import RunRecord
-from .codec import RAW, Codec, frame, unframe
-from .errors import CorruptRecordError, PrunedError, RunReplacedError, UnknownRunError
-from .store._base import Txn
+from ..errors import CorruptRecordError, PrunedError, RunReplacedError, UnknownRunError
+from ..record import _keys
+from ..record._keys import check_run_id, run_key, u64
+from ..record._records import RunRecord
+from ..record.codec import RAW, Codec, frame, unframe
+from ..store._base import Txn
 
 _COUNTERS_HELD = 256
 _counters: dict[bytes, int] = {}

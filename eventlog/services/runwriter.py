@@ -3,24 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from . import _limits
-from ._keys import check_run_id
-from ._records import RunRecord
-from ._replay import Replay
-from ._runs import Runs
-from ._writer import Writer
+from .. import _limits
+from ..core._replay import Replay
+from ..core._runs import Runs
+from ..core._writer import Writer
+from ..core.fold import Reducer, reducer_tag
+from ..errors import ReducerError, RunReplacedError
+from ..record._keys import check_run_id
+from ..record._records import RunRecord
+from ..record.kinds import Event
+from ..store._base import Store, Txn
 from .checkpoints import Checkpoint, Checkpoints
-from .errors import ReducerError, RunReplacedError
-from .events import Event, LLMCallCompleted
-from .fold import Reducer, reducer_tag
-from .policy import CheckpointPolicy
-from .store._base import Store, Txn
 
-__all__ = ["RunWriter"]
+__all__ = ["Policy", "RunWriter"]
 
 S = TypeVar("S")
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """When a run writer checkpoints by itself. The log knows no event kind: the standard
+    policies (`CheckpointPolicy`, agent/policy.py) look at the kinds for it."""
+
+    def step(self, since: Any, event: Event) -> tuple[Any, bool]:
+        """What the policy keeps after `event`, from what it kept before (None at the writer's
+        start and after every checkpoint), and whether a checkpoint is due right after it."""
+        ...
+
+
+class Never:
+    """The policy of a writer given none: checkpoints only when `checkpoint()` is called."""
+
+    def step(self, since: Any, event: Event) -> tuple[Any, bool]:
+        return None, False
 
 
 class RunWriter(Generic[S]):
@@ -42,7 +59,7 @@ class RunWriter(Generic[S]):
         checkpoints: Checkpoints[Any],
         run_id: str,
         reducer: Reducer[S],
-        policy: CheckpointPolicy,
+        policy: Policy,
     ) -> None:
         check_run_id(run_id)
         self._store, self._runs, self._writer, self._replay, self._checkpoints = (
@@ -63,8 +80,7 @@ class RunWriter(Generic[S]):
         self.state: S = reducer.initial()
         """The run's state at `offset`."""
         self._number: int | None = None
-        self._events_since = 0
-        self._llm_since = False
+        self._since: Any = None  # what the policy keeps since the last checkpoint
         self._bytes_since = 0
         self._snapshot_bytes = 0
         self._reload()
@@ -103,8 +119,7 @@ class RunWriter(Generic[S]):
         self._number = None if rec is None else rec.number
         self.offset = 0 if rec is None else rec.head
         self.state = state
-        self._events_since = 0
-        self._llm_since = False
+        self._since = None
 
     def append(self, event: Event, *, event_id: str | None = None, meta: dict[str, Any] | None = None) -> int:
         """Append one event, fold it, and checkpoint if the policy says so; return its offset."""
@@ -130,7 +145,7 @@ class RunWriter(Generic[S]):
         )  # fmt: skip
         cp_meta = self._checkpoints.check_metadata(checkpoint_metadata)
         known = self._known(request.ids)
-        state, wants, events_since, llm_since = self._fold(events, known)
+        state, wants, since_after = self._fold(events, known)
         written_checkpoint: list[int] = []
 
         def hook(txn: Txn, rec: RunRecord, written: int) -> bool:
@@ -162,34 +177,33 @@ class RunWriter(Generic[S]):
         self.offset = fresh[-1] if fresh else self.offset
         self._bytes_since += request.written
         if written_checkpoint:
-            self._events_since, self._llm_since = 0, False
+            self._since = None
             if written_checkpoint[0] >= 0:
                 self._snapshot_bytes, self._bytes_since = written_checkpoint[0], 0
         else:
-            self._events_since, self._llm_since = events_since, llm_since
+            self._since = since_after
         return request.offsets
 
-    def _fold(self, events: Sequence[Event], known: set[int]) -> tuple[S, bool, int, bool]:
+    def _fold(self, events: Sequence[Event], known: set[int]) -> tuple[S, bool, Any]:
         """The state after the events not yet in the run, and whether the policy wants a checkpoint."""
         wants = False
-        events_since, llm_since = self._events_since, self._llm_since
-        apply = self.reducer.apply
+        since = self._since
+        apply, step = self.reducer.apply, self.policy.step
         state = self.state
         try:
             for i, e in enumerate(events):
                 if i in known:
                     continue  # a known id is not written again
                 state = apply(state, e)
-                events_since += 1
-                llm_since = llm_since or isinstance(e, LLMCallCompleted)
-                wants = wants or self.policy.wants(e, events_since, llm_since)
+                since, due = step(since, e)
+                wants = wants or due
         except Exception as exc:
             self._reload()
             raise ReducerError(f"run {self.run_id!r}: reducer {self.reducer.name} raised {exc!r}") from exc
         except BaseException:
             self._reload()
             raise
-        return state, wants, events_since, llm_since
+        return state, wants, since
 
     def _known(self, ids: Sequence[str | None]) -> set[int]:
         """Indexes of the caller's `ids` already in the run: their events are not written again."""
@@ -215,6 +229,5 @@ class RunWriter(Generic[S]):
             reducer=self.reducer,
             run_number=self._number,
         )
-        self._events_since = 0
-        self._llm_since = False
+        self._since = None
         return cp

@@ -6,13 +6,13 @@ reading that entry; every other id is in the `event_ids` index (docs/format.md, 
 
 from __future__ import annotations
 
-from . import _limits
-from ._keys import META_RUN_NUMBER, IdSource, event_key, id_key, own_slot, u64
-from ._records import RunRecord
+from .. import _limits
+from ..errors import CorruptRecordError, InvalidArgumentError
+from ..record._keys import META_RUN_NUMBER, IdSource, event_key, id_key, own_slot, u64
+from ..record._records import RunRecord
+from ..record.codec import Codec
+from ..store._base import Txn
 from ._runs import Link, Runs
-from .codec import Codec
-from .errors import CorruptRecordError, InvalidArgumentError
-from .store._base import Txn
 
 
 class EventIds:

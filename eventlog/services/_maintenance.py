@@ -10,8 +10,19 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from . import _limits
-from ._keys import (
+from .. import _limits
+from ..core._replay import Replay
+from ..core._runs import Runs
+from ..core.fold import Reducer, reducer_tag
+from ..errors import (
+    CheckpointNotFoundError,
+    ConflictError,
+    CorruptRecordError,
+    ForkDependencyError,
+    PrunedError,
+    RunExistsError,
+)
+from ..record._keys import (
     check_int,
     check_offset,
     check_run_id,
@@ -23,21 +34,10 @@ from ._keys import (
     snapshot_key,
     u64,
 )
-from ._records import RunRecord
-from ._replay import Replay
-from ._runs import Runs
+from ..record._records import RunRecord
+from ..record.codec import Codec
+from ..store._base import Store, Txn, scan_chunks
 from .checkpoints import Checkpoints
-from .codec import Codec
-from .errors import (
-    CheckpointNotFoundError,
-    ConflictError,
-    CorruptRecordError,
-    ForkDependencyError,
-    PrunedError,
-    RunExistsError,
-)
-from .fold import Reducer, reducer_tag
-from .store._base import Store, Txn, scan_chunks
 
 _PRUNE_ATTEMPTS = 8
 _ALL = (1 << 64) - 1  # the offset up to which a deleted run's records are removed

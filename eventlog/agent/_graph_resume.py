@@ -1,7 +1,7 @@
 """What a graph run resumes from: the human's answers a node reads (`Context`), the pause a node
 asks for (`Interrupt`), and the superstep in progress rebuilt from the log alone.
 
-`eventlog.graph` exports `Context` and `Interrupt`; `CompiledGraph` calls the rest.
+`eventlog.agent.graph` exports `Context` and `Interrupt`; `CompiledGraph` calls the rest.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .errors import RunReplacedError
+from ..errors import RunReplacedError
+from ..log import EventLog
 from .events import Resumed, RunStarted, StateUpdated, StepCompleted, SuperstepCompleted
-from .fold import AgentReducer, AgentState
-from .log import EventLog
+from .state import AgentReducer, AgentState
 
 __all__ = ["Context", "Interrupt", "Superstep", "graph_name", "superstep_from_log"]
 

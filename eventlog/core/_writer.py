@@ -16,9 +16,9 @@ from typing import Any, cast
 
 from msgspec.structs import replace
 
-from . import _limits
-from ._event_ids import EventIds
-from ._keys import (
+from .. import _limits
+from ..errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
+from ..record._keys import (
     EVENT_KEY,
     U64,
     IdSource,
@@ -28,11 +28,11 @@ from ._keys import (
     check_time_ns,
     id_key,
 )
-from ._records import RunRecord
+from ..record._records import RunRecord
+from ..record.codec import Codec
+from ..store._base import KeyExistsError, Store, Txn
+from ._event_ids import EventIds
 from ._runs import Runs
-from .codec import Codec
-from .errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
-from .store._base import KeyExistsError, Store, Txn
 
 _u64 = U64.pack  # `u64` and `event_key` without a Python call each (the append path)
 _event_key = EVENT_KEY.pack

@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable
 from functools import partial
 
-from . import _limits
-from ._dictionaries import Dictionaries
-from ._keys import (
+from .. import _limits
+from ..errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NoLogError, NotALogError
+from ..record._keys import (
     META_FORMAT,
     META_KEY_CHECK,
     META_LOG_ID,
@@ -23,10 +23,10 @@ from ._keys import (
     id_key,
     u64,
 )
+from ..record.codec import RAW, Codec, frame, unframe
+from ..store._base import TABLES, KeyExistsError, Store, Txn
+from ._dictionaries import Dictionaries
 from ._runs import Runs
-from .codec import RAW, Codec, frame, unframe
-from .errors import CorruptRecordError, FormatVersionError, KeyMismatchError, NoLogError, NotALogError
-from .store._base import TABLES, KeyExistsError, Store, Txn
 
 _LOG_ID_BYTES = 16
 

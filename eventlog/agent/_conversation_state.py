@@ -2,7 +2,7 @@
 the `Restored` event, `ConversationState` and its reducer, the branch a restore keeps, and the
 tool calls a state leaves pending.
 
-`eventlog.conversation` exports the public names and drives the conversation with them.
+`eventlog.agent.conversation` exports the public names and drives the conversation with them.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any, cast
 
 import msgspec
 
-from .checkpoints import Checkpoint
-from .errors import RunExistsError
-from .events import Event, Message, ToolCall, register
-from .fold import AgentReducer, AgentState
-from .log import EventLog
+from ..errors import RunExistsError
+from ..log import EventLog
+from ..record.kinds import Event, register
+from ..services.checkpoints import Checkpoint
+from .events import Message, ToolCall
+from .state import AgentReducer, AgentState
 
 __all__ = [
     "Completion",

@@ -15,8 +15,18 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from . import _limits
-from ._keys import (
+from .. import _limits
+from ..core._replay import Replay
+from ..core._runs import Runs
+from ..core.fold import Reducer, reducer_or, reducer_tag
+from ..errors import (
+    CheckpointNotFoundError,
+    CorruptRecordError,
+    DuplicateIdError,
+    PrunedError,
+    ReducerError,
+)
+from ..record._keys import (
     IdSource,
     check_id,
     check_int,
@@ -28,19 +38,9 @@ from ._keys import (
     snapshot_key,
     u64,
 )
-from ._records import CheckpointRecord, RunRecord
-from ._replay import Replay
-from ._runs import Runs
-from .codec import Codec
-from .errors import (
-    CheckpointNotFoundError,
-    CorruptRecordError,
-    DuplicateIdError,
-    PrunedError,
-    ReducerError,
-)
-from .fold import Reducer, reducer_or, reducer_tag
-from .store._base import Store, Txn
+from ..record._records import CheckpointRecord, RunRecord
+from ..record.codec import Codec
+from ..store._base import Store, Txn
 
 __all__ = ["Checkpoint", "Checkpoints"]
 

@@ -15,15 +15,12 @@ from typing import Any
 
 import msgspec
 
-from . import _limits
-from ._keys import META_RUN_NUMBER, event_key, from_u64, id_key, own_prefix, own_slot, run_range, snapshot_key, u64
-from ._reader import Reader
-from ._records import RunRecord
-from ._replay import Replay
-from ._runs import Runs
-from .checkpoints import Checkpoints
-from .codec import Codec
-from .errors import (
+from .. import _limits
+from ..core._reader import Reader
+from ..core._replay import Replay
+from ..core._runs import Runs
+from ..core.fold import Reducer, reducer_tag
+from ..errors import (
     CorruptRecordError,
     EventLogError,
     PrunedError,
@@ -32,8 +29,21 @@ from .errors import (
     UnknownKindError,
     UnknownRunError,
 )
-from .fold import Reducer, reducer_tag
-from .store._base import Store, Txn, scan_chunks
+from ..record._keys import (
+    META_RUN_NUMBER,
+    event_key,
+    from_u64,
+    id_key,
+    own_prefix,
+    own_slot,
+    run_range,
+    snapshot_key,
+    u64,
+)
+from ..record._records import RunRecord
+from ..record.codec import Codec
+from ..store._base import Store, Txn, scan_chunks
+from .checkpoints import Checkpoints
 
 __all__ = ["Problem", "VerifyReport"]
 

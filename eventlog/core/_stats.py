@@ -6,8 +6,8 @@ from typing import Any
 
 import zstandard
 
-from .codec import RAW, SEALED, Codec, unframe
-from .store._base import Store, Txn
+from ..record.codec import RAW, SEALED, Codec, unframe
+from ..store._base import Store, Txn
 
 _SCAN_CHUNK = 4096
 

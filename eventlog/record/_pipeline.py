@@ -27,8 +27,8 @@ from typing import Protocol
 
 import zstandard
 
-from . import _limits
-from .errors import CorruptRecordError
+from .. import _limits
+from ..errors import CorruptRecordError
 
 __all__ = [
     "RAW",
@@ -55,7 +55,7 @@ Place = tuple[str, bytes]
 
 
 class Cipher(Protocol):
-    """Seals and opens payloads (encryption at rest); `eventlog.crypto.AESGCMCipher` is one."""
+    """Seals and opens payloads (encryption at rest); `eventlog.record.crypto.AESGCMCipher` is one."""
 
     def seal(self, payload: bytes, associated: bytes) -> bytes:
         """The payload encrypted and authenticated, with `associated` as associated data."""

@@ -1,6 +1,6 @@
 """A small graph executor that checkpoints through the log: nodes, edges, supersteps, interrupts.
 
-    from eventlog.graph import END, Graph
+    from eventlog.agent.graph import END, Graph
 
     graph = Graph("three-step")
     graph.add_node("step1", lambda values: {"value": 10})
@@ -39,11 +39,13 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..errors import EventLogError, InvalidEventError, RecordTooLargeError, RunExistsError, UnknownRunError
+from ..log import EventLog
+from ..record.kinds import Event
+from ..services.checkpoints import Checkpoint
+from ..services.runwriter import RunWriter
 from ._graph_resume import Context, Interrupt, Superstep, graph_name, superstep_from_log
-from .checkpoints import Checkpoint
-from .errors import EventLogError, InvalidEventError, RecordTooLargeError, RunExistsError, UnknownRunError
 from .events import (
-    Event,
     Interrupted,
     Resumed,
     RunCompleted,
@@ -55,10 +57,8 @@ from .events import (
     StepStarted,
     SuperstepCompleted,
 )
-from .fold import AgentReducer, AgentState
-from .log import EventLog
 from .policy import CheckpointPolicy
-from .runwriter import RunWriter
+from .state import AgentReducer, AgentState
 
 __all__ = [
     "END",
