@@ -180,7 +180,7 @@ class AsyncEventLog(Generic[S]):
         """The log underneath, for what has no async form."""
         self.checkpoints = AsyncCheckpoints(log.checkpoints)
         """Save, load, list and delete checkpoints."""
-        self._committer = _Committer(log._writer)
+        self._committer = _Committer(log.engine.writer)
 
     async def __aenter__(self) -> AsyncEventLog[S]:
         return self
@@ -209,7 +209,7 @@ class AsyncEventLog(Generic[S]):
         time_ns: int | None = None,
     ) -> list[int]:
         """See `EventLog.append_many`: checked here, committed with the other appends of this turn."""
-        request = self.sync._writer.request(
+        request = self.sync.engine.writer.request(
             run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
         return await self._committer.submit(request)
@@ -249,7 +249,7 @@ class AsyncEventLog(Generic[S]):
             with contextlib.suppress(RuntimeError):  # the loop was closed: nobody follows any more
                 loop.call_soon_threadsafe(woken.set)
 
-        commits = await asyncio.to_thread(self.sync._commits)  # on PostgreSQL this may connect: not on the loop
+        commits = await asyncio.to_thread(self.sync.engine.commits)  # on PostgreSQL this may connect: not on the loop
         commits.subscribe(wake)
         try:
             idle = 0.0

@@ -1,10 +1,10 @@
 """`EventLog`: the facade over one log's services — runs, append, read, feed, state_at,
 checkpoints, fork, prune, delete, verify.
 
-Each operation lives in the module that owns its idea (docs/architecture.md): the key
-space and lineage in `_runs`, the write path in `_writer`, reads in `_reader`, folds in
-`_replay`, checkpoints in `checkpoints`, fork/prune/delete in `_maintenance`, checks in
-`_verify`. This class wires them together and holds nothing else.
+Each operation lives in the module that owns its idea (docs/architecture.md): the core
+(`Engine`: runs and lineage, the write path, reads, folds) in core/, checkpoints, run
+writers, fork/prune/delete and checks in services/. This class wires the services over one
+engine and holds nothing else.
 """
 
 from __future__ import annotations
@@ -18,19 +18,14 @@ from typing import Any, Generic, TypeVar, overload
 import msgspec
 
 from . import _limits
-from .core._dictionaries import Dictionaries
-from .core._meta import open_meta
-from .core._reader import Entry, Reader
-from .core._replay import Replay
-from .core._runs import Runs
-from .core._signal import Signal
+from .core._reader import Entry
 from .core._stats import log_stats
-from .core._writer import Writer
+from .core.engine import Engine
 from .core.fold import Reducer, check_reducer, reducer_or
 from .errors import EventLogError, InvalidArgumentError, OffsetOutOfRangeError, RunReplacedError
-from .record._keys import IdSource, check_int, check_limit, check_run_id, check_run_number
+from .record._keys import check_int, check_limit, check_run_id, check_run_number
 from .record._records import RunRecord
-from .record.codec import Cipher, Codec
+from .record.codec import Cipher
 from .record.kinds import Event
 from .services._maintenance import Maintenance
 from .services._verify import Problem, Verifier, VerifyReport
@@ -134,47 +129,30 @@ class EventLog(Generic[S]):
         """The reducer used when a call names none."""
         self.policy: Policy = policy or Never()
         """The policy of a writer given none."""
-        dictionaries: list[Dictionaries] = []
-        self.codec = Codec(lambda dict_id: dictionaries[0].load(dict_id), record_size_bytes_max, cipher=cipher)
+        self.engine = Engine(store, clock or _default_clock, ids, record_size_bytes_max, cipher)
+        """The core this log works through (shared with `eventlog.aio.AsyncEventLog`)."""
+        core = self.engine
+        self.codec = core.codec
         """The record pipeline of this log."""
-        self._runs = Runs(self.codec)
-        self._dictionaries = Dictionaries(store, self.codec, self._runs)
-        dictionaries.append(self._dictionaries)
-        self._format = open_meta(store, self.codec, self._runs, self._dictionaries)
-        id_source = IdSource(ids, self.codec.log_id if self._format >= 4 else b"")  # docs/format.md, "Event ids"
-        self._committed = Signal()  # fired at each commit of this process, and at close
-        self._writer = Writer(store, self.codec, self._runs, id_source, clock or _default_clock, self._after_commit)
-        self.clock: Callable[[], int] = self._writer.now
+        self.clock: Callable[[], int] = core.writer.now
         """The log's clock (nanoseconds since the epoch), checked; injected with `eventlog.open(clock=...)`."""
-        self.ids: Callable[[], str] = id_source.draw
+        self.ids: Callable[[], str] = core.id_source.draw
         """A new id string from the log's id source (unique with the log's own source)."""
-        self._reader = Reader(store, self.codec, self._runs)
-        self._replay = Replay(store, self.codec, self._runs, self._reader)
         self.checkpoints: Checkpoints[S] = Checkpoints(
-            store, self.codec, self._runs, self._replay, self.reducer, self._writer.now, id_source
+            store, core.codec, core.runs, core.replay, self.reducer, core.writer.now, core.id_source
         )
         """Save, load, list and delete checkpoints."""
-        self._maintenance = Maintenance(store, self.codec, self._runs, self._replay, self.checkpoints)
-        self._verifier = Verifier(store, self.codec, self._runs, self._reader, self._replay, self.checkpoints)
-
-    def _after_commit(self, position: int) -> None:
-        self._dictionaries.after_commit(position)
-        self._committed.fire()
-
-    def _commits(self) -> Signal:
-        """What followers wait on: this process's commits, and others' where the store hears them (LISTEN)."""
-        listen = getattr(self.store, "listen", None)
-        if listen is not None:
-            listen(self._committed.fire)
-        return self._committed
+        self._runs, self._writer, self._reader, self._replay = core.runs, core.writer, core.reader, core.replay
+        self._maintenance = Maintenance(store, core.codec, core.runs, core.replay, self.checkpoints)
+        self._verifier = Verifier(store, core.codec, core.runs, core.reader, core.replay, self.checkpoints)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the log (syncs first under `batch` and `none` durability)."""
-        self._dictionaries.wait()
+        self.engine.dictionaries.wait()
         self.store.close()
-        self._committed.fire()
+        self.engine.committed.fire()
 
     def __enter__(self) -> EventLog[S]:
         return self
@@ -303,7 +281,7 @@ class EventLog(Generic[S]):
         within `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
         seconds without a new entry (None: never), or when the log is closed."""
         check_int("after", after)
-        return self._reader.follow(after, timeout, poll, self._commits().waiter())
+        return self._reader.follow(after, timeout, poll, self.engine.commits().waiter())
 
     # -- fold --------------------------------------------------------------------------------
 
@@ -393,7 +371,7 @@ class EventLog(Generic[S]):
         """
         if run_id is not None:
             check_run_id(run_id)
-        return self._verifier.verify(run_id, self._reducer(reducer), progress, self._format >= 2)
+        return self._verifier.verify(run_id, self._reducer(reducer), progress, self.engine.format >= 2)
 
     def stats(self, *, scan: bool = False) -> dict[str, Any]:
         """Runs, events, checkpoints, snapshots, bytes on disk and map size.

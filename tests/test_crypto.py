@@ -36,7 +36,7 @@ def test_round_trip_and_no_plaintext_on_disk(tmp_path: Path) -> None:
     path = tmp_path / "log"
     with eventlog.open(path, key=KEY) as log:
         fill(log)
-        log._dictionaries.wait()
+        log.engine.dictionaries.wait()
         fill_more = log.append("r", UserMessage(content=SECRET))
     with eventlog.open(path, key=KEY) as log:
         assert log.entry("r", fill_more).event == UserMessage(content=SECRET)

@@ -112,7 +112,7 @@ def test_every_thread_following_wakes_for_every_commit(open_log: OpenLog, backen
 def test_a_commit_during_a_read_of_the_feed_is_not_missed(log: eventlog.EventLog[Any]) -> None:
     """A waiter returns at once for a commit made after it was made (while its follower read the
     feed), not a poll later."""
-    wait = log._commits().waiter()
+    wait = log.engine.commits().waiter()
     log.append("r", UserMessage(content="meanwhile"))
     began = time.monotonic()
     wait(POLL_SECONDS)

@@ -90,7 +90,7 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[eventlog.EventLog]
 def _dump(log: eventlog.EventLog) -> dict[str, list[tuple[bytes, bytes]]]:
     """Every table, byte for byte, once a dictionary training in the background (which the
     appends before may have started) has written what it writes."""
-    log._dictionaries.wait()
+    log.engine.dictionaries.wait()
     return log.store.read(lambda txn: {t: txn.scan(t, b"", None) for t in TABLES})
 
 
