@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from functools import partial
 from typing import Any, Generic, TypeVar
 
+from .core._commit import GroupCommit, Request
 from .core._reader import Entry
-from .core._writer import Request, Writer
 from .core.fold import Reducer
 from .errors import ClosedError, EventLogError
 from .log import EventLog, RunInfo
@@ -46,7 +46,7 @@ _CHUNK = 1024
 class _Committer:
     """One thread that commits the requests of the event loop, one transaction per batch."""
 
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: GroupCommit) -> None:
         self._writer = writer
         self._cond = threading.Condition()
         self._batches: list[list[tuple[Request, asyncio.Future[list[int]], asyncio.AbstractEventLoop]]] = []
@@ -180,7 +180,7 @@ class AsyncEventLog(Generic[S]):
         """The log underneath, for what has no async form."""
         self.checkpoints = AsyncCheckpoints(log.checkpoints)
         """Save, load, list and delete checkpoints."""
-        self._committer = _Committer(log.engine.writer)
+        self._committer = _Committer(log.engine.commit)
 
     async def __aenter__(self) -> AsyncEventLog[S]:
         return self
@@ -209,7 +209,7 @@ class AsyncEventLog(Generic[S]):
         time_ns: int | None = None,
     ) -> list[int]:
         """See `EventLog.append_many`: checked here, committed with the other appends of this turn."""
-        request = self.sync.engine.writer.request(
+        request = self.sync.engine.commit.request(
             run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
         return await self._committer.submit(request)

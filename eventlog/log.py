@@ -134,15 +134,15 @@ class EventLog(Generic[S]):
         core = self.engine
         self.codec = core.codec
         """The record pipeline of this log."""
-        self.clock: Callable[[], int] = core.writer.now
+        self.clock: Callable[[], int] = core.commit.now
         """The log's clock (nanoseconds since the epoch), checked; injected with `eventlog.open(clock=...)`."""
         self.ids: Callable[[], str] = core.id_source.draw
         """A new id string from the log's id source (unique with the log's own source)."""
         self.checkpoints: Checkpoints[S] = Checkpoints(
-            store, core.codec, core.runs, core.replay, self.reducer, core.writer.now, core.id_source
+            store, core.codec, core.runs, core.replay, self.reducer, core.commit.now, core.id_source
         )
         """Save, load, list and delete checkpoints."""
-        self._runs, self._writer, self._reader, self._replay = core.runs, core.writer, core.reader, core.replay
+        self._runs, self._commit, self._reader, self._replay = core.runs, core.commit, core.reader, core.replay
         self._maintenance = Maintenance(store, core.codec, core.runs, core.replay, self.checkpoints)
         self._verifier = Verifier(store, core.codec, core.runs, core.reader, core.replay, self.checkpoints)
 
@@ -237,10 +237,10 @@ class EventLog(Generic[S]):
         the head differs. Events whose `event_ids` entry is already in the run are not
         written again; their first offsets are returned.
         """
-        request = self._writer.request(
+        request = self._commit.request(
             run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
-        return self._writer.commit(request).offsets
+        return self._commit.commit(request).offsets
 
     # -- read --------------------------------------------------------------------------------
 
@@ -318,7 +318,7 @@ class EventLog(Generic[S]):
         """
         _check_policy(policy)
         return RunWriter(
-            self.store, self._runs, self._writer, self._replay, self.checkpoints, run_id, self._reducer(reducer),
+            self.store, self._runs, self._commit, self._replay, self.checkpoints, run_id, self._reducer(reducer),
             policy or self.policy,
         )  # fmt: skip
 
@@ -329,7 +329,7 @@ class EventLog(Generic[S]):
 
     def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
         """A new run whose first `at` events are this run's (of life `run_number`), shared by reference."""
-        return self._maintenance.fork(run_id, at, new_run_id, self._writer.now(), check_run_number(run_number))
+        return self._maintenance.fork(run_id, at, new_run_id, self._commit.now(), check_run_number(run_number))
 
     def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.

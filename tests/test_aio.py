@@ -25,11 +25,11 @@ OpenLog = Callable[..., eventlog.EventLog[Any]]
 def test_tasks_of_one_turn_share_one_transaction(open_log: OpenLog) -> None:
     async def main() -> None:
         log = eventlog.aio.AsyncEventLog(open_log())
-        before = log.sync._writer.commits
+        before = log.sync.engine.commit.commits
         offsets = await asyncio.gather(
             *(log.append(f"r{k % 4}", UserMessage(content=str(k)), event_id=f"e{k}") for k in range(64))
         )
-        assert log.sync._writer.commits == before + 1  # 64 tasks, one transaction
+        assert log.sync.engine.commit.commits == before + 1  # 64 tasks, one transaction
         for r in range(4):
             entries = [e async for e in log.read(f"r{r}")]
             assert [e.offset for e in entries] == list(range(1, 17))

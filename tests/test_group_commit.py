@@ -26,7 +26,7 @@ def test_appends_queued_behind_a_commit_share_the_next_transaction(tmp_path: Pat
     ]
     for w in workers:
         w.start()
-    while log._writer.queued() < waiting:  # every worker's append is queued behind the held commit
+    while log.engine.commit.queued() < waiting:  # every worker's append is queued behind the held commit
         threading.Event().wait(0.001)
     store.release.set()
     for t in [leader, *workers]:

@@ -509,7 +509,7 @@ def test_a_superstep_writes_share_the_commit_of_its_checkpoint(
                 return _m(*a, **k)
 
             setattr(saver, name, counted)
-        before = saver.log._writer.commits
+        before = saver.log.engine.commit.commits
         runs = []
         for s in (saver, theirs):
             graph = _one_node_chat(s)
@@ -517,7 +517,7 @@ def test_a_superstep_writes_share_the_commit_of_its_checkpoint(
             for i in range(turns):
                 graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg, durability=durability)
             runs.append([snapshot(h) for h in graph.get_state_history(cfg)])
-        commits = saver.log._writer.commits - before
+        commits = saver.log.engine.commit.commits - before
         assert runs[0] == runs[1]
         assert calls.count("put_writes") >= 2 * turns
         assert calls.count("put") <= commits < len(calls)  # writes went into a put's commit

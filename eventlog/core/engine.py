@@ -9,13 +9,13 @@ from collections.abc import Callable
 from ..record._keys import IdSource
 from ..record.codec import Cipher, Codec
 from ..store._base import Store
+from ._commit import GroupCommit
 from ._dictionaries import Dictionaries
 from ._meta import open_meta
 from ._reader import Reader
 from ._replay import Replay
 from ._runs import Runs
 from ._signal import Signal
-from ._writer import Writer
 
 __all__ = ["Engine"]
 
@@ -41,7 +41,7 @@ class Engine:
         self.id_source = IdSource(ids, self.codec.log_id if self.format >= 4 else b"")  # docs/format.md, "Event ids"
         self.committed = Signal()
         """Fired at each commit of this process, and at close."""
-        self.writer = Writer(store, self.codec, self.runs, self.id_source, clock, self._after_commit)
+        self.commit = GroupCommit(store, self.codec, self.runs, self.id_source, clock, self._after_commit)
         self.reader = Reader(store, self.codec, self.runs)
         self.replay = Replay(store, self.codec, self.runs, self.reader)
 

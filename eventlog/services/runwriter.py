@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .. import _limits
+from ..core._commit import GroupCommit
 from ..core._replay import Replay
 from ..core._runs import Runs
-from ..core._writer import Writer
 from ..core.fold import Reducer, reducer_tag
 from ..errors import ReducerError, RunReplacedError
 from ..record._keys import check_run_id
@@ -54,7 +54,7 @@ class RunWriter(Generic[S]):
         self,
         store: Store,
         runs: Runs,
-        writer: Writer,
+        writer: GroupCommit,
         replay: Replay,
         checkpoints: Checkpoints[Any],
         run_id: str,

@@ -49,9 +49,9 @@ def _measure(ctx: Context, durability: str, total: int, rounds: int) -> dict[int
                     for e in mine:
                         append(run_id, e)
 
-                before = log._writer.commits  # read only: no public counter of transactions yet
+                before = log.engine.commit.commits  # read only: no public counter of transactions yet
                 elapsed = in_threads(n, work)
-                commits = log._writer.commits - before
+                commits = log.engine.commit.commits - before
                 for k in range(n):
                     assert log.head(f"t{n}-r{r}-{k}") == each
                 appends = n * each

@@ -87,7 +87,7 @@ class Request:
         self.done: threading.Event | None = None  # made for a request that waits for a leader
 
 
-class Writer:
+class GroupCommit:
     """Checks appends, then commits them in groups."""
 
     def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
