@@ -30,7 +30,7 @@ from ..record._keys import (
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
-from ..store._base import KeyExistsError, Store, Txn
+from ..store._base import KeyExistsError, Store, Txn, at_checkpoint
 from ._event_ids import EventIds
 from ._runs import Runs
 
@@ -280,8 +280,8 @@ class GroupCommit:
                     known[request.run_id] = request.stored
             while len(known) > _limits.writer_records_held:
                 del known[next(iter(known))]  # the run written longest ago
-        if checkpointed and self._store.durability == "batch":
-            self._store.sync()
+        if checkpointed:
+            at_checkpoint(self._store)
         if position:
             self.commits += 1
             self._on_commit(position)

@@ -70,8 +70,7 @@ class Replay:
         return self._codec.encode_value(record, None, level=_limits.snapshot_compression_level)
 
     def snapshot_due(self, run_id: str, offset: int, reducer: Reducer[Any]) -> bool:
-        """Materialize when the events since the nearest snapshot take `snapshot_event_bytes_ratio`
-        times its bytes: snapshot bytes stay linear in the event bytes (see `_limits`)."""
+        """Whether a checkpoint of the run at `offset` materializes its state (`snapshot_due`)."""
         tag = reducer_tag(reducer)
 
         def due(txn: Txn) -> bool:
@@ -80,13 +79,10 @@ class Replay:
             if found is None:
                 return True
             snap_offset, _, value = found
-            return (
-                snap_offset != offset
-                and self.bytes_since(
-                    txn, run_id, rec, snap_offset, offset, len(value) * _limits.snapshot_event_bytes_ratio
-                )
-                >= len(value) * _limits.snapshot_event_bytes_ratio
-            )
+            if snap_offset == offset:
+                return False
+            cap = len(value) * _limits.snapshot_event_bytes_ratio
+            return snapshot_due(len(value), self.bytes_since(txn, run_id, rec, snap_offset, offset, cap))
 
         return self._store.read(due)
 
@@ -223,3 +219,10 @@ class Replay:
                 if number is not None or attempt == _limits.replaced_retries_max:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def snapshot_due(snapshot_bytes: int, bytes_since: int) -> bool:
+    """The snapshot schedule, in one place: a checkpoint materializes its state when there is no
+    snapshot below it (`snapshot_bytes` 0) or when the events since the nearest one take
+    `snapshot_event_bytes_ratio` times its bytes, so snapshot bytes stay linear in event bytes."""
+    return snapshot_bytes == 0 or bytes_since >= snapshot_bytes * _limits.snapshot_event_bytes_ratio

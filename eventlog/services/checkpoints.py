@@ -40,7 +40,7 @@ from ..record._keys import (
 )
 from ..record._records import CheckpointRecord, RunRecord
 from ..record.codec import Codec
-from ..store._base import Store, Txn
+from ..store._base import Store, Txn, at_checkpoint
 
 __all__ = ["Checkpoint", "Checkpoints"]
 
@@ -268,8 +268,7 @@ class Checkpoints(Generic[S]):
             self._runs.put(txn, run_id, rec)
 
         self._store.write(write)
-        if self._store.durability == "batch":
-            self._store.sync()
+        at_checkpoint(self._store)
         return self._wrap(run_id, number, pending.record, reducer, state)
 
     def _plan(self, txn: Txn, run_id: str, offset: int | None, number: int | None) -> tuple[int, int]:

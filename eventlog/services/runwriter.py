@@ -7,7 +7,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .. import _limits
 from ..core._commit import GroupCommit
-from ..core._replay import Replay
+from ..core._replay import Replay, snapshot_due
 from ..core._runs import Runs
 from ..core.fold import Reducer, reducer_tag
 from ..errors import ReducerError, RunReplacedError
@@ -152,9 +152,7 @@ class RunWriter(Generic[S]):
             if not wants:
                 return False
             since = self._bytes_since + written
-            materialize = (
-                self._snapshot_bytes == 0 or since >= self._snapshot_bytes * _limits.snapshot_event_bytes_ratio
-            )
+            materialize = snapshot_due(self._snapshot_bytes, since)
             pending = self._checkpoints.pending(
                 rec.head, state, self.reducer, metadata=cp_meta, checkpoint_id=None, materialize=materialize
             )

@@ -141,3 +141,10 @@ def scan_chunks(txn: Txn, table: str, start: bytes, stop: bytes | None) -> Itera
         if len(pairs) < SCAN_CHUNK:
             return
         start = pairs[-1][0] + b"\x00"
+
+
+def at_checkpoint(store: Store) -> None:
+    """A checkpoint was committed: under `batch` durability that is when commits reach the disk
+    (docs/durability.md), the one place both the group commit and `Checkpoints.save` say so."""
+    if store.durability == "batch":
+        store.sync()
