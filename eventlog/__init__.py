@@ -14,40 +14,11 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeGuard, TypeVar, overload
 
-from . import _limits, events
+from . import _limits, errors, events
 from .agent.policy import CheckpointPolicy
 from .agent.state import AgentReducer, AgentState
 from .core.fold import Reducer
-from .errors import (
-    AccessDeniedError,
-    AlreadyOpenError,
-    CheckpointNotFoundError,
-    ClosedError,
-    ConflictError,
-    CorruptRecordError,
-    DuplicateIdError,
-    EventLogError,
-    ForkDependencyError,
-    FormatVersionError,
-    InvalidArgumentError,
-    InvalidEventError,
-    InvalidRunIdError,
-    KeyMismatchError,
-    LockFileError,
-    LogFullError,
-    NoLogError,
-    NotALogError,
-    OffsetOutOfRangeError,
-    PrunedError,
-    ReadOnlyError,
-    RecordTooLargeError,
-    ReducerError,
-    RunExistsError,
-    RunReplacedError,
-    UnencodableValueError,
-    UnknownKindError,
-    UnknownRunError,
-)
+from .errors import ConflictError, EventLogError, InvalidArgumentError
 from .events import Event, register
 from .log import Entry, EventLog, Problem, RunInfo, VerifyReport
 from .services.checkpoints import Checkpoint, Checkpoints
@@ -57,47 +28,22 @@ from .store._base import Store
 __version__ = "0.1.0"
 
 __all__ = [
-    "AccessDeniedError",
     "AgentReducer",
     "AgentState",
-    "AlreadyOpenError",
     "Checkpoint",
-    "CheckpointNotFoundError",
     "CheckpointPolicy",
     "Checkpoints",
-    "ClosedError",
     "ConflictError",
-    "CorruptRecordError",
-    "DuplicateIdError",
     "Entry",
     "Event",
     "EventLog",
     "EventLogError",
-    "ForkDependencyError",
-    "FormatVersionError",
-    "InvalidArgumentError",
-    "InvalidEventError",
-    "InvalidRunIdError",
-    "KeyMismatchError",
-    "LockFileError",
-    "LogFullError",
-    "NoLogError",
-    "NotALogError",
-    "OffsetOutOfRangeError",
     "Problem",
-    "PrunedError",
-    "ReadOnlyError",
-    "RecordTooLargeError",
     "Reducer",
-    "ReducerError",
-    "RunExistsError",
     "RunInfo",
-    "RunReplacedError",
     "RunWriter",
-    "UnencodableValueError",
-    "UnknownKindError",
-    "UnknownRunError",
     "VerifyReport",
+    "errors",
     "events",
     "open",
     "register",

@@ -51,9 +51,9 @@ def test_bad_input_is_refused_in_the_task_with_nothing_written(open_log: OpenLog
             log.append("", UserMessage(content="no run id")),
             return_exceptions=True,
         )
-        assert isinstance(results[0], eventlog.InvalidEventError)
+        assert isinstance(results[0], eventlog.errors.InvalidEventError)
         assert results[1] == 2
-        assert isinstance(results[2], eventlog.InvalidRunIdError)
+        assert isinstance(results[2], eventlog.errors.InvalidRunIdError)
         assert await log.runs() == ["r"] and await log.head("r") == 2
         await log.close()
 

@@ -66,13 +66,13 @@ class PlainStruct(msgspec.Struct, tag="test_bad_input.plain"):
 )
 def test_what_is_not_a_registered_event_is_refused(seeded: eventlog.EventLog, bad: Any) -> None:
     before = snapshot(seeded)
-    with pytest.raises(eventlog.InvalidEventError, match="not a registered event kind"):
+    with pytest.raises(eventlog.errors.InvalidEventError, match="not a registered event kind"):
         seeded.append("r", bad)
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         seeded.append_many("r", [step(4), bad, step(5)])  # one bad event spoils the batch
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         seeded.append("new-run", bad)
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         seeded.writer("r").append(bad)
     unchanged(seeded, before)
     assert "new-run" not in seeded.runs()
@@ -91,9 +91,9 @@ def test_what_is_not_a_registered_event_is_refused(seeded: eventlog.EventLog, ba
 )
 def test_an_event_that_cannot_be_encoded_is_refused(seeded: eventlog.EventLog, event: Any, meta: Any) -> None:
     before = snapshot(seeded)
-    with pytest.raises(eventlog.InvalidEventError, match="cannot be encoded"):
+    with pytest.raises(eventlog.errors.InvalidEventError, match="cannot be encoded"):
         seeded.append("r", event, meta=meta)
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         seeded.append_many("new-run", [step(1), event], meta=meta)
     unchanged(seeded, before)
 
@@ -103,12 +103,12 @@ def test_an_event_over_the_record_limit_is_refused(open_log: OpenLog) -> None:
     log.append("r", UserMessage(content="small"))
     before = snapshot(log)
     big = UserMessage(content="x" * 2_000)
-    with pytest.raises(eventlog.RecordTooLargeError) as info:
+    with pytest.raises(eventlog.errors.RecordTooLargeError) as info:
         log.append("r", big)
     assert "1000" in str(info.value) and "UserMessage" in str(info.value)
-    with pytest.raises(eventlog.RecordTooLargeError):
+    with pytest.raises(eventlog.errors.RecordTooLargeError):
         log.append_many("r", [UserMessage(content="fine"), big])
-    with pytest.raises(eventlog.RecordTooLargeError):
+    with pytest.raises(eventlog.errors.RecordTooLargeError):
         log.append("other", big)
     assert snapshot(log) == before
     assert "other" not in log.runs()
@@ -118,7 +118,7 @@ def test_an_event_over_the_record_limit_is_refused(open_log: OpenLog) -> None:
 
 
 def test_an_event_over_the_default_16_mib_limit_is_refused(log: eventlog.EventLog) -> None:
-    with pytest.raises(eventlog.RecordTooLargeError, match=str(16 * 1024 * 1024)):
+    with pytest.raises(eventlog.errors.RecordTooLargeError, match=str(16 * 1024 * 1024)):
         log.append("r", UserMessage(content="x" * (16 * 1024 * 1024 + 1)))
     assert log.head("r") == 0 and list(log.feed()) == []
 
@@ -159,7 +159,7 @@ def test_bad_run_ids_are_refused(seeded: eventlog.EventLog, run_id: Any) -> None
         lambda: seeded.writer(run_id),
     ]
     for call in calls:
-        with pytest.raises(eventlog.InvalidRunIdError):
+        with pytest.raises(eventlog.errors.InvalidRunIdError):
             call()
     unchanged(seeded, before)
     assert seeded.run_info("r").forks == 0
@@ -168,7 +168,7 @@ def test_bad_run_ids_are_refused(seeded: eventlog.EventLog, run_id: Any) -> None
 def test_the_run_id_limit_is_1024_utf8_bytes(log: eventlog.EventLog) -> None:
     ok = "é" * 512
     log.append(ok, step(1))
-    with pytest.raises(eventlog.InvalidRunIdError, match="1026"):
+    with pytest.raises(eventlog.errors.InvalidRunIdError, match="1026"):
         log.append(ok + "é", step(1))
     assert log.runs() == [ok]
 
@@ -179,26 +179,26 @@ def test_the_run_id_limit_is_1024_utf8_bytes(log: eventlog.EventLog) -> None:
 @pytest.mark.parametrize("offset", [-1, 4, 100])
 def test_offsets_out_of_range_are_refused(seeded: eventlog.EventLog, offset: int) -> None:
     before = snapshot(seeded)
-    with pytest.raises(eventlog.OffsetOutOfRangeError) as info:
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError) as info:
         seeded.state_at("r", offset)
     assert (info.value.run_id, info.value.offset, info.value.head) == ("r", offset, 3)
     assert "'r'" in str(info.value) and str(offset) in str(info.value)
-    with pytest.raises(eventlog.OffsetOutOfRangeError):
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError):
         seeded.entry("r", offset)
-    with pytest.raises(eventlog.OffsetOutOfRangeError):
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError):
         seeded.fork("r", offset, "fork")
-    with pytest.raises(eventlog.OffsetOutOfRangeError):
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError):
         seeded.checkpoints.save("r", offset)
-    with pytest.raises(eventlog.OffsetOutOfRangeError):
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError):
         list(seeded.read("r", after=offset))
-    with pytest.raises(eventlog.OffsetOutOfRangeError):
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError):
         list(seeded.read("r", after=0, upto=offset))
     unchanged(seeded, before)
     assert "fork" not in seeded.runs()
 
 
 def test_entry_zero_is_out_of_range(seeded: eventlog.EventLog) -> None:
-    with pytest.raises(eventlog.OffsetOutOfRangeError):
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError):
         seeded.entry("r", 0)
 
 
@@ -214,9 +214,9 @@ def test_a_non_empty_directory_is_not_a_log(tmp_path: Path) -> None:
     d.mkdir()
     (d / "cat.jpg").write_bytes(b"\xff\xd8 not a log")
     before = listing(d)
-    with pytest.raises(eventlog.NotALogError, match="non-empty directory"):
+    with pytest.raises(eventlog.errors.NotALogError, match="non-empty directory"):
         eventlog.open(d)
-    with pytest.raises(eventlog.NotALogError):
+    with pytest.raises(eventlog.errors.NotALogError):
         eventlog.open(d, readonly=True)
     assert listing(d) == before
 
@@ -224,7 +224,7 @@ def test_a_non_empty_directory_is_not_a_log(tmp_path: Path) -> None:
 def test_a_plain_file_is_not_a_log(tmp_path: Path) -> None:
     f = tmp_path / "notes.txt"
     f.write_text("hello")
-    with pytest.raises(eventlog.NotALogError, match="is a file"):
+    with pytest.raises(eventlog.errors.NotALogError, match="is a file"):
         eventlog.open(f)
     assert f.read_text() == "hello"
 
@@ -236,9 +236,9 @@ def test_a_foreign_lmdb_environment_is_not_a_log(tmp_path: Path) -> None:
     with env.begin(write=True) as txn:
         txn.put(b"alice", b"1", db=users)
     env.close()
-    with pytest.raises(eventlog.NotALogError, match="another program"):
+    with pytest.raises(eventlog.errors.NotALogError, match="another program"):
         eventlog.open(d)
-    with pytest.raises(eventlog.NotALogError):
+    with pytest.raises(eventlog.errors.NotALogError):
         eventlog.open(d, readonly=True)
     env = lmdb.open(str(d), max_dbs=4)
     with env.begin() as txn:
@@ -252,7 +252,7 @@ def test_a_foreign_lmdb_with_plain_keys_is_not_a_log(tmp_path: Path) -> None:
     with env.begin(write=True) as txn:
         txn.put(b"some-key", b"some-value")
     env.close()
-    with pytest.raises(eventlog.NotALogError):
+    with pytest.raises(eventlog.errors.NotALogError):
         eventlog.open(d)
 
 
@@ -260,12 +260,12 @@ def test_a_garbage_data_file_is_not_a_log(tmp_path: Path) -> None:
     d = tmp_path / "garbage"
     d.mkdir()
     (d / "data.mdb").write_bytes(b"\x00garbage" * 1000)
-    with pytest.raises(eventlog.NotALogError):
+    with pytest.raises(eventlog.errors.NotALogError):
         eventlog.open(d)
 
 
 def test_readonly_open_of_a_missing_path_is_not_a_log(tmp_path: Path) -> None:
-    with pytest.raises(eventlog.NotALogError):
+    with pytest.raises(eventlog.errors.NotALogError):
         eventlog.open(tmp_path / "nowhere", readonly=True)
     assert not (tmp_path / "nowhere").exists()
 
@@ -284,7 +284,7 @@ def test_a_log_of_a_newer_format_version_is_refused(open_log: OpenLog) -> None:
     newer = eventlog._limits.format_version + 1
     log.store.write(lambda txn: txn.put("meta", b"format", log.codec.compress(u64(newer), 0, None)))
     log.close()
-    with pytest.raises(eventlog.FormatVersionError) as info:
+    with pytest.raises(eventlog.errors.FormatVersionError) as info:
         open_log()
     assert str(newer) in str(info.value) and "Upgrade" in str(info.value)
 
@@ -293,9 +293,9 @@ def test_a_newer_lmdb_log_is_refused_by_open(tmp_path: Path) -> None:
     with eventlog.open(tmp_path / "log") as log:
         log.append("r", step(1))
         log.store.write(lambda txn: txn.put("meta", b"format", log.codec.compress(u64(99), 0, None)))
-    with pytest.raises(eventlog.FormatVersionError, match="99"):
+    with pytest.raises(eventlog.errors.FormatVersionError, match="99"):
         eventlog.open(tmp_path / "log")
-    with pytest.raises(eventlog.FormatVersionError):
+    with pytest.raises(eventlog.errors.FormatVersionError):
         eventlog.open(tmp_path / "log", readonly=True)
 
 
@@ -303,7 +303,7 @@ def test_a_damaged_format_record_is_not_a_log(tmp_path: Path) -> None:
     with eventlog.open(tmp_path / "log") as log:
         log.append("r", step(1))
         log.store.write(lambda txn: txn.put("meta", b"format", b"\x00" * 12))
-    with pytest.raises(eventlog.NotALogError, match="format record"):
+    with pytest.raises(eventlog.errors.NotALogError, match="format record"):
         eventlog.open(tmp_path / "log")
 
 
@@ -327,7 +327,7 @@ def test_readonly_refuses_every_write(tmp_path: Path) -> None:
             lambda: log.writer("r").append(step(4)),
         ]
         for write in writes:
-            with pytest.raises(eventlog.ReadOnlyError):
+            with pytest.raises(eventlog.errors.ReadOnlyError):
                 write()
         assert snapshot(log) == before
         # reads still work

@@ -248,7 +248,7 @@ def test_any_changed_byte_of_a_frame_is_refused(payload: bytes, data: st.DataObj
     value = bytearray(frame(payload, RAW, 0))
     i = data.draw(st.integers(0, len(value) - 1))
     value[i] ^= data.draw(st.integers(1, 255))
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.errors.CorruptRecordError):
         unframe(bytes(value))
 
 
@@ -256,10 +256,10 @@ def test_any_changed_byte_of_a_frame_is_refused(payload: bytes, data: st.DataObj
 def test_a_truncated_or_extended_frame_is_refused(payload: bytes, data: st.DataObject) -> None:
     value = frame(payload, RAW, 0)
     cut = data.draw(st.integers(0, len(value) - 1))
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.errors.CorruptRecordError):
         unframe(value[:cut])
     extra = data.draw(st.binary(min_size=1, max_size=8))
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.errors.CorruptRecordError):
         unframe(value + extra)
 
 
@@ -276,7 +276,7 @@ def test_a_frame_of_another_format_version_is_refused() -> None:
     import zlib
 
     for value in (zlib.crc32(body).to_bytes(4, "big") + body, frame(b"payload", 7, 0), frame(b"payload", RAW, 5)):
-        with pytest.raises(eventlog.CorruptRecordError):
+        with pytest.raises(eventlog.errors.CorruptRecordError):
             codec().payload(value, ("events", b"k"))
 
 
@@ -302,16 +302,16 @@ def test_hand_made_zstd_frame_is_valid_when_honest() -> None:
 def test_zstd_frame_declaring_a_huge_size_is_refused_before_decompression(declared: int) -> None:
     bomb = frame(_zstd_frame_declaring(declared, b"hello"), ZSTD, 0)
     # A decompressor would fail differently (the block holds 5 bytes); the declared size is refused first.
-    with pytest.raises(eventlog.CorruptRecordError, match=f"declares {declared} bytes, over the limit"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match=f"declares {declared} bytes, over the limit"):
         codec().payload(bomb, ("events", b"k"))
-    with pytest.raises(eventlog.CorruptRecordError, match="over the limit"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="over the limit"):
         codec().decode_entry(bomb, b"k")
 
 
 def test_a_real_decompression_bomb_is_refused() -> None:
     zeros = zstandard.ZstdCompressor().compress(bytes(eventlog._limits.record_size_bytes_max + 1024))
     assert len(zeros) < 4096
-    with pytest.raises(eventlog.CorruptRecordError, match="over the limit"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="over the limit"):
         codec().decode_entry(frame(zeros, ZSTD, 0), b"k")
 
 
@@ -319,18 +319,18 @@ def test_zstd_frame_without_a_content_size_is_refused() -> None:
     data = b"x" * 5000
     blob = zstandard.ZstdCompressor(write_content_size=False).compress(data)
     assert zstandard.frame_content_size(blob) == -1
-    with pytest.raises(eventlog.CorruptRecordError, match="content size"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="content size"):
         codec().payload(frame(blob, ZSTD, 0), ("events", b"k"))
 
 
 def test_zstd_frame_whose_content_differs_from_its_declared_size_is_refused() -> None:
     liar = _zstd_frame_declaring(10, b"hello")
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.errors.CorruptRecordError):
         codec().payload(frame(liar, ZSTD, 0), ("events", b"k"))
 
 
 def test_missing_dictionary_is_a_corrupt_record() -> None:
-    with pytest.raises(eventlog.CorruptRecordError, match="dictionary 3"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="dictionary 3"):
         codec().payload(frame(_zstd_frame_declaring(5, b"hello"), ZSTD_DICT, 3), ("events", b"k"))
 
 
@@ -342,7 +342,7 @@ def test_missing_dictionary_is_a_corrupt_record() -> None:
 @example(value=b"")
 @example(value=bytes(10))
 def test_arbitrary_bytes_raise_only_corrupt_record(value: bytes) -> None:
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.errors.CorruptRecordError):
         codec().decode_entry(value, b"k")
 
 
@@ -357,7 +357,7 @@ def test_arbitrary_payloads_with_a_good_checksum_raise_only_corrupt_record(paylo
     value = frame(payload, compression, 9 if compression == ZSTD_DICT else 0)
     try:
         record = codec().decode_entry(value, b"k")
-    except (eventlog.CorruptRecordError, eventlog.UnknownKindError):
+    except (eventlog.errors.CorruptRecordError, eventlog.errors.UnknownKindError):
         return
     # A payload that happens to be a valid entry must decode to a registered kind.
     assert isinstance(record.event, eventlog.Event)
@@ -376,7 +376,10 @@ def test_mutated_valid_entries_raise_only_corrupt_record(data: st.DataObject) ->
     value = frame(bytes(payload[:cut]), RAW, 0)
     try:
         record = codec().decode_entry(value, b"k")
-    except (eventlog.CorruptRecordError, eventlog.UnknownKindError):  # a changed tag reads as an unknown kind
+    except (
+        eventlog.errors.CorruptRecordError,
+        eventlog.errors.UnknownKindError,
+    ):  # a changed tag reads as an unknown kind
         return
     assert isinstance(record.event, eventlog.Event)
 
@@ -416,21 +419,21 @@ def test_flipped_byte_in_a_stored_event_is_named_by_run_and_offset(tmp_path: Pat
     with eventlog.open(path) as log:
         assert [e.offset for e in log.read("run-7", upto=2)] == [1, 2]
         assert [e.offset for e in log.read("run-7", after=3)] == [4, 5]
-        with pytest.raises(eventlog.CorruptRecordError) as info:
+        with pytest.raises(eventlog.errors.CorruptRecordError) as info:
             list(log.read("run-7"))
         assert (info.value.run_id, info.value.offset) == ("run-7", 3)
         assert "'run-7' offset 3" in str(info.value)
-        with pytest.raises(eventlog.CorruptRecordError) as info:
+        with pytest.raises(eventlog.errors.CorruptRecordError) as info:
             log.entry("run-7", 3)
         assert (info.value.run_id, info.value.offset) == ("run-7", 3)
-        with pytest.raises(eventlog.CorruptRecordError) as info:
+        with pytest.raises(eventlog.errors.CorruptRecordError) as info:
             log.state_at("run-7", 4)
         assert (info.value.run_id, info.value.offset) == ("run-7", 3)
-        with pytest.raises(eventlog.CorruptRecordError) as info:
+        with pytest.raises(eventlog.errors.CorruptRecordError) as info:
             list(log.feed())
         assert (info.value.run_id, info.value.offset) == ("run-7", 3)
         log.fork("run-7", 4, "child")
-        with pytest.raises(eventlog.CorruptRecordError) as info:
+        with pytest.raises(eventlog.errors.CorruptRecordError) as info:
             list(log.read("child"))
         assert (info.value.run_id, info.value.offset) == ("run-7", 3)  # the run that holds the record
         report = log.verify()
@@ -452,7 +455,7 @@ def test_flipped_byte_through_the_store_is_named(tmp_path: Path) -> None:
             txn.put("events", key, bytes(value))
 
         log.store.write(flip)
-        with pytest.raises(eventlog.CorruptRecordError, match="'r' offset 2"):
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="'r' offset 2"):
             log.state_at("r")
         assert log.state_at("r", 1).values == {"v": 0}
 
@@ -508,7 +511,7 @@ def test_duplicate_tag_is_refused() -> None:
     with pytest.raises(ValueError):
         eventlog.register(type("StepAgain", (eventlog.Event,), {}, frozen=True, tag="step.completed"))
     assert eventlog.register(Approved) is Approved  # registering the same kind again is harmless
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         entry(codec(), EntryRecord(1, 1, "e", None, Impostor(by="x")), 0)
 
 
@@ -524,9 +527,9 @@ def test_register_refuses_what_is_not_a_kind() -> None:
 
 def test_decoding_an_unregistered_tag_is_an_unknown_kind_not_corruption() -> None:
     payload = msgspec.msgpack.encode([1, 2, "e", None, {"kind": "nobody.knows", "x": 1}])
-    with pytest.raises(eventlog.UnknownKindError, match="nobody.knows") as info:
+    with pytest.raises(eventlog.errors.UnknownKindError, match="nobody.knows") as info:
         codec().decode_entry(frame(payload, RAW, 0), b"k")
-    assert not isinstance(info.value, eventlog.CorruptRecordError) and info.value.kind == "nobody.knows"
+    assert not isinstance(info.value, eventlog.errors.CorruptRecordError) and info.value.kind == "nobody.knows"
 
 
 def test_nan_survives_bit_for_bit() -> None:

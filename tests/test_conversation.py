@@ -476,6 +476,6 @@ def test_a_tool_output_that_cannot_be_stored_fails_the_turn(log: eventlog.EventL
     chat = Agent(scripted, {"weather": lambda city: object()}).start_conversation(log, "chat")
     with pytest.raises(TurnFailedError) as info:
         chat.send("weather Lima")
-    assert isinstance(info.value.__cause__, TypeError | eventlog.InvalidEventError)
+    assert isinstance(info.value.__cause__, TypeError | eventlog.errors.InvalidEventError)
     assert kinds(log, "chat")[-3:] == ["ToolCallStarted", "ToolCallFailed", "TurnFailed"]
     assert chat.send("hello").message.content == "echo: hello"

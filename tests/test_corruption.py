@@ -20,7 +20,7 @@ import lmdb
 import pytest
 
 import eventlog
-from eventlog import CorruptRecordError
+from eventlog.errors import CorruptRecordError
 from eventlog.events import AssistantMessage, StepCompleted, UserMessage
 from eventlog.record._keys import u64
 from eventlog.record.codec import Codec, frame
@@ -435,7 +435,7 @@ def test_data_without_a_format_record_is_not_a_log(backend: str, tmp_path: Path,
         )
         value = bytes(range(16)) if table == "feed" else bytes(8) if table.endswith("_ids") else b"else"
         store.write(lambda txn: txn.put(table, key, value))
-        with pytest.raises(eventlog.NotALogError, match=table):
+        with pytest.raises(eventlog.errors.NotALogError, match=table):
             eventlog.open(store)
         assert store.read(lambda txn: [t for t in TABLES if txn.scan(t, b"", None)]) == [table]  # nothing written
     finally:

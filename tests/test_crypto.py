@@ -53,19 +53,19 @@ def test_a_wrong_or_missing_key_is_named(tmp_path: Path) -> None:
     path = tmp_path / "log"
     with eventlog.open(path, key=KEY) as log:
         log.append("r", UserMessage(content=SECRET))
-    with pytest.raises(eventlog.KeyMismatchError, match="another key"):
+    with pytest.raises(eventlog.errors.KeyMismatchError, match="another key"):
         eventlog.open(path, key=os.urandom(32))
-    with pytest.raises(eventlog.KeyMismatchError, match="encrypted"):
+    with pytest.raises(eventlog.errors.KeyMismatchError, match="encrypted"):
         eventlog.open(path)
-    with pytest.raises(eventlog.KeyMismatchError, match="encrypted"):
+    with pytest.raises(eventlog.errors.KeyMismatchError, match="encrypted"):
         eventlog.open(path, readonly=True)
     plain = tmp_path / "plain"
     with eventlog.open(plain) as log:
         log.append("r", UserMessage(content="x"))
-    with pytest.raises(eventlog.KeyMismatchError, match="not encrypted"):
+    with pytest.raises(eventlog.errors.KeyMismatchError, match="not encrypted"):
         eventlog.open(plain, key=KEY)
     for bad in (b"short", "a string key" * 3, 42):
-        with pytest.raises(eventlog.InvalidArgumentError, match="key"):
+        with pytest.raises(eventlog.errors.InvalidArgumentError, match="key"):
             eventlog.open(tmp_path / "other", key=bad)  # type: ignore[arg-type]
 
 
@@ -80,7 +80,7 @@ def test_a_flipped_ciphertext_byte_is_a_named_corrupt_record(tmp_path: Path) -> 
 
         value[0:4] = zlib.crc32(bytes(value[4:])).to_bytes(4, "big")  # a good checksum: only the seal can tell
         log.store.write(lambda txn: txn.put("events", key, bytes(value)))
-        with pytest.raises(eventlog.CorruptRecordError, match="authenticate") as caught:
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="authenticate") as caught:
             list(log.read("r"))
         assert (caught.value.run_id, caught.value.offset) == ("r", 2)
         assert [p.offset for p in log.verify().problems] == [2]
@@ -115,13 +115,13 @@ def test_a_key_given_to_a_plaintext_log_is_refused_even_before_its_first_run(
 ) -> None:
     open_log().close()  # created without a key; no run yet
     for kw in _opens(backend):
-        with pytest.raises(eventlog.KeyMismatchError, match="not sealed"):
+        with pytest.raises(eventlog.errors.KeyMismatchError, match="not sealed"):
             open_log(key=KEY, **kw)
     log = open_log()
     log.append("r", UserMessage(content="plain"))
     log.close()
     for kw in _opens(backend):
-        with pytest.raises(eventlog.KeyMismatchError, match="not sealed"):
+        with pytest.raises(eventlog.errors.KeyMismatchError, match="not sealed"):
             open_log(key=KEY, **kw)
 
 
@@ -130,9 +130,9 @@ def test_a_sealed_log_refuses_no_key_and_another_key_by_name(
 ) -> None:
     open_log(key=KEY).close()  # sealed from its creation, though it holds no run
     for kw in _opens(backend):
-        with pytest.raises(eventlog.KeyMismatchError, match="sealed.*--key-file PATH or EVENTLOG_KEY_FILE"):
+        with pytest.raises(eventlog.errors.KeyMismatchError, match="sealed.*--key-file PATH or EVENTLOG_KEY_FILE"):
             open_log(**kw)
-        with pytest.raises(eventlog.KeyMismatchError, match="another key"):
+        with pytest.raises(eventlog.errors.KeyMismatchError, match="another key"):
             open_log(key=OTHER, **kw)
     log = open_log(key=KEY)
     log.append("r", UserMessage(content=SECRET))
@@ -147,7 +147,7 @@ def test_the_seal_record_and_the_key_check_must_agree(
     log.store.write(lambda txn: txn.put("meta", b"sealed", frame(u64(0), RAW, 0)))  # "not sealed", by hand
     log.close()
     for kw in _opens(backend):
-        with pytest.raises(eventlog.NotALogError, match="key check"):
+        with pytest.raises(eventlog.errors.NotALogError, match="key check"):
             open_log(**kw)  # no key: refused rather than writing plaintext beside sealed values
 
 
@@ -166,7 +166,7 @@ def test_a_plaintext_value_in_a_sealed_log_and_a_sealed_value_in_a_plaintext_log
         plain.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)])
         _, value = _events_value(plain, "r", 2)
     log.store.write(lambda txn: txn.put("events", key, value))
-    with pytest.raises(eventlog.CorruptRecordError, match="not sealed .* in a sealed log") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="not sealed .* in a sealed log") as caught:
         list(log.read("r"))
     assert (caught.value.run_id, caught.value.offset) == ("r", 2)
     assert [(p.run_id, p.offset) for p in log.verify().problems] == [("r", 2)]
@@ -180,7 +180,7 @@ def test_a_sealed_value_in_a_plaintext_log_is_refused(open_log: Callable[..., ev
         sealed.append_many("r", [StepCompleted(node="a", superstep=i) for i in range(1, 4)])
         _, value = _events_value(sealed, "r", 3)
     log.store.write(lambda txn: txn.put("events", key, value))
-    with pytest.raises(eventlog.CorruptRecordError, match="sealed value .* not sealed") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="sealed value .* not sealed") as caught:
         log.entry("r", 3)
     assert (caught.value.run_id, caught.value.offset) == ("r", 3)
     assert [(p.run_id, p.offset) for p in log.verify().problems] == [("r", 3)]
@@ -226,10 +226,10 @@ def _problems(log: eventlog.EventLog[Any]) -> set[tuple[str, int | None]]:
 def test_an_event_moved_between_runs_fails_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
     log = _sealed_pair(open_log)
     _copy(log, "events", event_key(_number(log, "a"), 1), event_key(_number(log, "b"), 1))
-    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
         list(log.read("b"))
     assert (caught.value.run_id, caught.value.offset) == ("b", 1)
-    with pytest.raises(eventlog.CorruptRecordError) as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError) as caught:
         list(log.feed())
     assert (caught.value.run_id, caught.value.offset) == ("b", 1)
     assert ("b", 1) in _problems(log)
@@ -240,10 +240,10 @@ def test_two_offsets_swapped_in_one_run_fail_to_open(open_log: Callable[..., eve
     log = _sealed_pair(open_log)
     number = _number(log, "a")
     _swap(log, "events", event_key(number, 3), event_key(number, 4))
-    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
         log.entry("a", 4)
     assert (caught.value.run_id, caught.value.offset) == ("a", 4)
-    with pytest.raises(eventlog.CorruptRecordError) as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError) as caught:
         log.state_at("a", 3)
     assert caught.value.run_id == "a"
     assert ("a", 3) in _problems(log)
@@ -259,7 +259,7 @@ def test_an_older_snapshot_replayed_under_a_newer_key_fails_to_open(
     older, newer = keys[0], keys[-1]
     _copy(log, "snapshots", older, newer)
     offset = int.from_bytes(newer[8:16], "big")
-    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
         log.state_at("a", offset)
     assert (caught.value.run_id, caught.value.offset) == ("a", offset)
     assert ("a", offset) in _problems(log)
@@ -268,7 +268,7 @@ def test_an_older_snapshot_replayed_under_a_newer_key_fails_to_open(
 def test_a_run_record_moved_to_another_run_fails_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
     log = _sealed_pair(open_log)
     _copy(log, "runs", b"a", b"b")
-    with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
         log.run_info("b")
     assert caught.value.run_id == "b"
     assert ("b", None) in _problems(log)
@@ -283,7 +283,7 @@ def test_a_checkpoint_record_moved_fails_to_open(open_log: Callable[..., eventlo
     else:
         _swap(log, "checkpoints", u64(a) + u64(1), u64(a) + u64(2))
     victim = "b" if across else "a"
-    with pytest.raises(eventlog.CorruptRecordError, match="checkpoints key") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="checkpoints key") as caught:
         log.checkpoints.list(victim)
     assert caught.value.run_id == victim
     assert victim in {run_id for run_id, _ in _problems(log)}
@@ -298,7 +298,7 @@ def test_a_key_check_copied_from_another_log_is_refused(
     log.store.write(lambda txn: txn.put("meta", b"key.check", copied))
     log.close()
     for kw in _opens(backend):
-        with pytest.raises(eventlog.KeyMismatchError, match="key.check"):
+        with pytest.raises(eventlog.errors.KeyMismatchError, match="key.check"):
             open_log(key=KEY, **kw)
 
 
@@ -312,7 +312,7 @@ def test_a_value_copied_from_another_log_with_the_same_key_fails_to_open(
     key, _ = _events_value(log, "a", 1)
     assert key == event_key(1, 1)  # the same table and key in both logs: only the log id differs
     log.store.write(lambda txn: txn.put("events", key, value))
-    with pytest.raises(eventlog.CorruptRecordError, match="another place or log") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="another place or log") as caught:
         log.entry("a", 1)
     assert (caught.value.run_id, caught.value.offset) == ("a", 1)
 
@@ -364,9 +364,9 @@ def _format(log: eventlog.EventLog[Any]) -> int:
 
 def test_a_log_sealed_by_f83f4b8_reads_as_it_is_and_is_bound_when_opened_to_write(old_sealed: Path) -> None:
     expected = msgspec.json.decode((FIXTURE.parent / "sealed-log-f83f4b8.json").read_bytes())
-    with pytest.raises(eventlog.KeyMismatchError, match="sealed"):
+    with pytest.raises(eventlog.errors.KeyMismatchError, match="sealed"):
         eventlog.open(old_sealed, readonly=True)
-    with pytest.raises(eventlog.KeyMismatchError, match="another key"):
+    with pytest.raises(eventlog.errors.KeyMismatchError, match="another key"):
         eventlog.open(old_sealed, key=OTHER, readonly=True)
     with eventlog.open(old_sealed, key=FIXTURE_KEY, readonly=True) as log:  # as it is: format 2, unbound
         assert _format(log) == 2
@@ -384,14 +384,14 @@ def test_a_log_sealed_by_f83f4b8_reads_as_it_is_and_is_bound_when_opened_to_writ
         # No downgrade: an unbound value from before the migration, put back at its own place, is refused.
         key = event_key(_number(log, "chat"), 5)
         log.store.write(lambda txn: txn.put("events", key, unbound[("events", key)]))
-        with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate") as caught:
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
             log.entry("chat", 5)
         assert (caught.value.run_id, caught.value.offset) == ("chat", 5)
         assert {(p.run_id, p.offset) for p in log.verify().problems} == {("chat", 5)}  # read by chat-b too
         # Nor when the format record is set back to 2 and the log opened read-only: the key check says "bound".
         log.store.write(lambda txn: log._runs.put_meta_int(txn, b"format", 2))
     with eventlog.open(old_sealed, key=FIXTURE_KEY, readonly=True) as log:
-        with pytest.raises(eventlog.CorruptRecordError, match="does not authenticate"):
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate"):
             log.entry("chat", 5)
         assert log.entry("chat", 6).offset == 6
 
@@ -437,7 +437,7 @@ def test_a_checkpoint_id_index_pointed_at_another_checkpoint_is_refused(
         lambda: log.checkpoints.delete("a", first),
         lambda: log.checkpoints.save("a", 2, checkpoint_id=first, metadata={"x": 1}),
     ):
-        with pytest.raises(eventlog.CorruptRecordError, match="index points") as caught:
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="index points") as caught:
             act()
         assert caught.value.run_id == "a"
     assert [c.checkpoint_id for c in log.checkpoints.list("a")][:2] == [first, second]  # nothing deleted
@@ -453,7 +453,7 @@ def test_an_event_id_index_pointed_at_another_entry_is_refused(
     assert log.append("r", StepCompleted(node="a", superstep=2), event_id="e2") == 2  # a repeat: a no-op
     number = _number(log, "r")
     _copy(log, "event_ids", u64(number) + b"e3", u64(number) + b"e2")  # "e2" now says offset 3
-    with pytest.raises(eventlog.CorruptRecordError, match="index points 'e2'") as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="index points 'e2'") as caught:
         log.append("r", StepCompleted(node="a", superstep=2), event_id="e2")
     assert (caught.value.run_id, caught.value.offset) == ("r", 3)
     assert log.head("r") == 3

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import eventlog
-from eventlog import LogFullError
+from eventlog.errors import LogFullError
 from eventlog.events import UserMessage
 
 _FULL_DISK = textwrap.dedent(
@@ -52,13 +52,13 @@ _FULL_DISK = textwrap.dedent(
     try:
         log.append_many("c", [UserMessage(content=os.urandom(2000).hex()) for _ in range(40)])
         out["batch"] = "kept"
-    except eventlog.LogFullError:
+    except eventlog.errors.LogFullError:
         out["batch"] = "LogFullError"
     out["head_c"] = log.head("c")
     try:
         log.checkpoints.save("a", metadata={"pad": os.urandom(100_000).hex()})
         out["checkpoint"] = "kept"
-    except eventlog.LogFullError:
+    except eventlog.errors.LogFullError:
         out["checkpoint"] = "LogFullError"
     out["checkpoints_a"] = len(log.checkpoints.list("a"))
     resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space returns

@@ -132,7 +132,7 @@ def test_a_link_planted_in_an_empty_log_directory_is_refused(
     path = tmp_path / "log"
     path.mkdir()
     (path / name).symlink_to(victim)
-    with pytest.raises(eventlog.NotALogError, match="link"):
+    with pytest.raises(eventlog.errors.NotALogError, match="link"):
         eventlog.open(path, readonly=readonly)
     assert _untouched(victim)
 
@@ -143,14 +143,14 @@ def test_an_existing_log_is_never_read_through_a_linked_file(tmp_path: Path, lmd
     (lmdb_log / name).rename(moved)
     (lmdb_log / name).symlink_to(moved)
     for readonly in (False, True):
-        with pytest.raises(eventlog.NotALogError, match="link"):
+        with pytest.raises(eventlog.errors.NotALogError, match="link"):
             eventlog.open(lmdb_log, readonly=readonly)
 
 
 def test_a_log_is_never_created_through_a_dangling_link(tmp_path: Path) -> None:
     target = tmp_path / "target"
     (tmp_path / "log").symlink_to(target)
-    with pytest.raises(eventlog.NotALogError, match="link"):
+    with pytest.raises(eventlog.errors.NotALogError, match="link"):
         eventlog.open(tmp_path / "log")
     assert not target.exists()
     proc = subprocess.run(

@@ -140,10 +140,10 @@ def test_a_writer_never_writes_from_a_run_record_another_log_changed(
     w = a.writer("r")
     other('log.fork("r", at=2, new_run_id="f")')
     assert a.append("r", step[6]) == 7  # the fork count the other wrote is kept
-    with pytest.raises(eventlog.ForkDependencyError):
+    with pytest.raises(eventlog.errors.ForkDependencyError):
         a.delete_run("r")
     other('log.delete_run("f"); log.delete_run("r")')
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         w.append(step[7])
     assert a.append("r", step[8]) == 1  # a new run of the same id
     assert a.head("r") == 1 and a.verify().ok

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eventlog
-from eventlog import (
+from eventlog.errors import (
     CorruptRecordError,
     EventLogError,
     InvalidEventError,
@@ -120,7 +120,7 @@ def test_any_stored_entry_reads_as_an_event_or_a_named_corrupt_record(log: event
     try:
         try:
             entry = log.entry("a", 3)
-        except (CorruptRecordError, eventlog.UnknownKindError) as exc:
+        except (CorruptRecordError, eventlog.errors.UnknownKindError) as exc:
             assert (exc.run_id, exc.offset) == ("a", 3)
         else:
             assert isinstance(entry.event, eventlog.Event)

@@ -141,7 +141,7 @@ def test_time_travel_to_superstep_2_and_fork(log: eventlog.EventLog) -> None:
     # a second fork of the same checkpoint takes the default name
     runner.resume("wf", from_checkpoint=cp2.checkpoint_id)
     assert f"wf@{cp2.offset}" in log.runs()
-    with pytest.raises(eventlog.RunExistsError):
+    with pytest.raises(eventlog.errors.RunExistsError):
         runner.resume("wf", from_checkpoint=cp2.checkpoint_id, new_run_id="wf-b")
 
 
@@ -374,9 +374,9 @@ def test_update_state_is_an_event_and_paused_node_sees_it(log: eventlog.EventLog
 def test_refusals(log: eventlog.EventLog) -> None:
     runner = three_step().compile(log)
     runner.run("wf", {})
-    with pytest.raises(eventlog.RunExistsError):
+    with pytest.raises(eventlog.errors.RunExistsError):
         runner.run("wf", {})
-    with pytest.raises(eventlog.UnknownRunError):
+    with pytest.raises(eventlog.errors.UnknownRunError):
         runner.resume("missing")
     with pytest.raises(RunNotPausedError):
         runner.resume("wf", value=1)
@@ -571,6 +571,6 @@ def test_an_update_that_cannot_be_stored_fails_the_node(log: eventlog.EventLog) 
     g.add_edge("a", "b")
     with pytest.raises(NodeFailedError) as info:
         g.compile(log).run("u", {})
-    assert isinstance(info.value.__cause__, eventlog.InvalidEventError) and info.value.node == "b"
+    assert isinstance(info.value.__cause__, eventlog.errors.InvalidEventError) and info.value.node == "b"
     assert kinds(log, "u")[-3:] == ["StepStarted", "StepFailed", "RunFailed"]
     assert log.state_at("u").values == {"ok": 1}

@@ -80,7 +80,7 @@ def test_run_ids_are_one_to_one(thread_id: str, ns: str) -> None:
     """Every (thread, namespace) has its own run id, read back exactly; plain thread ids are their own."""
     try:
         run_id = run_id_of(thread_id, ns)
-    except eventlog.InvalidRunIdError:
+    except eventlog.errors.InvalidRunIdError:
         assert len(thread_id.encode("utf-8", "surrogatepass")) > 300 or "\ud800" <= max(thread_id) <= "\udfff"
         return
     assert thread_of(run_id) == (thread_id, ns)
@@ -89,7 +89,7 @@ def test_run_ids_are_one_to_one(thread_id: str, ns: str) -> None:
 
 
 def test_too_long_a_run_id_is_refused_by_name() -> None:
-    with pytest.raises(eventlog.InvalidRunIdError, match="thread 'tt"):
+    with pytest.raises(eventlog.errors.InvalidRunIdError, match="thread 'tt"):
         run_id_of("t" * 1000, "child:" + "x" * 100)
 
 

@@ -124,7 +124,7 @@ def test_read_in_chunks_never_joins_two_lives(
     first = [next(it), next(it)]  # the first chunk; the iterator is paused between transactions
     assert [e.event.node for e in first] == ["old1", "old2"]
     remake(log, "r", 8, how)
-    with pytest.raises(eventlog.RunReplacedError, match="'r' was deleted") as caught:
+    with pytest.raises(eventlog.errors.RunReplacedError, match="'r' was deleted") as caught:
         next(it)
     assert {e.run_number for e in first} == {number}
     assert caught.value.number == number
@@ -143,7 +143,7 @@ def test_read_of_a_fork_keeps_to_one_life_across_the_parent_share(
     it = log.read("f")
     assert [next(it).event.node, next(it).event.node] == ["old1", "old2"]  # from the parent, by reference
     remake(log, "f", 8, how)
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         next(it)
 
 
@@ -151,14 +151,14 @@ def test_a_read_pinned_to_a_run_number_refuses_another_life(log: eventlog.EventL
     number = make(log, "r", 3)
     assert [e.run_number for e in log.read("r", run_number=number)] == [number] * 3
     remake(log, "r", 3)
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         list(log.read("r", run_number=number))
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         log.entry("r", 1, run_number=number)
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         log.run_info("r", run_number=number)
     assert log.run_info("r").number > number  # numbers only grow: a life never comes back
-    with pytest.raises(eventlog.InvalidArgumentError):
+    with pytest.raises(eventlog.errors.InvalidArgumentError):
         log.read("r", run_number="1")  # type: ignore[arg-type]
 
 
@@ -179,7 +179,7 @@ def test_state_at_never_folds_one_lifes_snapshot_with_anothers_events(log: event
     number = make(log, "r", 6)
     log.checkpoints.save("r", 3, reducer=TRAIL)
     arm("state", lambda: remake(log, "r", 8, how))
-    with pytest.raises(eventlog.RunReplacedError), log.pinned("r") as info:
+    with pytest.raises(eventlog.errors.RunReplacedError), log.pinned("r") as info:
         assert info.number == number
         log.state_at("r", 6, reducer=TRAIL)
 
@@ -206,7 +206,7 @@ def test_state_at_gives_up_when_the_run_keeps_being_made_again(
                 remake(log, "r", 6)
             return super().apply(state, event)
 
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         log.state_at("r", 6, reducer=Restless())
     assert len(lives) == 1 + _limits.replaced_retries_max
 
@@ -235,7 +235,7 @@ def test_lazy_checkpoint_state_is_of_its_own_life(log: eventlog.EventLog, get: s
     remake(log, "r", 4, how)
     if how != "deleted":
         log.checkpoints.save("r", 2, checkpoint_id="c", reducer=TRAIL)  # the same id, in the new life
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         _ = cp.state
     assert cp.checkpoint_id == "c" and cp.run_number == number
     if how != "deleted":
@@ -254,7 +254,7 @@ def test_checkpoints_pinned_to_a_run_number(log: eventlog.EventLog) -> None:
         lambda: log.checkpoints.save("r", run_number=number),
         lambda: log.checkpoints.save("r", checkpoint_id="c", run_number=number),
     ):
-        with pytest.raises(eventlog.RunReplacedError):
+        with pytest.raises(eventlog.errors.RunReplacedError):
             call()
     assert log.checkpoints.list("r") == []  # nothing was saved into the new life
 
@@ -268,9 +268,9 @@ def test_a_run_writer_never_continues_into_another_life(log: eventlog.EventLog, 
     w.append_many(steps("old", 1, 3))
     remake(log, "r", 5, how)
     before = [(e.offset, e.event.node) for e in log.read("r")] if how != "deleted" else []
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         w.checkpoint()
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         w.append(StepCompleted(node="late", superstep=4))
     if how != "deleted":
         assert [(e.offset, e.event.node) for e in log.read("r")] == before
@@ -323,7 +323,7 @@ def test_export_never_writes_two_lives_of_a_run(log: eventlog.EventLog, tmp_path
             done.append(n)
             remake(log, "r", 5)
 
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         export_runs(log, tmp_path / "out.jsonl", ["a", "r"], progress=progress)
     assert not (tmp_path / "out.jsonl").exists()
     out = io.BytesIO()
@@ -357,11 +357,11 @@ def test_the_async_face_pins_the_run_number(log: eventlog.EventLog) -> None:
         cp = await alog.checkpoints.save("r", reducer=TRAIL)
         assert cp.run_number == number
         remake(log, "r", 3)
-        with pytest.raises(eventlog.RunReplacedError):
+        with pytest.raises(eventlog.errors.RunReplacedError):
             [e async for e in alog.read("r", run_number=number)]
-        with pytest.raises(eventlog.RunReplacedError):
+        with pytest.raises(eventlog.errors.RunReplacedError):
             await alog.entry("r", 2, run_number=number)
-        with pytest.raises(eventlog.RunReplacedError):
+        with pytest.raises(eventlog.errors.RunReplacedError):
             await alog.run_info("r", run_number=number)
 
     asyncio.run(main())
@@ -370,7 +370,7 @@ def test_the_async_face_pins_the_run_number(log: eventlog.EventLog) -> None:
 def test_a_fork_never_reads_a_parent_made_again_after_it(log: eventlog.EventLog) -> None:
     make(log, "p", 4)
     log.fork("p", 3, "f")
-    with pytest.raises(eventlog.ForkDependencyError):
+    with pytest.raises(eventlog.errors.ForkDependencyError):
         log.delete_run("p")  # the parent of a fork cannot go
     # A damaged fork count lets it go; the fork must then not read the new parent's events.
     runs = log._runs
@@ -379,9 +379,9 @@ def test_a_fork_never_reads_a_parent_made_again_after_it(log: eventlog.EventLog)
     rec.forks = 0
     log.store.write(lambda txn: runs.put(txn, "p", rec))
     remake(log, "p", 5)
-    with pytest.raises(eventlog.CorruptRecordError, match="made again after the fork"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="made again after the fork"):
         list(log.read("f"))
-    with pytest.raises(eventlog.CorruptRecordError, match="made again after the fork"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="made again after the fork"):
         log.state_at("f")
     assert not log.verify().ok
 
@@ -393,13 +393,13 @@ def test_pinned_names_a_run_made_again_inside_its_block(log: eventlog.EventLog) 
     number = make(log, "r", 3)
     with log.pinned("r") as info:
         assert (info.number, info.head) == (number, 3)
-    with pytest.raises(eventlog.RunReplacedError), log.pinned("r"):
+    with pytest.raises(eventlog.errors.RunReplacedError), log.pinned("r"):
         remake(log, "r", 2)  # the reads of the block may have been of either life
-    with pytest.raises(eventlog.RunReplacedError) as caught, log.pinned("r"):
+    with pytest.raises(eventlog.errors.RunReplacedError) as caught, log.pinned("r"):
         remake(log, "r", 1)
         log.state_at("r", 2)  # the new life is shorter: the error names the cause, not the offset
-    assert isinstance(caught.value.__cause__, eventlog.OffsetOutOfRangeError)
-    with pytest.raises(eventlog.OffsetOutOfRangeError), log.pinned("r"):
+    assert isinstance(caught.value.__cause__, eventlog.errors.OffsetOutOfRangeError)
+    with pytest.raises(eventlog.errors.OffsetOutOfRangeError), log.pinned("r"):
         log.state_at("r", 9)  # the same life: the error is the block's own
 
 
@@ -424,7 +424,7 @@ def test_a_fork_pinned_to_a_run_number_forks_that_life_or_nothing(log: eventlog.
     number = make(log, "r", 3)
     cp = log.checkpoints.save("r", 2)
     remake(log, "r", 4)
-    with pytest.raises(eventlog.RunReplacedError):
+    with pytest.raises(eventlog.errors.RunReplacedError):
         log.fork("r", cp.offset, "b", run_number=cp.run_number)
     assert "b" not in log.runs()  # refused before anything was written
     log.fork("r", 2, "b", run_number=log.run_info("r").number)
@@ -511,7 +511,7 @@ def test_a_read_is_a_prefix_of_one_life_then_done_or_refused(chunk: int, n: int,
         try:
             got += list(it)
             refused = False
-        except eventlog.RunReplacedError:
+        except eventlog.errors.RunReplacedError:
             refused = True
     finally:
         _limits.read_chunk_entries = saved

@@ -102,7 +102,7 @@ def test_a_log_already_open_in_this_process_is_named(tmp_path: Path, first: bool
     path = tmp_path / "log"
     eventlog.open(path).close()
     with eventlog.open(path, readonly=first) as log:
-        with pytest.raises(eventlog.AlreadyOpenError, match="already open in this process"):
+        with pytest.raises(eventlog.errors.AlreadyOpenError, match="already open in this process"):
             eventlog.open(path, readonly=second)
         assert log.runs() == []  # the first one is untouched
     eventlog.open(path, readonly=second).close()  # and once it is closed, the log opens again
@@ -113,7 +113,7 @@ def test_an_empty_data_file_is_no_log_read_only_and_a_new_log_writable(tmp_path:
     path.mkdir()
     (path / "data.mdb").write_bytes(b"")  # a creation cut short before LMDB wrote its first pages
     for options in ({"readonly": True}, {"create": False}):
-        with pytest.raises(eventlog.NoLogError, match="empty") as caught:
+        with pytest.raises(eventlog.errors.NoLogError, match="empty") as caught:
             eventlog.open(path, **options)
         assert "restore" not in str(caught.value)
     with eventlog.open(path) as log:
@@ -215,6 +215,6 @@ def _under_a_file(p: Path) -> None:
 def test_odd_things_at_a_log_path_are_named(tmp_path: Path, make: Any, readonly: bool) -> None:
     path = tmp_path / "log" if make is not _under_a_file else tmp_path / "f" / "log"
     make(tmp_path / "log")
-    with pytest.raises(eventlog.NotALogError) as caught:
+    with pytest.raises(eventlog.errors.NotALogError) as caught:
         eventlog.open(path, readonly=readonly)
     assert "LMDB error" not in str(caught.value)

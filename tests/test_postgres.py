@@ -77,7 +77,7 @@ def test_threads_and_clients_append_without_loss(url: str) -> None:
 
 
 def test_readonly_open_of_missing_schema_is_refused(url: str) -> None:
-    with pytest.raises(eventlog.NotALogError):
+    with pytest.raises(eventlog.errors.NotALogError):
         eventlog.open(url, readonly=True)
 
 
@@ -119,9 +119,9 @@ def test_a_schema_of_another_program_is_refused_and_left_alone(url: str, stateme
         for statement in statements:
             conn.execute(statement.format(s=f'"{schema}"'))
     before = _relations(schema)
-    with pytest.raises(eventlog.NotALogError) as caught:
+    with pytest.raises(eventlog.errors.NotALogError) as caught:
         eventlog.open(url, readonly=readonly)
-    assert not isinstance(caught.value, eventlog.NoLogError)
+    assert not isinstance(caught.value, eventlog.errors.NoLogError)
     message = str(caught.value)
     assert repr(schema) in message and before[0][0] in message, message
     assert _relations(schema) == before  # nothing was made in it
@@ -153,7 +153,7 @@ def test_an_empty_or_missing_schema_becomes_a_log(url: str) -> None:
     PostgresStore.drop_schema(DSN, schema)
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    with pytest.raises(eventlog.NoLogError):
+    with pytest.raises(eventlog.errors.NoLogError):
         eventlog.open(url, readonly=True)
     with eventlog.open(url) as log:  # empty
         assert log.append("r", UserMessage(content="b")) == 1

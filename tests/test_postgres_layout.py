@@ -254,7 +254,7 @@ def _load_dump(schema: str) -> None:
 
 def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema: str) -> None:
     _load_dump(schema)
-    with pytest.raises(eventlog.NotALogError, match="key-value layout"):
+    with pytest.raises(eventlog.errors.NotALogError, match="key-value layout"):
         _store(schema, readonly=True)
     expected = json.loads((FIXTURES / "pg-kv-923256f.json").read_text())
     log = eventlog.open(_store(schema))  # migrates

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import eventlog
-from eventlog import NotALogError, ReadOnlyError
+from eventlog.errors import NotALogError, ReadOnlyError
 from eventlog.events import StepCompleted, UserMessage
 
 NOBODY = 65534

@@ -100,7 +100,7 @@ def test_a_prune_cut_short_reads_from_its_base_and_is_finished_by_repair(
         log.prune("r", before=60)
 
     assert log.state_at("r", 100) == full
-    with pytest.raises(eventlog.PrunedError):
+    with pytest.raises(eventlog.errors.PrunedError):
         log.state_at("r", 59)
     assert [e.offset for e in log.feed()] == list(range(61, 101))
     assert [cp.offset for cp in log.checkpoints.list("r")] == list(range(60, 101, 10))

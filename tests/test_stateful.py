@@ -174,7 +174,7 @@ class LogMachine(RuleBasedStateMachine):
         run = self.runs[run_id]
         offset = data.draw(st.integers(0, run.head))
         if offset < self.base_of(run_id):
-            with pytest.raises(eventlog.PrunedError):
+            with pytest.raises(eventlog.errors.PrunedError):
                 self.log.checkpoints.save(run_id, offset, metadata=metadata)
             return
         cp = self.log.checkpoints.save(run_id, offset, metadata=metadata)
@@ -200,7 +200,7 @@ class LogMachine(RuleBasedStateMachine):
         run = self.runs[run_id]
         cid, _, _ = run.checkpoints.pop(data.draw(st.integers(0, len(run.checkpoints) - 1)))
         self.log.checkpoints.delete(run_id, cid)
-        with pytest.raises(eventlog.CheckpointNotFoundError):
+        with pytest.raises(eventlog.errors.CheckpointNotFoundError):
             self.log.checkpoints.load(run_id, cid)
 
     @precondition(lambda self: self.runs)
@@ -211,9 +211,9 @@ class LogMachine(RuleBasedStateMachine):
         at = data.draw(st.integers(0, run.head))
         refusals: list[type[Exception]] = []
         if new_run_id in self.runs:
-            refusals.append(eventlog.RunExistsError)
+            refusals.append(eventlog.errors.RunExistsError)
         if at < self.base_of(run_id):
-            refusals.append(eventlog.PrunedError)
+            refusals.append(eventlog.errors.PrunedError)
         if refusals:  # either reason may be named first
             with pytest.raises(tuple(refusals)):
                 self.log.fork(run_id, at, new_run_id)
@@ -231,11 +231,11 @@ class LogMachine(RuleBasedStateMachine):
         before = data.draw(st.integers(0, run.head))
         kept = [off for _, off, _ in run.checkpoints if off <= before]
         if not kept:
-            with pytest.raises(eventlog.CheckpointNotFoundError):
+            with pytest.raises(eventlog.errors.CheckpointNotFoundError):
                 self.log.prune(run_id, before=before)
             return
         if run.forks:
-            with pytest.raises(eventlog.ForkDependencyError):
+            with pytest.raises(eventlog.errors.ForkDependencyError):
                 self.log.prune(run_id, before=before)
             return
         base = max(kept)
@@ -243,7 +243,7 @@ class LogMachine(RuleBasedStateMachine):
             assert self.log.prune(run_id, before=before) == run.base
             return
         if base <= run.fork_offset:
-            with pytest.raises(eventlog.ForkDependencyError):
+            with pytest.raises(eventlog.errors.ForkDependencyError):
                 self.log.prune(run_id, before=before)
             return
         assert self.log.prune(run_id, before=before) == base
@@ -258,7 +258,7 @@ class LogMachine(RuleBasedStateMachine):
         run_id = data.draw(st.sampled_from(sorted(self.runs)))
         run = self.runs[run_id]
         if run.forks:
-            with pytest.raises(eventlog.ForkDependencyError):
+            with pytest.raises(eventlog.errors.ForkDependencyError):
                 self.log.delete_run(run_id)
             return
         self.log.delete_run(run_id)
@@ -279,7 +279,7 @@ class LogMachine(RuleBasedStateMachine):
         run = self.runs[run_id]
         k = data.draw(st.integers(0, run.head))
         if k < self.base_of(run_id):
-            with pytest.raises(eventlog.PrunedError):
+            with pytest.raises(eventlog.errors.PrunedError):
                 self.log.state_at(run_id, k)
             return
         assert self.enc(self.log.state_at(run_id, k)) == self.enc(fold(run.events[:k]))
@@ -292,7 +292,7 @@ class LogMachine(RuleBasedStateMachine):
         after = data.draw(st.integers(0, run.head))
         upto = data.draw(st.integers(after, run.head))
         if after < self.base_of(run_id) and upto > after:
-            with pytest.raises(eventlog.PrunedError):
+            with pytest.raises(eventlog.errors.PrunedError):
                 list(self.log.read(run_id, after, upto))
             return
         got = list(self.log.read(run_id, after, upto))

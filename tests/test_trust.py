@@ -97,7 +97,7 @@ def test_poison_events_are_refused_before_anything_is_written(
 def test_an_id_source_that_returns_a_non_string_is_refused(open_log: OpenLog) -> None:
     for bad in (123, "", "x" * 300, None, "\ud800"):
         log = open_log(ids=lambda bad=bad: bad)
-        with pytest.raises(eventlog.InvalidArgumentError, match="id source"):
+        with pytest.raises(eventlog.errors.InvalidArgumentError, match="id source"):
             log.append("r", step(1))
         assert log.runs() == [] and list(log.feed()) == []
         log.close()
@@ -106,7 +106,7 @@ def test_an_id_source_that_returns_a_non_string_is_refused(open_log: OpenLog) ->
         raise RuntimeError("no ids today")
 
     log = open_log(ids=boom)
-    with pytest.raises(eventlog.InvalidArgumentError, match="no ids today"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="no ids today"):
         log.append("r", step(1))
 
 
@@ -133,13 +133,13 @@ def test_a_bad_clock_is_refused_and_bricks_nothing(open_log: OpenLog, clock: Cal
     good.close()
     log = open_log(clock=clock)
     before = visible(log)
-    with pytest.raises(eventlog.InvalidArgumentError, match="clock"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="clock"):
         log.append("r", step(2))
-    with pytest.raises(eventlog.InvalidArgumentError, match="clock"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="clock"):
         log.append("other", step(2))
-    with pytest.raises(eventlog.InvalidArgumentError, match="clock"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="clock"):
         log.checkpoints.save("r")
-    with pytest.raises(eventlog.InvalidArgumentError, match="clock"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="clock"):
         log.fork("r", 1, "f")
     assert visible(log) == before and log.head("r") == 1 and log.verify().ok
     log.delete_run("r")  # the run stays usable
@@ -149,7 +149,7 @@ def test_a_bad_clock_is_refused_and_bricks_nothing(open_log: OpenLog, clock: Cal
 @pytest.mark.parametrize("time_ns", [1.5, -1, 1 << 63, True, "1"])
 def test_a_bad_entry_time_is_refused(seeded: eventlog.EventLog[Any], time_ns: Any) -> None:
     before = visible(seeded)
-    with pytest.raises(eventlog.InvalidArgumentError, match="time_ns"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="time_ns"):
         seeded.append("r", step(3), time_ns=time_ns)
     assert visible(seeded) == before
 
@@ -166,10 +166,10 @@ def test_a_caller_id_equal_to_a_generated_id_is_the_same_event(log: eventlog.Eve
     prefix, number = generated.rsplit("-", 2)[0], generated.rsplit("-", 2)[1]
     upcoming = [f"{prefix}-{number}-{k:x}" for k in range(2, 5)]
     for k, taken in enumerate(upcoming):
-        with pytest.raises(eventlog.InvalidArgumentError, match="form of an id the log draws"):
+        with pytest.raises(eventlog.errors.InvalidArgumentError, match="form of an id the log draws"):
             log.append("r", step(10 + k), event_id=taken)
     with pytest.raises(
-        eventlog.InvalidArgumentError, match="form of an id the log draws"
+        eventlog.errors.InvalidArgumentError, match="form of an id the log draws"
     ):  # nor for a run not made yet
         log.append("s", step(1), event_id=f"{prefix}-{int(number, 16) + 1:x}-1")
     assert log.head("r") == 1
@@ -196,7 +196,7 @@ def test_an_injected_id_source_that_repeats_is_refused_by_name(open_log: OpenLog
     log.close()
     log = open_log(ids=counter())  # a second session with the same deterministic source
     before = visible(log)
-    with pytest.raises(eventlog.DuplicateIdError, match="id1"):
+    with pytest.raises(eventlog.errors.DuplicateIdError, match="id1"):
         log.append("r", step(3))
     assert visible(log) == before
     log.append("other", step(1))  # another run holds no id1 yet
@@ -208,7 +208,7 @@ def test_a_run_writer_checkpoint_id_that_repeats_is_refused(open_log: OpenLog) -
     log = open_log(ids=lambda: next(ids))
     w = log.writer("r", policy=eventlog.CheckpointPolicy.every(1))
     w.append(step(1))
-    with pytest.raises(eventlog.DuplicateIdError, match="c1"):
+    with pytest.raises(eventlog.errors.DuplicateIdError, match="c1"):
         w.append(step(2))
     assert log.head("r") == 1  # the event and its checkpoint are one transaction: neither was kept
     assert [c.checkpoint_id for c in log.checkpoints.list("r")] == ["c1"]
@@ -266,9 +266,9 @@ def test_postgres_schema_names_postgres_would_cut_are_refused() -> None:
     assert PG_DSN is not None
     long_a, long_b = "s" * 63 + "a", "s" * 63 + "b"
     for bad in (long_a, long_b, "", "é", "1abc", "a-b", 'a"b'):
-        with pytest.raises(eventlog.InvalidArgumentError, match="schema"):
+        with pytest.raises(eventlog.errors.InvalidArgumentError, match="schema"):
             eventlog.open(f"{PG_DSN}?schema={bad}")
-    with pytest.raises(eventlog.InvalidArgumentError, match="schema"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="schema"):
         eventlog.open(f"{PG_DSN}?schema=")
     from eventlog.store.postgres import PostgresStore
 
@@ -298,7 +298,7 @@ def test_postgres_url_spellings_and_unknown_schemes(tmp_path: Path, monkeypatch:
     finally:
         PostgresStore.drop_schema(PG_DSN, "t_spellings")
     for unknown in ("mysql://x/y", "sqlite:///tmp/x", "postgresql-x://a/b"):
-        with pytest.raises(eventlog.InvalidArgumentError, match="not a log"):
+        with pytest.raises(eventlog.errors.InvalidArgumentError, match="not a log"):
             eventlog.open(unknown)
     assert list(tmp_path.iterdir()) == []  # no local directory was made for a URL
 
@@ -322,15 +322,15 @@ def test_a_deleted_lock_file_stops_the_process_that_lost_it(tmp_path: Path) -> N
     a = eventlog.open(path)
     a.append("a", step(1))
     (path / "lock.mdb").unlink()  # an operator "cleaning up"
-    with pytest.raises(eventlog.LockFileError, match="lock.mdb"):
+    with pytest.raises(eventlog.errors.LockFileError, match="lock.mdb"):
         a.append("a", step(2))
-    with pytest.raises(eventlog.LockFileError):
+    with pytest.raises(eventlog.errors.LockFileError):
         a.state_at("a")
     other = subprocess.run(
         [sys.executable, "-c", _OTHER_WRITER, str(path), "50"], capture_output=True, text=True, timeout=60, check=False
     )
     assert other.returncode == 0, other.stderr
-    with pytest.raises(eventlog.LockFileError):  # the lock file is another one now: still refused
+    with pytest.raises(eventlog.errors.LockFileError):  # the lock file is another one now: still refused
         a.append("a", step(3))
     a.close()
     with eventlog.open(path) as log:
@@ -358,7 +358,7 @@ def test_a_replaced_lock_file_is_noticed_by_every_writer_thread(tmp_path: Path) 
         t.start()
     for t in threads:
         t.join(30)
-    assert len(failures) == 4 and all(isinstance(f, eventlog.LockFileError) for f in failures)
+    assert len(failures) == 4 and all(isinstance(f, eventlog.errors.LockFileError) for f in failures)
     log.close()
 
 
@@ -375,7 +375,7 @@ def test_a_damaged_run_is_deleted_cleanly(log: eventlog.EventLog[Any]) -> None:
     second = [e.position for e in log.feed()][1]  # 2 in a dense store
     key = u64(_number(log, "bad")) + u64(2)
     log.store.write(lambda txn: txn.put("events", key, b"garbage that fails its checks"))
-    with pytest.raises(eventlog.CorruptRecordError) as caught:
+    with pytest.raises(eventlog.errors.CorruptRecordError) as caught:
         list(log.feed())
     assert caught.value.position == second and (caught.value.run_id, caught.value.offset) == ("bad", 2)
     assert [e.run_id for e in log.feed(after=caught.value.position)] == ["bad", "good"]  # a way past it
@@ -393,7 +393,7 @@ def test_repair_removes_dangling_references(log: eventlog.EventLog[Any]) -> None
     log.store.write(lambda txn: txn.put("event_ids", u64(number) + b"ghost", u64(9)))
     report = log.verify()
     assert {p.kind for p in report.problems} >= {"feed", "index"}
-    with pytest.raises(eventlog.CorruptRecordError):
+    with pytest.raises(eventlog.errors.CorruptRecordError):
         list(log.feed())
     repaired = log.repair()
     assert any("feed position 99" in line for line in repaired) and any("ghost" in line for line in repaired)
@@ -480,7 +480,7 @@ def test_register_refuses_kinds_the_decoders_cannot_hold(log: eventlog.EventLog[
         x: int = 0
 
     for bad in (OtherTagField, Arrays, int, "x", eventlog.Event):
-        with pytest.raises(eventlog.InvalidEventError):
+        with pytest.raises(eventlog.errors.InvalidEventError):
             eventlog.register(bad)  # type: ignore[arg-type]
     assert [e.event for e in log.read("r")] == [step(1)]  # reads still work, in every log
     with eventlog.open(":memory:") as other:
@@ -498,7 +498,7 @@ def test_a_larger_record_limit_is_kept_by_the_log(open_log: OpenLog) -> None:
     log.close()
     log = open_log()  # the default limit, as every command line tool opens it
     assert log.entry("r", 1).event == big and log.verify().ok
-    with pytest.raises(eventlog.RecordTooLargeError):  # this process writes under its own limit
+    with pytest.raises(eventlog.errors.RecordTooLargeError):  # this process writes under its own limit
         log.append("r", big)
 
 
@@ -683,31 +683,31 @@ class SetReducer:
 
 def test_a_state_that_would_not_read_back_is_refused(log: eventlog.EventLog[Any]) -> None:
     log.append("r", step(1))
-    with pytest.raises(eventlog.UnencodableValueError, match="read back"):
+    with pytest.raises(eventlog.errors.UnencodableValueError, match="read back"):
         log.checkpoints.save("r", reducer=SetReducer())
     assert log.checkpoints.list("r") == []
     w = log.writer("w", reducer=SetReducer())
-    with pytest.raises(eventlog.UnencodableValueError):
+    with pytest.raises(eventlog.errors.UnencodableValueError):
         w.append(step(1))
     assert log.head("w") == 0 and log.verify().ok
 
 
 @pytest.mark.parametrize("limit", [-1, 1.5, "2", True])
 def test_a_bad_limit_is_refused(seeded: eventlog.EventLog[Any], limit: Any) -> None:
-    with pytest.raises(eventlog.InvalidArgumentError, match="limit"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="limit"):
         seeded.checkpoints.list("r", limit=limit)
-    with pytest.raises(eventlog.InvalidArgumentError):
+    with pytest.raises(eventlog.errors.InvalidArgumentError):
         list(seeded.feed(limit=limit))
 
 
 def test_options_that_do_not_apply_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(eventlog.InvalidArgumentError, match="durability"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="durability"):
         eventlog.open(":memory:", durability="sync")
-    with pytest.raises(eventlog.InvalidArgumentError, match="pool_size"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="pool_size"):
         eventlog.open(tmp_path / "a", pool_size=3)
-    with pytest.raises(eventlog.InvalidArgumentError, match="map_size_bytes"):
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="map_size_bytes"):
         eventlog.open(":memory:", map_size_bytes=1 << 20)
-    with pytest.raises(eventlog.NoLogError):
+    with pytest.raises(eventlog.errors.NoLogError):
         eventlog.open(tmp_path / "missing", create=False)
     assert not (tmp_path / "a").exists() and not (tmp_path / "missing").exists()
 
@@ -772,7 +772,7 @@ def test_deep_nesting_is_refused_by_name(log: eventlog.EventLog[Any]) -> None:
     deep: Any = []
     for _ in range(100_000):
         deep = [deep]
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         log.append("r", StepCompleted(node="a", superstep=1, update={"deep": deep}))
     assert log.runs() == []
 
@@ -801,16 +801,18 @@ def test_nesting_is_bounded_on_every_value_the_log_writes(log: eventlog.EventLog
     assert _limits.nesting_depth_max < 300
     for as_map in (False, True):
         deep = _nested(depth, as_map=as_map)
-        with pytest.raises(eventlog.InvalidEventError, match="deeper"):
+        with pytest.raises(eventlog.errors.InvalidEventError, match="deeper"):
             log.append("r", StepCompleted(node="a", superstep=1, update={"deep": deep}))
-        with pytest.raises(eventlog.InvalidEventError, match="deeper"):
+        with pytest.raises(eventlog.errors.InvalidEventError, match="deeper"):
             log.append("r", UserMessage(content="ok"), meta={"deep": deep})
     assert log.runs() == []
     log.append("r", StepCompleted(node="a", superstep=1, update={"ok": _nested(200)}))  # well inside the bound
     assert log.state_at("r").values == {"ok": _nested(200)}
-    with pytest.raises(eventlog.UnencodableValueError, match="deeper"):
+    with pytest.raises(eventlog.errors.UnencodableValueError, match="deeper"):
         log.checkpoints.save("r", metadata={"deep": _nested(depth)})
-    with pytest.raises(eventlog.UnencodableValueError, match="deeper"):  # a state: bounded by what msgpack reads back
+    with pytest.raises(
+        eventlog.errors.UnencodableValueError, match="deeper"
+    ):  # a state: bounded by what msgpack reads back
         log.checkpoints.save("r", reducer=DeepReducer())
     assert log.checkpoints.list("r") == [] and log.verify().ok
 
@@ -879,7 +881,7 @@ def test_an_import_nested_too_deep_is_refused_by_name(tmp_path: Path, where: str
 )
 def test_register_refuses_any_bad_kind_class_by_name(make: Callable[[], Any]) -> None:
     before = eventlog.events.kinds()
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         eventlog.register(make())
     assert eventlog.events.kinds() == before
 
@@ -887,7 +889,7 @@ def test_register_refuses_any_bad_kind_class_by_name(make: Callable[[], Any]) ->
 @pytest.mark.parametrize("upcasters", [{"\ud800": len}, {"t.k6": len}, {1: len}, {"old": 1}, 5, "ab", [("a", len)]])
 def test_register_refuses_upcasters_that_are_not_old_tags_to_functions(upcasters: Any) -> None:
     kind = type("K", (eventlog.Event,), {"__annotations__": {"a": int}}, frozen=True, tag="t.k6")
-    with pytest.raises(eventlog.InvalidEventError):
+    with pytest.raises(eventlog.errors.InvalidEventError):
         eventlog.register(kind, upcasters=upcasters)
     assert "t.k6" not in eventlog.events.kinds()
 
@@ -912,7 +914,7 @@ def test_a_reducer_name_that_is_not_printable_text_is_refused_everywhere(
     ]
     before = visible(seeded)
     for call in calls:
-        with pytest.raises(eventlog.InvalidArgumentError, match="name"):
+        with pytest.raises(eventlog.errors.InvalidArgumentError, match="name"):
             call()
     assert visible(seeded) == before
 
@@ -1011,9 +1013,9 @@ def test_an_unknown_kind_is_not_corruption(tmp_path: Path) -> None:
     code = _WRITE_OLD_SHAPE.replace("test_trust.approved", "test_trust.unheard_of")
     subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
     with eventlog.open(path) as log:
-        with pytest.raises(eventlog.UnknownKindError, match="test_trust.unheard_of") as caught:
+        with pytest.raises(eventlog.errors.UnknownKindError, match="test_trust.unheard_of") as caught:
             list(log.read("r"))
-        assert not isinstance(caught.value, eventlog.CorruptRecordError) and caught.value.offset == 1
+        assert not isinstance(caught.value, eventlog.errors.CorruptRecordError) and caught.value.offset == 1
         assert "restore" not in str(caught.value)
         report = log.verify()
         assert [p.kind for p in report.problems] == ["unknown_kind"]
@@ -1050,7 +1052,7 @@ def test_a_pruned_run_is_read_by_a_newer_reducer_through_its_upgrade(log: eventl
     log.append_many("r", [step(i) for i in range(1, 7)])
     log.checkpoints.save("r", 4, reducer=CountingV1())
     log.prune("r", before=4, reducer=CountingV1())
-    with pytest.raises(eventlog.PrunedError, match=r"counter@1.*no upgrade"):
+    with pytest.raises(eventlog.errors.PrunedError, match=r"counter@1.*no upgrade"):
         log.state_at("r", 5, reducer=CountingV2())
     assert log.state_at("r", 6, reducer=CountingV2WithUpgrade()) == {"count": 6}
     log.checkpoints.save("r", 5, reducer=CountingV2WithUpgrade())
@@ -1182,7 +1184,7 @@ def test_replay_leaves_the_garbage_collector_as_the_host_set_it(log: eventlog.Ev
         (gc.enable if enabled else gc.disable)()
         try:
             assert log.state_at("r").values == {"i": 49}
-            with pytest.raises(eventlog.ReducerError, match="boom"):
+            with pytest.raises(eventlog.errors.ReducerError, match="boom"):
                 log.state_at("r", reducer=Failing())
             assert gc.isenabled() is enabled
         finally:

@@ -263,7 +263,7 @@ def test_rewind_keeps_the_conversation_id_and_keeps_the_replaced_future_as_a_bra
         previous.checkpoint_id,
         replaced.checkpoint_id,
     ]
-    with pytest.raises(eventlog.CheckpointNotFoundError, match="kept on branch 'c~1'"):
+    with pytest.raises(eventlog.errors.CheckpointNotFoundError, match="kept on branch 'c~1'"):
         checkpointer.load("c", replaced.checkpoint_id)
     # the other object restored from the same checkpoint has not written: its first write is refused
     rewound.append_user_message("And Milan?")
@@ -309,9 +309,9 @@ def test_delete_makes_the_previous_checkpoint_the_latest(log: eventlog.EventLog)
         first.checkpoint_id,
         second.checkpoint_id,
     ]
-    with pytest.raises(eventlog.CheckpointNotFoundError):
+    with pytest.raises(eventlog.errors.CheckpointNotFoundError):
         checkpointer.load("c", third.checkpoint_id)
-    with pytest.raises(eventlog.CheckpointNotFoundError):
+    with pytest.raises(eventlog.errors.CheckpointNotFoundError):
         checkpointer.delete("c", third.checkpoint_id)
     restored = start_conversation(build_agent([]), conversation_id="c", checkpointer=checkpointer)
     assert texts(restored) == ["1", "one", "2", "two"]
@@ -335,7 +335,7 @@ def test_restore_with_new_messages_is_refused_before_anything_is_written(log: ev
     assert log.head("c") == head and log.runs() == runs
     with pytest.raises(WayflowCheckpointError, match="needs the conversation_id"):
         start_conversation(agent, checkpoint_id=latest.checkpoint_id, checkpointer=checkpointer)
-    with pytest.raises(eventlog.CheckpointNotFoundError):
+    with pytest.raises(eventlog.errors.CheckpointNotFoundError):
         start_conversation(agent, conversation_id="new", checkpoint_id="x", checkpointer=checkpointer)
 
 

@@ -228,7 +228,7 @@ def test_a_manual_save_after_a_restore_makes_the_branch(log: eventlog.EventLog) 
     checkpointer.delete("c", second.checkpoint_id)
     assert [cp.checkpoint_id for cp in checkpointer.list_checkpoints("c~1")] == [first.checkpoint_id]
     assert checkpointer.load_latest("c") == saved
-    with pytest.raises(eventlog.CheckpointNotFoundError):
+    with pytest.raises(eventlog.errors.CheckpointNotFoundError):
         checkpointer.delete("c~1", second.checkpoint_id)
     # an id the conversation sees on its branch is taken
     with pytest.raises(WayflowCheckpointError, match="already"):

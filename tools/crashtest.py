@@ -106,7 +106,7 @@ def digest(data: bytes) -> str:
 def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
     """Open the log, retry what the last writer was killed in, then write until killed."""
     import eventlog
-    from eventlog import CheckpointNotFoundError, ForkDependencyError, PrunedError
+    from eventlog.errors import CheckpointNotFoundError, ForkDependencyError, PrunedError
 
     retries = json.loads(sys.stdin.read() or "[]")
     out = sys.stdout.fileno()
@@ -333,7 +333,7 @@ class Totals:
 def check_log(model: LogModel, totals: Totals, out: list[str]) -> None:
     """Reopen the log and check everything the model says must hold; append problems to `out`."""
     import eventlog
-    from eventlog import PrunedError
+    from eventlog.errors import PrunedError
 
     try:
         log = eventlog.open(model.path, durability=model.mode)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import eventlog
-from eventlog import EventLogError
+from eventlog.errors import EventLogError
 
 from .app import UI, create_app, is_loopback
 

@@ -21,10 +21,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventlog import (
-    ConflictError,
-    EventLog,
-    EventLogError,
+from eventlog import ConflictError, EventLog, EventLogError, __version__
+from eventlog.errors import (
     InvalidArgumentError,
     InvalidRunIdError,
     OffsetOutOfRangeError,
@@ -32,7 +30,6 @@ from eventlog import (
     RunExistsError,
     RunReplacedError,
     UnknownRunError,
-    __version__,
 )
 from eventlog.views import load_views
 

@@ -17,16 +17,8 @@ from typing import Any
 
 import msgspec
 
-from eventlog import (
-    CorruptRecordError,
-    Entry,
-    EventLog,
-    EventLogError,
-    RunInfo,
-    RunReplacedError,
-    UnknownKindError,
-    UnknownRunError,
-)
+from eventlog import Entry, EventLog, EventLogError, RunInfo
+from eventlog.errors import CorruptRecordError, RunReplacedError, UnknownKindError, UnknownRunError
 
 from .model import RunSummary, Window, fields_of, kind_of, page_events, summary_of
 

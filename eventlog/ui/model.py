@@ -14,16 +14,10 @@ from typing import Any
 
 import msgspec
 
-from eventlog import (
-    Checkpoint,
-    Entry,
-    EventLog,
-    EventLogError,
-    RunInfo,
-    UnknownRunError,
-)
+from eventlog import Checkpoint, Entry, EventLog, EventLogError, RunInfo
 from eventlog import events as ev
 from eventlog.diff import diff_states
+from eventlog.errors import UnknownRunError
 from eventlog.views import RunView, view_for_run, view_of, waiting
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from eventlog import OffsetOutOfRangeError, PrunedError
+from eventlog.errors import OffsetOutOfRangeError, PrunedError
 
 from . import find
 
