@@ -1,6 +1,7 @@
 """Processes killed with SIGKILL lose no acknowledged event (a short run of tools/crashtest.py).
 
-`EVENTLOG_CRASH_CYCLES` sets the number of kill cycles (default 6, two per durability mode)
+`EVENTLOG_CRASH_CYCLES` sets the number of kill cycles (default 6: two per LMDB durability
+mode, and six on a PostgreSQL log when `EVENTLOG_TEST_PG_DSN` is set)
 and `EVENTLOG_CRASH_SEED` the seed (default: a random one, printed). The long run and its
 figures are in docs/reliability.md.
 """
@@ -41,12 +42,27 @@ def _crashtest() -> ModuleType:
     return module
 
 
-def test_sigkilled_writers_lose_no_acknowledged_event(tmp_path: Path) -> None:
+PG_DSN = os.environ.get("EVENTLOG_TEST_PG_DSN")
+
+
+@pytest.mark.parametrize(
+    "modes",
+    [
+        "sync,batch,none",
+        pytest.param(
+            "postgres",
+            marks=pytest.mark.skipif(not PG_DSN, reason="set EVENTLOG_TEST_PG_DSN to kill writers of a PostgreSQL log"),
+        ),
+    ],
+)
+def test_sigkilled_writers_lose_no_acknowledged_event(tmp_path: Path, modes: str) -> None:
     cycles = int(os.environ.get("EVENTLOG_CRASH_CYCLES", "6"))
     seed = int(os.environ.get("EVENTLOG_CRASH_SEED", str(random.SystemRandom().randrange(1 << 32))))
     print(f"crashtest seed {seed}")
+    where = ["--pg", PG_DSN or ""] if modes == "postgres" else []
     proc = subprocess.run(
-        [sys.executable, str(TOOL), "--cycles", str(cycles), "--seed", str(seed), "--quiet", "--dir", str(tmp_path)],
+        [sys.executable, str(TOOL), "--cycles", str(cycles), "--seed", str(seed), "--quiet", "--dir", str(tmp_path)]
+        + ["--modes", modes, *where],
         check=False,
         capture_output=True,
         text=True,

@@ -2,10 +2,13 @@
 """Kill writers with SIGKILL at random instants and check that no acknowledged event is lost.
 
     python tools/crashtest.py --cycles 600 --seed 1 --modes sync,batch,none
+    python tools/crashtest.py --cycles 200 --seed 1 --modes postgres --pg postgresql://postgres@127.0.0.1/test
 
 Each cycle starts a writer process (a fresh interpreter, never a fork of an open log) on
-the log of one durability mode; cycles go round the modes in turn, and each mode's log is
-renewed every `--cycles-per-log` cycles. The writer appends single events and batches,
+the log of one durability mode (LMDB's `sync`, `batch`, `none`, or `postgres`: a log in a
+fresh schema of the PostgreSQL database `--pg` names, whose commits are durable as the server
+makes them); cycles go round the modes in turn, and each mode's log is renewed every
+`--cycles-per-log` cycles. The writer appends single events and batches,
 appends through a recorder that checkpoints in the same transaction, saves checkpoints,
 forks, prunes and deletes forks, and mixes in poison attempts (events of the wrong field
 types, metadata that is not a map, ids over the limit) that must be refused by name with
@@ -50,7 +53,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODES = ("sync", "batch", "none")
+MODES = ("sync", "batch", "none", "postgres")
+
+
+def open_log(where: str, mode: str) -> Any:
+    """The log of a cycle: an LMDB directory in a durability mode, or a PostgreSQL schema's URL."""
+    import eventlog
+
+    return eventlog.open(where) if mode == "postgres" else eventlog.open(where, durability=mode)
+
+
+def remove_log(where: str, mode: str) -> None:
+    if mode == "postgres":
+        from eventlog.store.postgres import PostgresStore, split_dsn
+
+        PostgresStore.drop_schema(*split_dsn(where))
+    else:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 MAIN_RUNS = ("r0", "r1", "r2")
 RECORDED_RUN = "rec"
 
@@ -114,7 +135,7 @@ def child_main(path: str, mode: str, seed: int, cycle: int) -> int:
     def say(**msg: Any) -> None:
         os.write(out, (json.dumps(msg, separators=(",", ":")) + "\n").encode())
 
-    log = eventlog.open(path, durability=mode)
+    log = open_log(path, mode)
     codec = log.codec
     POISON[:] = _poison()
     r = random.Random(seed)
@@ -248,7 +269,7 @@ class RunModel:
 
 @dataclass
 class LogModel:
-    path: Path
+    path: str
     mode: str
     runs: dict[str, RunModel] = field(default_factory=dict)
     pending: list[dict[str, Any]] = field(default_factory=list)
@@ -332,11 +353,10 @@ class Totals:
 
 def check_log(model: LogModel, totals: Totals, out: list[str]) -> None:
     """Reopen the log and check everything the model says must hold; append problems to `out`."""
-    import eventlog
     from eventlog.errors import PrunedError
 
     try:
-        log = eventlog.open(model.path, durability=model.mode)
+        log = open_log(model.path, model.mode)
     except Exception as exc:  # noqa: BLE001 - any failure to open is what is counted
         totals.unreadable += 1
         out.append(f"unreadable: {type(exc).__name__}: {exc}")
@@ -511,6 +531,13 @@ def run_cycle(model: LogModel, cycle: int, rng: random.Random, totals: Totals, a
     return problems
 
 
+def _where(args: argparse.Namespace, root: Path, seed: int, mode: str, generation: int) -> str:
+    if mode != "postgres":
+        return str(root / f"{mode}-{generation}")
+    sep = "&" if "?" in args.pg else "?"
+    return f"{args.pg}{sep}schema=crash_{seed}_{generation}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
@@ -527,10 +554,15 @@ def main(argv: list[str] | None = None) -> int:
         "--seed", type=int, default=None, help="seed of the kill instants and the writers (default: random)"
     )
     ap.add_argument(
-        "--modes", default=",".join(MODES), help="durability modes, taken in turn (default: sync,batch,none)"
+        "--modes",
+        default="sync,batch,none",
+        help="durability modes, taken in turn (default: sync,batch,none; or postgres)",
     )
     ap.add_argument("--cycles-per-log", type=int, default=40, help="cycles on one log before a fresh one (default: 40)")
     ap.add_argument("--run-seconds-max", type=float, default=0.3, help="longest a writer runs before the kill")
+    ap.add_argument(
+        "--pg", default=None, help="a PostgreSQL URL, for the postgres mode (a schema per log, dropped after)"
+    )
     ap.add_argument("--dir", default=None, help="where the logs go (default: a temporary directory, removed)")
     ap.add_argument("--keep", action="store_true", help="keep the logs (kept anyway when a check fails)")
     ap.add_argument("--quiet", action="store_true", help="print only the seed, problems and the summary")
@@ -539,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown durability mode {m!r}; choose from {', '.join(MODES)}")
+    if "postgres" in modes and not args.pg:
+        ap.error("the postgres mode needs --pg URL")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     print(f"crashtest: seed={seed} cycles={args.cycles} modes={','.join(modes)}", flush=True)
     rng = random.Random(seed)
@@ -554,9 +588,9 @@ def main(argv: list[str] | None = None) -> int:
         model = models.get(mode)
         if model is None or model.cycles >= args.cycles_per_log:
             if model is not None and not failed and not args.keep:
-                shutil.rmtree(model.path, ignore_errors=True)
+                remove_log(model.path, mode)
             generation[mode] += 1
-            model = models[mode] = LogModel(root / f"{mode}-{generation[mode]}", mode)
+            model = models[mode] = LogModel(_where(args, root, seed, mode, generation[mode]), mode)
         problems = run_cycle(model, cycle, rng, totals, args)
         if problems:
             failed = True
@@ -568,6 +602,10 @@ def main(argv: list[str] | None = None) -> int:
             total = sum(totals.acknowledged.values())
             print(f"  cycle {cycle + 1}/{args.cycles}: {total} acknowledged events so far", flush=True)
     elapsed = time.monotonic() - started
+    if not failed and not args.keep:
+        for model in models.values():
+            if model.mode == "postgres":
+                remove_log(model.path, model.mode)
     if not failed and not args.keep and not args.dir:
         shutil.rmtree(root, ignore_errors=True)
     per_mode = " ".join(f"{m}={totals.cycles[m]}/{totals.acknowledged[m]}" for m in modes)
