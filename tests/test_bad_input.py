@@ -336,3 +336,35 @@ def test_readonly_refuses_every_write(tmp_path: Path) -> None:
         assert log.verify().ok
     with eventlog.open(tmp_path / "log") as log:
         assert log.head("r") == 3 and log.runs() == ["r"]
+
+
+def test_a_store_given_as_an_object_opens_with_the_agent_defaults_and_refuses_store_options(tmp_path: Path) -> None:
+    from eventlog.store import LMDBStore, MemoryStore
+
+    with eventlog.open(MemoryStore()) as log:
+        log.append("r", StepCompleted(node="a", superstep=1, update={"x": 1}))
+        assert isinstance(log.reducer, eventlog.AgentReducer) and log.state_at("r").values == {"x": 1}
+        assert len(log.writer("r").policy.step(None, StepCompleted(node="b", superstep=1))) == 2
+    store = LMDBStore(str(tmp_path / "log"))
+    try:
+        for option in ({"durability": "none"}, {"pool_size": 2}, {"readonly": True}, {"create": False}):
+            with pytest.raises(eventlog.errors.InvalidArgumentError, match="does not apply to a store given"):
+                eventlog.open(store, **option)
+    finally:
+        store.close()
+
+
+def test_a_policy_of_ones_own_checkpoints_a_writer_and_anything_else_is_refused(log: eventlog.EventLog) -> None:
+    class EveryOther:
+        """Checkpoints after every second event: any object with Policy's step."""
+
+        def step(self, since: int | None, event: eventlog.Event) -> tuple[int, bool]:
+            n = (since or 0) + 1
+            return n, n % 2 == 0
+
+    w = log.writer("r", policy=EveryOther())
+    for i in range(5):
+        w.append(StepCompleted(node="n", superstep=i))
+    assert [cp.offset for cp in log.checkpoints.list("r")] == [2, 4]
+    with pytest.raises(eventlog.errors.InvalidArgumentError, match="policy must be"):
+        log.writer("r", policy="every 2")  # type: ignore[arg-type]
