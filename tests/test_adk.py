@@ -27,6 +27,7 @@ from google.adk.platform import uuid as platform_uuid
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, InMemorySessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -210,6 +211,103 @@ def test_adk_event_fields_round_trip(log: eventlog.EventLog) -> None:
         assert got is not None and got.events[0].content == e.content
 
     asyncio.run(go())
+
+
+async def contract_cases(svc: BaseSessionService) -> dict[str, Any]:
+    """The cases ADK's shared session-service contract adds to `scenario`: replaced (not merged)
+    map values in each scope, null and boolean values, `temp:` keys the caller's session sees
+    but no store keeps, an id padded with a newline, every field of an event (tool confirmations,
+    usage, transcriptions), instants of a repeated local hour, one event delivered three times."""
+    out: dict[str, Any] = {}
+    s = await svc.create_session(
+        app_name=APP,
+        user_id="u1",
+        session_id="s1",
+        state={"profile": {"name": "ada", "role": "admin"}, "flag": False, "app:cfg": {"a": 1, "b": 2}, "user:p": "x"},
+    )
+    delta = {"profile": {"name": "bob"}, "new": True, "app:cfg": {"a": 9}, "user:p": None, "temp:t": "scratch"}
+    await svc.append_event(s, Event(invocation_id="i1", author="user", actions=EventActions(state_delta=delta)))
+    out["caller's state"] = dict(s.state)
+    out["caller's delta"] = s.events[-1].actions.state_delta
+    out["read back"] = shown(await svc.get_session(app_name=APP, user_id="u1", session_id="s1"))
+    out["another session"] = shown(await svc.create_session(app_name=APP, user_id="u1", session_id="s1b"))
+    out["another user"] = shown(await svc.create_session(app_name=APP, user_id="u2", session_id="s2"))
+    padded = "order-42\n"
+    out["padded"] = shown(await svc.create_session(app_name=APP, user_id="u1", session_id=padded))
+    out["padded get"] = shown(await svc.get_session(app_name=APP, user_id="u1", session_id=padded))
+    await svc.delete_session(app_name=APP, user_id="u1", session_id=padded)
+    out["padded deleted"] = shown(await svc.get_session(app_name=APP, user_id="u1", session_id="order-42"))
+    full = await svc.create_session(app_name=APP, user_id="u3", session_id="full")
+    await svc.append_event(
+        full,
+        Event(
+            invocation_id="inv",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text="t")]),
+            turn_complete=True,
+            partial=False,
+            actions=EventActions(
+                artifact_delta={"file": 0},
+                transfer_to_agent="agent",
+                escalate=True,
+                requested_tool_confirmations={
+                    "call-1": ToolConfirmation(hint="sure?", confirmed=False, payload={"album": "a1"})
+                },
+            ),
+            long_running_tool_ids={"tool1"},
+            grounding_metadata=types.GroundingMetadata(web_search_queries=["q"]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=1, candidates_token_count=1, total_token_count=2
+            ),
+            citation_metadata=types.CitationMetadata(),
+            custom_metadata={"k": "v"},
+            timestamp=1700000000.123,
+            input_transcription=types.Transcription(text="in", finished=True),
+            output_transcription=types.Transcription(text="out", finished=True),
+        ),
+    )
+    got = await svc.get_session(app_name=APP, user_id="u3", session_id="full")
+    out["every field"] = (got == full, shown(got))
+    hour = await svc.create_session(app_name=APP, user_id="u4", session_id="dst")
+    for instant in (1730613600.0, 1730615400.0):  # 01:00 and 01:30 US Eastern, the second time that day
+        await svc.append_event(hour, Event(author="user", timestamp=instant))
+    got = await svc.get_session(app_name=APP, user_id="u4", session_id="dst")
+    out["repeated hour"] = None if got is None else [e.timestamp for e in got.events]
+    dup = await svc.create_session(app_name=APP, user_id="u5", session_id="dup")
+    once = Event(invocation_id="inv", author="user", actions=EventActions(state_delta={"count": 1}))
+    for delivered in (once, once, once.model_copy(deep=True)):
+        await svc.append_event(dup, delivered)
+    out["delivered thrice"] = shown(await svc.get_session(app_name=APP, user_id="u5", session_id="dup"))
+    out["listing"] = shown(await svc.list_sessions(app_name=APP))
+    return out
+
+
+def test_contract_cases_as_in_memory(log: eventlog.EventLog) -> None:
+    want = asyncio.run(contract_cases(InMemorySessionService()))
+    reset_sources()
+    got = asyncio.run(contract_cases(EventLogSessionService(log)))
+    assert list(got) == list(want)
+    for case, value in want.items():
+        assert got[case] == value, case
+    assert got["every field"][0] and got["caller's state"]["temp:t"] == "scratch"
+    assert "temp:t" not in got["read back"]["state"] and got["read back"]["state"]["user:p"] is None
+
+
+def test_a_value_json_cannot_hold_is_kept_as_text(tmp_path: Path, log: eventlog.EventLog) -> None:
+    """A state value that is not JSON (a function): ADK's database services keep the event and the
+    value as its text, and so does the log (InMemorySessionService keeps the object itself)."""
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    async def go(svc: BaseSessionService) -> tuple[int, Any, str]:
+        s = await svc.create_session(app_name=APP, user_id=USER, session_id="odd")
+        delta = {"callback": lambda: 1, "ok": 2}
+        await svc.append_event(s, Event(invocation_id="i", author="user", actions=EventActions(state_delta=delta)))
+        got = await svc.get_session(app_name=APP, user_id=USER, session_id="odd")
+        assert got is not None
+        return len(got.events), got.state["ok"], type(got.state["callback"]).__name__
+
+    want = asyncio.run(go(SqliteSessionService(str(tmp_path / "adk.db"))))
+    assert asyncio.run(go(EventLogSessionService(log))) == want == (1, 2, "str")
 
 
 @settings(max_examples=40)
