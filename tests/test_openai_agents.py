@@ -746,3 +746,19 @@ def test_the_command_line_shows_sessions_and_runs(tmp_path: Path) -> None:
     assert [r["event"] for r in json.loads(cli("history", "chat", "--json"))] == ["item", "item"]
     state = json.loads(cli("state", "chat", "--json"))["state"]
     assert state["messages"] == [{"role": "user", "content": "I am Ann"}, {"role": "assistant", "content": "Hi Ann"}]
+
+
+def test_bench_suite_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m tools.bench openai_agents --quick`: both sessions hold the same items, and a
+    checkpointed run stores less than its whole states would (figures not judged otherwise)."""
+    from tools.bench._common import Context
+    from tools.bench.openai_agents import run
+
+    for name in ("EVENTLOG_BENCH_AGENT_TURNS", "EVENTLOG_BENCH_AGENT_STEPS"):
+        monkeypatch.delenv(name, raising=False)  # the quick sizes
+    res = run(Context(quick=True, workdir=str(tmp_path)))
+    assert res.skipped is None
+    assert {row.system for row in res.rows} >= {"SQLiteSession", "eventlog"}
+    assert res.metrics["turns"] == 20 and res.metrics["items"] > 40
+    cp = res.metrics["checkpoints"]
+    assert cp["delta_json_bytes"] + cp["record_json_bytes"] < cp["full_json_bytes"]
