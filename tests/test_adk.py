@@ -39,6 +39,7 @@ from eventlog.adk import (
     EventLogSessionService,
     InvocationNotFoundError,
     SessionForked,
+    app_run,
     session_run,
 )
 
@@ -487,6 +488,88 @@ def test_event_of_an_older_layout_is_upcast(log: eventlog.EventLog) -> None:
     assert e.long_running_tool_ids == {"t1", "t2"} and e.timestamp == 1735787045.0
     assert e.output is None and e.node_info.path == ""  # fields ADK added since
     assert got.state["k"] == 1
+
+
+class _Killed(BaseException):
+    """Ends a call as a crash would: nothing after it runs."""
+
+
+def test_a_crash_between_an_event_and_its_app_and_user_state(log: eventlog.EventLog) -> None:
+    """A process dies after the event is committed, before its app and user state changes are:
+    the next process to append to the session (or read it) writes the changes, except a key that
+    a later change of its scope set (it stands, as after one transaction)."""
+    dying = EventLogSessionService(log, offload=False)
+
+    def killed(*args: Any) -> None:
+        raise _Killed
+
+    async def crash() -> None:
+        s = await dying.create_session(app_name=APP, user_id=USER, session_id="c")
+        await dying.append_event(s, said("user", "hi", 1.0, "c1", **{"app:a": 1, "app:b": 1, "user:u": 1, "n": 1}))
+        dying.sessions.append_scoped = killed  # type: ignore[method-assign]
+        with pytest.raises(_Killed):
+            await dying.append_event(s, said("user", "lost", 2.0, "c2", **{"app:a": 2, "app:b": 2, "user:u": 2}))
+
+    asyncio.run(crash())
+    other = EventLogSessionService(log, offload=False)
+
+    async def after() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        s2 = await other.create_session(app_name=APP, user_id="bob", session_id="d")
+        await other.append_event(s2, said("user", "later", 3.0, "d1", **{"app:b": 3}))  # committed after c2
+        again = EventLogSessionService(log, offload=False)
+        got = await again.get_session(app_name=APP, user_id=USER, session_id="c")
+        assert got is not None and [e.id for e in got.events] == ["c1", "c2"]
+        fresh = await EventLogSessionService(log, offload=False).get_session(
+            app_name=APP, user_id="bob", session_id="d"
+        )
+        assert fresh is not None
+        return got.state, fresh.state, await again.get_user_state(app_name=APP, user_id=USER)
+
+    state, bobs, users = asyncio.run(after())
+    assert (state["app:a"], state["app:b"], state["user:u"], state["n"]) == (2, 3, 2, 1)
+    assert (bobs["app:a"], bobs["app:b"]) == (2, 3) and users == {"u": 2}
+    writes = [e.event.delta for e in log.read(app_run(APP))]
+    assert writes == [{"a": 1, "b": 1}, {"b": 3}, {"a": 2}]  # the change written once, after the crash
+    asyncio.run(EventLogSessionService(log, offload=False).get_session(app_name=APP, user_id=USER, session_id="c"))
+    assert len(list(log.read(app_run(APP)))) == 3  # and not again by the next reader
+
+
+_DIES_BETWEEN = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    import eventlog
+    from google.adk.events import Event, EventActions
+    from eventlog.adk import EventLogSessionService
+
+    async def main(path):
+        with eventlog.open(path) as log:
+            svc = EventLogSessionService(log, offload=False)
+            s = await svc.create_session(app_name="app", user_id="ann", session_id="k")
+            svc.sessions.append_scoped = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+            delta = {"app:tier": "gold", "user:lang": "de", "n": 1}
+            await svc.append_event(s, Event(id="k1", author="user", actions=EventActions(state_delta=delta)))
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+def test_a_process_killed_between_an_event_and_its_scoped_state(shared_log: str) -> None:
+    """SIGKILL after the event's commit, before its app and user state: another process reads the
+    session with the event's whole change."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", _DIES_BETWEEN, shared_log], env=env, timeout=120, capture_output=True)
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    with eventlog.open(shared_log, readonly=True) as log:  # read as it is, without writing
+        got = asyncio.run(EventLogSessionService(log).get_session(app_name=APP, user_id=USER, session_id="k"))
+        assert got is not None and got.state == {"n": 1}
+    with eventlog.open(shared_log) as log:
+        assert log.head(app_run(APP)) == 0  # the app change did not reach its run
+        svc = EventLogSessionService(log)
+        got = asyncio.run(svc.get_session(app_name=APP, user_id=USER, session_id="k"))
+        assert got is not None and [e.id for e in got.events] == ["k1"]
+        assert got.state == {"app:tier": "gold", "user:lang": "de", "n": 1}
+        assert asyncio.run(svc.get_user_state(app_name=APP, user_id=USER)) == {"lang": "de"}
 
 
 _WRITER = textwrap.dedent(
