@@ -27,6 +27,7 @@ from google.adk.platform import uuid as platform_uuid
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, InMemorySessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,7 @@ from eventlog.adk import (
     EventLogSessionService,
     InvocationNotFoundError,
     SessionForked,
+    app_run,
     session_run,
 )
 
@@ -210,6 +212,103 @@ def test_adk_event_fields_round_trip(log: eventlog.EventLog) -> None:
         assert got is not None and got.events[0].content == e.content
 
     asyncio.run(go())
+
+
+async def contract_cases(svc: BaseSessionService) -> dict[str, Any]:
+    """The cases ADK's shared session-service contract adds to `scenario`: replaced (not merged)
+    map values in each scope, null and boolean values, `temp:` keys the caller's session sees
+    but no store keeps, an id padded with a newline, every field of an event (tool confirmations,
+    usage, transcriptions), instants of a repeated local hour, one event delivered three times."""
+    out: dict[str, Any] = {}
+    s = await svc.create_session(
+        app_name=APP,
+        user_id="u1",
+        session_id="s1",
+        state={"profile": {"name": "ada", "role": "admin"}, "flag": False, "app:cfg": {"a": 1, "b": 2}, "user:p": "x"},
+    )
+    delta = {"profile": {"name": "bob"}, "new": True, "app:cfg": {"a": 9}, "user:p": None, "temp:t": "scratch"}
+    await svc.append_event(s, Event(invocation_id="i1", author="user", actions=EventActions(state_delta=delta)))
+    out["caller's state"] = dict(s.state)
+    out["caller's delta"] = s.events[-1].actions.state_delta
+    out["read back"] = shown(await svc.get_session(app_name=APP, user_id="u1", session_id="s1"))
+    out["another session"] = shown(await svc.create_session(app_name=APP, user_id="u1", session_id="s1b"))
+    out["another user"] = shown(await svc.create_session(app_name=APP, user_id="u2", session_id="s2"))
+    padded = "order-42\n"
+    out["padded"] = shown(await svc.create_session(app_name=APP, user_id="u1", session_id=padded))
+    out["padded get"] = shown(await svc.get_session(app_name=APP, user_id="u1", session_id=padded))
+    await svc.delete_session(app_name=APP, user_id="u1", session_id=padded)
+    out["padded deleted"] = shown(await svc.get_session(app_name=APP, user_id="u1", session_id="order-42"))
+    full = await svc.create_session(app_name=APP, user_id="u3", session_id="full")
+    await svc.append_event(
+        full,
+        Event(
+            invocation_id="inv",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text="t")]),
+            turn_complete=True,
+            partial=False,
+            actions=EventActions(
+                artifact_delta={"file": 0},
+                transfer_to_agent="agent",
+                escalate=True,
+                requested_tool_confirmations={
+                    "call-1": ToolConfirmation(hint="sure?", confirmed=False, payload={"album": "a1"})
+                },
+            ),
+            long_running_tool_ids={"tool1"},
+            grounding_metadata=types.GroundingMetadata(web_search_queries=["q"]),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=1, candidates_token_count=1, total_token_count=2
+            ),
+            citation_metadata=types.CitationMetadata(),
+            custom_metadata={"k": "v"},
+            timestamp=1700000000.123,
+            input_transcription=types.Transcription(text="in", finished=True),
+            output_transcription=types.Transcription(text="out", finished=True),
+        ),
+    )
+    got = await svc.get_session(app_name=APP, user_id="u3", session_id="full")
+    out["every field"] = (got == full, shown(got))
+    hour = await svc.create_session(app_name=APP, user_id="u4", session_id="dst")
+    for instant in (1730613600.0, 1730615400.0):  # 01:00 and 01:30 US Eastern, the second time that day
+        await svc.append_event(hour, Event(author="user", timestamp=instant))
+    got = await svc.get_session(app_name=APP, user_id="u4", session_id="dst")
+    out["repeated hour"] = None if got is None else [e.timestamp for e in got.events]
+    dup = await svc.create_session(app_name=APP, user_id="u5", session_id="dup")
+    once = Event(invocation_id="inv", author="user", actions=EventActions(state_delta={"count": 1}))
+    for delivered in (once, once, once.model_copy(deep=True)):
+        await svc.append_event(dup, delivered)
+    out["delivered thrice"] = shown(await svc.get_session(app_name=APP, user_id="u5", session_id="dup"))
+    out["listing"] = shown(await svc.list_sessions(app_name=APP))
+    return out
+
+
+def test_contract_cases_as_in_memory(log: eventlog.EventLog) -> None:
+    want = asyncio.run(contract_cases(InMemorySessionService()))
+    reset_sources()
+    got = asyncio.run(contract_cases(EventLogSessionService(log)))
+    assert list(got) == list(want)
+    for case, value in want.items():
+        assert got[case] == value, case
+    assert got["every field"][0] and got["caller's state"]["temp:t"] == "scratch"
+    assert "temp:t" not in got["read back"]["state"] and got["read back"]["state"]["user:p"] is None
+
+
+def test_a_value_json_cannot_hold_is_kept_as_text(tmp_path: Path, log: eventlog.EventLog) -> None:
+    """A state value that is not JSON (a function): ADK's database services keep the event and the
+    value as its text, and so does the log (InMemorySessionService keeps the object itself)."""
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    async def go(svc: BaseSessionService) -> tuple[int, Any, str]:
+        s = await svc.create_session(app_name=APP, user_id=USER, session_id="odd")
+        delta = {"callback": lambda: 1, "ok": 2}
+        await svc.append_event(s, Event(invocation_id="i", author="user", actions=EventActions(state_delta=delta)))
+        got = await svc.get_session(app_name=APP, user_id=USER, session_id="odd")
+        assert got is not None
+        return len(got.events), got.state["ok"], type(got.state["callback"]).__name__
+
+    want = asyncio.run(go(SqliteSessionService(str(tmp_path / "adk.db"))))
+    assert asyncio.run(go(EventLogSessionService(log))) == want == (1, 2, "str")
 
 
 @settings(max_examples=40)
@@ -389,6 +488,88 @@ def test_event_of_an_older_layout_is_upcast(log: eventlog.EventLog) -> None:
     assert e.long_running_tool_ids == {"t1", "t2"} and e.timestamp == 1735787045.0
     assert e.output is None and e.node_info.path == ""  # fields ADK added since
     assert got.state["k"] == 1
+
+
+class _Killed(BaseException):
+    """Ends a call as a crash would: nothing after it runs."""
+
+
+def test_a_crash_between_an_event_and_its_app_and_user_state(log: eventlog.EventLog) -> None:
+    """A process dies after the event is committed, before its app and user state changes are:
+    the next process to append to the session (or read it) writes the changes, except a key that
+    a later change of its scope set (it stands, as after one transaction)."""
+    dying = EventLogSessionService(log, offload=False)
+
+    def killed(*args: Any) -> None:
+        raise _Killed
+
+    async def crash() -> None:
+        s = await dying.create_session(app_name=APP, user_id=USER, session_id="c")
+        await dying.append_event(s, said("user", "hi", 1.0, "c1", **{"app:a": 1, "app:b": 1, "user:u": 1, "n": 1}))
+        dying.sessions.append_scoped = killed  # type: ignore[method-assign]
+        with pytest.raises(_Killed):
+            await dying.append_event(s, said("user", "lost", 2.0, "c2", **{"app:a": 2, "app:b": 2, "user:u": 2}))
+
+    asyncio.run(crash())
+    other = EventLogSessionService(log, offload=False)
+
+    async def after() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        s2 = await other.create_session(app_name=APP, user_id="bob", session_id="d")
+        await other.append_event(s2, said("user", "later", 3.0, "d1", **{"app:b": 3}))  # committed after c2
+        again = EventLogSessionService(log, offload=False)
+        got = await again.get_session(app_name=APP, user_id=USER, session_id="c")
+        assert got is not None and [e.id for e in got.events] == ["c1", "c2"]
+        fresh = await EventLogSessionService(log, offload=False).get_session(
+            app_name=APP, user_id="bob", session_id="d"
+        )
+        assert fresh is not None
+        return got.state, fresh.state, await again.get_user_state(app_name=APP, user_id=USER)
+
+    state, bobs, users = asyncio.run(after())
+    assert (state["app:a"], state["app:b"], state["user:u"], state["n"]) == (2, 3, 2, 1)
+    assert (bobs["app:a"], bobs["app:b"]) == (2, 3) and users == {"u": 2}
+    writes = [e.event.delta for e in log.read(app_run(APP))]
+    assert writes == [{"a": 1, "b": 1}, {"b": 3}, {"a": 2}]  # the change written once, after the crash
+    asyncio.run(EventLogSessionService(log, offload=False).get_session(app_name=APP, user_id=USER, session_id="c"))
+    assert len(list(log.read(app_run(APP)))) == 3  # and not again by the next reader
+
+
+_DIES_BETWEEN = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    import eventlog
+    from google.adk.events import Event, EventActions
+    from eventlog.adk import EventLogSessionService
+
+    async def main(path):
+        with eventlog.open(path) as log:
+            svc = EventLogSessionService(log, offload=False)
+            s = await svc.create_session(app_name="app", user_id="ann", session_id="k")
+            svc.sessions.append_scoped = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+            delta = {"app:tier": "gold", "user:lang": "de", "n": 1}
+            await svc.append_event(s, Event(id="k1", author="user", actions=EventActions(state_delta=delta)))
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+def test_a_process_killed_between_an_event_and_its_scoped_state(shared_log: str) -> None:
+    """SIGKILL after the event's commit, before its app and user state: another process reads the
+    session with the event's whole change."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", _DIES_BETWEEN, shared_log], env=env, timeout=120, capture_output=True)
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    with eventlog.open(shared_log, readonly=True) as log:  # read as it is, without writing
+        got = asyncio.run(EventLogSessionService(log).get_session(app_name=APP, user_id=USER, session_id="k"))
+        assert got is not None and got.state == {"n": 1}
+    with eventlog.open(shared_log) as log:
+        assert log.head(app_run(APP)) == 0  # the app change did not reach its run
+        svc = EventLogSessionService(log)
+        got = asyncio.run(svc.get_session(app_name=APP, user_id=USER, session_id="k"))
+        assert got is not None and [e.id for e in got.events] == ["k1"]
+        assert got.state == {"app:tier": "gold", "user:lang": "de", "n": 1}
+        assert asyncio.run(svc.get_user_state(app_name=APP, user_id=USER)) == {"lang": "de"}
 
 
 _WRITER = textwrap.dedent(

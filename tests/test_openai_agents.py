@@ -91,15 +91,25 @@ def test_session_protocol(log: eventlog.EventLog) -> None:
 
 
 def test_session_unicode_and_large_items(log: eventlog.EventLog) -> None:
+    """Unicode, quotes and SQL keywords, a control character, a 1.2 MB item: read back as
+    SQLiteSession reads them back, by another session object of the log."""
     big = {"role": "user", "content": "é🙂" * 200_000}
     nested = {
         "type": "function_call_output",
         "call_id": "c",
         "output": [{"type": "input_text", "text": "\u0000\ufeff"}],
     }
+    texts = ["こんにちは", "😊👍", "Привет", "O'Reilly", "DROP TABLE sessions;", "Robert'); DROP TABLE students;--"]
+    items = [big, nested, *(user(t) for t in texts)]
+    reference = SQLiteSession("ünï/😀")
+    try:
+        asyncio.run(reference.add_items(items))
+        expected = asyncio.run(reference.get_items())
+    finally:
+        reference.close()
     session = EventLogSession("ünï/😀", log)
-    asyncio.run(session.add_items([big, nested]))
-    assert asyncio.run(EventLogSession("ünï/😀", log).get_items()) == [big, nested]
+    asyncio.run(session.add_items(items))
+    assert asyncio.run(EventLogSession("ünï/😀", log).get_items()) == expected == items
 
 
 def test_an_async_log_serves_a_session_and_a_run() -> None:
@@ -117,12 +127,25 @@ def test_an_async_log_serves_a_session_and_a_run() -> None:
 
 
 def test_session_settings_limit(log: eventlog.EventLog) -> None:
+    """Settings as SQLiteSession takes them: a default SessionSettings, a mapping made one, the
+    limit the default of get_items, and a run config's settings over the session's."""
+    from agents import RunConfig
     from agents.memory import SessionSettings
 
+    for settings_given in (None, {"limit": 1}, SessionSettings(limit=1)):
+        assert (
+            EventLogSession("s", log, session_settings=settings_given).session_settings
+            == SQLiteSession("s", session_settings=settings_given).session_settings
+        )
     session = EventLogSession("s", log, session_settings=SessionSettings(limit=1))
     asyncio.run(session.add_items([user("a"), user("b")]))
     assert asyncio.run(session.get_items()) == [user("b")]
     assert asyncio.run(session.get_items(limit=5)) == [user("a"), user("b")]
+    assert asyncio.run(EventLogSession("s", log, session_settings={"limit": 1}).get_items()) == [user("b")]
+    model = ScriptedModel([[reply("ok")]])
+    settings = RunConfig(session_settings=SessionSettings(limit=2))
+    asyncio.run(Runner.run(agent(model), "c", session=session, run_config=settings))
+    assert model.inputs[0][:2] == [user("a"), user("b")] and len(model.inputs[0]) == 3
 
 
 _items = st.lists(
@@ -182,6 +205,19 @@ def test_concurrent_sessions_and_pops(log: eventlog.EventLog) -> None:
     asyncio.run(both())
     for sid in ("x", "y"):
         assert asyncio.run(EventLogSession(sid, log).get_items()) == [user(f"{sid}-{i}") for i in range(10)]
+
+    # threads, each with its own event loop, add to one session object at once (SQLiteSession's case)
+    shared = EventLogSession("z", log)
+
+    def add(i: int) -> None:
+        asyncio.run(shared.add_items([user(f"z-{i}")]))
+
+    adders = [threading.Thread(target=add, args=(i,)) for i in range(10)]
+    for t in adders:
+        t.start()
+    for t in adders:
+        t.join()
+    assert sorted(i["content"] for i in asyncio.run(shared.get_items())) == sorted(f"z-{i}" for i in range(10))
 
     popped: list[Any] = []
     holders = [EventLogSession("x", log) for _ in range(4)]
@@ -710,3 +746,19 @@ def test_the_command_line_shows_sessions_and_runs(tmp_path: Path) -> None:
     assert [r["event"] for r in json.loads(cli("history", "chat", "--json"))] == ["item", "item"]
     state = json.loads(cli("state", "chat", "--json"))["state"]
     assert state["messages"] == [{"role": "user", "content": "I am Ann"}, {"role": "assistant", "content": "Hi Ann"}]
+
+
+def test_bench_suite_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m tools.bench openai_agents --quick`: both sessions hold the same items, and a
+    checkpointed run stores less than its whole states would (figures not judged otherwise)."""
+    from tools.bench._common import Context
+    from tools.bench.openai_agents import run
+
+    for name in ("EVENTLOG_BENCH_AGENT_TURNS", "EVENTLOG_BENCH_AGENT_STEPS"):
+        monkeypatch.delenv(name, raising=False)  # the quick sizes
+    res = run(Context(quick=True, workdir=str(tmp_path)))
+    assert res.skipped is None
+    assert {row.system for row in res.rows} >= {"SQLiteSession", "eventlog"}
+    assert res.metrics["turns"] == 20 and res.metrics["items"] > 40
+    cp = res.metrics["checkpoints"]
+    assert cp["delta_json_bytes"] + cp["record_json_bytes"] < cp["full_json_bytes"]

@@ -196,6 +196,9 @@ class SessionState(msgspec.Struct, omit_defaults=True):
     """Each fork this session descends from: `session_id` and `offset`."""
     rewinds: int = 0
     """Rewind events appended (ADK's `rewind_before_invocation_id`)."""
+    scoped_last: int = 0
+    """Offset of the last ADK event that changes app or user state (0: none, or not known from
+    an older snapshot): the one whose change a crash may have kept from its run (`_sessions`)."""
 
 
 class SessionReducer:
@@ -212,9 +215,11 @@ class SessionReducer:
         s = state
         s.offset += 1
         if isinstance(event, AdkEvent):
-            _, _, session = split_state(state_delta_of(event.data))
+            app, user, session = split_state(state_delta_of(event.data))
             if session:
                 s.state.update(session)
+            if app or user:
+                s.scoped_last = s.offset
             s.last_update_time = event.timestamp
             s.events += 1
             actions = event.data.get("actions")

@@ -3,7 +3,10 @@ service as a plain (blocking) call; `_service` is ADK's async face over it.
 
 A session is one run (docs/guides/adk.md). Appends are fenced by the offset this process knows
 (a `RunWriter` per run): a writer that lost its place to another process reloads and appends
-after it, instead of failing as stale. `get` reads the session state from the nearest snapshot
+after it, instead of failing as stale. An event's app and user state changes go to runs of
+their own after the event: a process killed between the two leaves the change only in the
+event, and the next append to (or read of) the session by any process applies the keys of it
+that no later change of that scope has set (`settle`), as one transaction would have left them. `get` reads the session state from the nearest snapshot
 and only the events it returns, a range of offsets read from the run's end, so its cost
 follows what it returns, not the length of the session.
 """
@@ -26,7 +29,14 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from pydantic_core import to_jsonable_python
 
 from ..agent.policy import CheckpointPolicy
-from ..errors import ConflictError, ForkDependencyError, OffsetOutOfRangeError, RunExistsError, RunReplacedError
+from ..errors import (
+    ConflictError,
+    ForkDependencyError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+    RunExistsError,
+    RunReplacedError,
+)
 from ..log import EventLog
 from ..services.runwriter import RunWriter
 from ._events import (
@@ -60,6 +70,8 @@ _WRITERS_MAX = 1024
 """Run writers kept (each holds one session's or one scope's state)."""
 _READ_CHUNK_MIN = 32
 """Offsets read at once from a session's end when `after_timestamp` alone bounds the read (doubling)."""
+_SCAN_CHUNK = 16
+"""Offsets of an app or user run read at once, from its end, when settling a session (doubling)."""
 
 
 class InvocationNotFoundError(ValueError):
@@ -110,6 +122,8 @@ class Sessions:
         self.policy = CheckpointPolicy.every(checkpoint_every)
         self.lock = threading.RLock()
         self._writers: OrderedDict[str, RunWriter[Any]] = OrderedDict()
+        self._settled: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        """Per session run: (run number, offset) of the last event whose app and user changes are known written."""
 
     # -- runs, their writers and folds ------------------------------------------------------------
 
@@ -167,6 +181,30 @@ class Sessions:
             except (ConflictError, RunReplacedError):
                 if attempt == _RETRIES_MAX - 1:  # the writer reloaded itself: the next try appends after the others
                     raise
+
+    def settled(self, run: str, number: int, offset: int) -> None:
+        self._settled[run] = (number, offset)
+        self._settled.move_to_end(run)
+        if len(self._settled) > _WRITERS_MAX:
+            self._settled.popitem(last=False)
+
+    def settle(self, run: str, number: int, s: SessionState) -> None:
+        """Write the app and user changes of the session's last event that changes them, where a
+        crash kept them from their runs: each key no change of its scope committed after the
+        event has set (a later change stands, as it would after one transaction)."""
+        at = s.scoped_last
+        if at <= s.start or self._settled.get(run, (0, 0)) >= (number, at):
+            return
+        try:
+            entry = self.log.entry(run, at, run_number=number)
+        except (RunReplacedError, OffsetOutOfRangeError):
+            return  # the session was made again meanwhile: its writer's fencing finds out
+        if isinstance(entry.event, AdkEvent):
+            app, user, _ = split_state(state_delta_of(entry.event.data))
+            for scoped, delta in ((app_run(s.app_name), app), (user_run(s.app_name, s.user_id), user)):
+                lost = {k: v for k, v in delta.items() if k not in _set_after(self.log, scoped, entry.position)}
+                self.append_scoped(scoped, lost, s.session_id, entry.event.timestamp)
+        self.settled(run, number, at)
 
     def merged(
         self, app_name: str, user_id: str, state: dict[str, Any], user: dict[str, Any] | None = None
@@ -257,6 +295,8 @@ class Sessions:
                     if not w.state.exists:
                         raise SessionNotFoundError(f"Session {session.id} not found.")
                 before, start = w.offset, w.state.start
+                if w.run_number is not None:
+                    self.settle(run, w.run_number, w.state)
                 try:
                     offset = w.append(record, event_id=eid)
                 except (ConflictError, RunReplacedError):
@@ -271,6 +311,8 @@ class Sessions:
                 eid = None  # another event of the same id: kept as ADK keeps it
             self.append_scoped(app_run(session.app_name), app, session.id, event.timestamp)
             self.append_scoped(user_run(session.app_name, session.user_id), user, session.id, event.timestamp)
+            if (app or user) and w.run_number is not None:
+                self.settled(run, w.run_number, offset)
         return True
 
     def fork(
@@ -324,6 +366,10 @@ class Sessions:
             if found is None:
                 return None
             number, s = found
+            try:
+                self.settle(run, number, s)
+            except ReadOnlyError:
+                pass  # a read-only log is read as it is: the state the crash left
             return s, _events(self.log, run, number, s.start, s.offset, config)
 
         with self.lock:
@@ -413,6 +459,23 @@ def _events(
         upto, size = after, size * 2
     out.reverse()
     return out
+
+
+def _set_after(log: EventLog[Any], run: str, position: int) -> set[str]:
+    """The keys the changes of app or user run `run` committed after feed position `position` set."""
+    keys: set[str] = set()
+    number, upto = log.life(run)
+    size = _SCAN_CHUNK
+    while upto > 0:
+        after = max(0, upto - size)
+        chunk = list(log.read(run, after, upto, run_number=number))
+        for entry in chunk:
+            if entry.position > position and isinstance(entry.event, ScopedState):
+                keys.update(entry.event.delta)
+        if chunk and chunk[0].position <= position:
+            break
+        upto, size = after, size * 2
+    return keys
 
 
 def _session_runs(log: EventLog[Any], prefix: str, after: str | None = None) -> Iterator[str]:

@@ -53,8 +53,9 @@ class EventLogSession:
     ) -> None:
         self.session_id = session_id
         self.log: EventLog[Any] = log.sync if isinstance(log, AsyncEventLog) else log
-        self.session_settings = session_settings
-        """The SDK's `SessionSettings` (its `limit` is the default of `get_items`), or None."""
+        self.session_settings = _settings(session_settings)
+        """The SDK's `SessionSettings` (its `limit` is the default of `get_items`): the one given
+        (a mapping is made one, as `SQLiteSession` does), else the SDK's default."""
         self._reducer = AgentsReducer()
         self._lock = threading.Lock()
         self._number = 0
@@ -240,6 +241,16 @@ def list_sessions(log: EventLog[Any], *, after: str | None = None, limit: int | 
             if isinstance(entry.event, _SESSION_KINDS):
                 out.append(SessionInfo(run_id, info.head, info.parent, info.fork_offset, info.created_ns))
     return out
+
+
+def _settings(given: Any) -> Any:
+    """`given` as the SDK's `SessionSettings` (a default one for None), as `SQLiteSession` takes it;
+    `given` itself when the SDK is not installed (the session is then read, not run)."""
+    try:
+        from agents.memory.session_settings import SessionSettings, coerce_session_settings
+    except ImportError:
+        return given
+    return SessionSettings() if given is None else coerce_session_settings(given)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -15,7 +15,8 @@ same events go to each service, one after the other, in one process:
 
 Figures: bytes on disk after close, per-turn latency (the `get_session` and the appends), the
 median of turns 1-10, 91-100 and 191-200, and at the end `get_session` of the whole session and of its last 10
-events (`num_recent_events=10`), median of 20; for eventlog also from a new service over the
+events (`num_recent_events=10`), median of 20, and that last read after turns 10, 100 and 200
+too (median of 5: whether it follows the session's length); for eventlog also from a new service over the
 reopened log (nothing kept in memory: the state is folded from the nearest snapshot). Sizes: `EVENTLOG_BENCH_ADK_TURNS` (200).
 """
 
@@ -81,32 +82,42 @@ def _turns(turns: int) -> list[list[Any]]:
     return out
 
 
+def _marks(turns: int) -> list[int]:
+    """The turns after which figures are taken as the session grows: 10, 100, 200 and the last."""
+    return sorted({i for i in (10, 100, 200) if i <= turns} | {turns})
+
+
 async def _drive(service: Any, turns: list[list[Any]]) -> dict[str, Any]:
     from google.adk.sessions.base_session_service import GetSessionConfig
 
-    await service.create_session(app_name="bench", user_id="ann", session_id="chat")
-    latency: list[float] = []
-    for events in turns:
-        t0 = time.perf_counter()
-        session = await service.get_session(app_name="bench", user_id="ann", session_id="chat")
-        for e in events:
-            await service.append_event(session, e.model_copy(deep=True))
-        latency.append((time.perf_counter() - t0) * 1000.0)
-
-    async def timed(config: Any) -> float:
+    async def timed(config: Any, repeat: int = 20) -> float:
         times = []
-        for _ in range(20):
+        for _ in range(repeat):
             t0 = time.perf_counter()
             got = await service.get_session(app_name="bench", user_id="ann", session_id="chat", config=config)
             times.append((time.perf_counter() - t0) * 1000.0)
         assert got is not None
         return median(times)
 
+    await service.create_session(app_name="bench", user_id="ann", session_id="chat")
+    latency: list[float] = []
+    recent_at: list[float] = []
+    marks = _marks(len(turns))
+    for n, events in enumerate(turns, 1):
+        t0 = time.perf_counter()
+        session = await service.get_session(app_name="bench", user_id="ann", session_id="chat")
+        for e in events:
+            await service.append_event(session, e.model_copy(deep=True))
+        latency.append((time.perf_counter() - t0) * 1000.0)
+        if n in marks:  # the same read as the session grows: does it follow the session's length?
+            recent_at.append(await timed(GetSessionConfig(num_recent_events=10), 5))
+
     whole = await timed(None)
     recent = await timed(GetSessionConfig(num_recent_events=10))
     final = await service.get_session(app_name="bench", user_id="ann", session_id="chat")
     return {
         "latency": latency,
+        "recent_at_ms": recent_at,
         "whole_ms": whole,
         "recent_ms": recent,
         "events": len(final.events),
@@ -236,7 +247,7 @@ def run(ctx: Context) -> SuiteResult:
     events = {name: r["events"] for name, r in results.items()}
     assert len(set(events.values())) == 1, events
     assert all(s == states["eventlog-lmdb"] for s in states.values()), states
-    marks = [i for i in (10, 100, 200) if i <= n]
+    marks = _marks(n)
     for name, r in results.items():
         lat = r["latency"]
         windows = [median(lat[max(0, i - 10) : i]) for i in marks]  # median of the 10 turns up to each mark
@@ -251,6 +262,13 @@ def run(ctx: Context) -> SuiteResult:
         res.row(name, f"total time, {n} turns", sum(lat) / 1000.0, "s")
         res.row(name, f"get_session, whole session ({r['events']} events)", r["whole_ms"], "ms", note="median of 20")
         res.row(name, "get_session, num_recent_events=10", r["recent_ms"], "ms", note="median of 20")
+        res.row(
+            name,
+            "get_session, num_recent_events=10, after turns " + "/".join(map(str, marks)),
+            r["recent_at_ms"][-1],
+            "ms",
+            note=" / ".join(f"{w:.2f}" for w in r["recent_at_ms"]) + "; median of 5, as the session grows",
+        )
         if "recent_cold_ms" in r:
             res.row(
                 name,
