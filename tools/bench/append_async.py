@@ -28,7 +28,7 @@ async def _rounds(path: str, events: list[Any], total: int, rounds: int) -> dict
 
     log = eventlog.aio.AsyncEventLog(eventlog.open(path, durability="sync"))
     out: dict[int, dict[str, list[float]]] = {n: {"rate": [], "tps": [], "per_txn": [], "ratio": []} for n in TASKS}
-    writer = log.sync._writer  # read only: no public counter of transactions yet
+    writer = log.sync.engine.commit  # read only: its count of transactions
     try:
         for r in range(rounds):
             rates: dict[int, float] = {}
