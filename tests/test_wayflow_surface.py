@@ -340,17 +340,22 @@ def test_save_refuses_what_it_cannot_save(log: eventlog.EventLog) -> None:
 # -- item: WayFlow's own Checkpointing API (tests/test_wayflow_native.py) ---------------------------
 
 
-def test_the_native_tests_pass_against_a_wayflow_checkout() -> None:
+def test_the_wayflow_tests_pass_against_a_wayflow_checkout() -> None:
+    """Every test of eventlog.wayflow against a wayflowcore that ships `wayflowcore.checkpointing`:
+    the native path (tests/test_wayflow_native.py) and the 26.3 path beside it, none skipped."""
     checkout = os.environ.get("EVENTLOG_TEST_WAYFLOW_PR")
     if not checkout:
         pytest.skip("set EVENTLOG_TEST_WAYFLOW_PR to a wayflowcore source tree that ships wayflowcore.checkpointing")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([checkout, str(ROOT), str(ROOT / "tests")])}
     del env["EVENTLOG_TEST_WAYFLOW_PR"]
+    files = sorted(str(f) for f in (ROOT / "tests").glob("test_wayflow*.py"))
+    this = "not test_the_wayflow_tests_pass_against_a_wayflow_checkout"
     p = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_wayflow_native.py")],
-        env=env, capture_output=True, text=True, timeout=600, check=False,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *files, "-k", this],
+        env=env, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
-    assert p.returncode == 0 and " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-3000:]
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    assert p.returncode == 0 and " passed" in last and "skipped" not in last, p.stdout[-3000:]
 
 
 # -- the portable state is an exact round trip ------------------------------------------------------
