@@ -380,3 +380,25 @@ def test_a_state_reads_back_as_it_was_written(conversation: dict[str, Any], stat
     )
     back = read_state_text(state_text(state), "c", "cp")
     assert same(back["conversation"], conversation) and same(back["shape"], shape) and back["status"] == status
+
+
+def test_save_of_a_checkpoint_with_its_own_id_component_and_metadata(log: eventlog.EventLog) -> None:
+    """A stored checkpoint saved into another log under another id, component id and metadata."""
+    checkpointer = EventLogCheckpointer(log)
+    conversation = start_conversation(
+        build_agent([reply("Bern is lovely.")]), messages="Bern?", checkpointer=checkpointer, conversation_id="c"
+    )
+    conversation.execute()
+    [cp] = checkpointer.list_checkpoints("c")
+    with eventlog.open(":memory:") as other_log:
+        other = EventLogCheckpointer(other_log)
+        saved = other.save(cp, checkpoint_id="copy", component_id="renamed-agent", metadata={"moved": True})
+        assert (saved.checkpoint_id, saved.component_id) == ("copy", "renamed-agent")
+        assert saved.metadata["moved"] is True and saved.metadata["save_sequence"] == cp.metadata["save_sequence"]
+        assert [c.checkpoint_id for c in other.list_checkpoints("c")] == ["copy"]
+        with pytest.raises(IncompatibleComponentError):  # recorded under the new id: the old one does not fit
+            start_conversation(build_agent([]), conversation_id="c", checkpointer=other)
+        back = start_conversation(build_agent([], agent_id="renamed-agent"), conversation_id="c", checkpointer=other)
+        assert texts(back) == ["Bern?", "Bern is lovely."]
+        with pytest.raises(IncompatibleComponentError):  # the conversation is recorded: another component is refused
+            other.save(cp, checkpoint_id="again")
