@@ -53,7 +53,8 @@ DURABLE = pytest.mark.parametrize("backend", ["lmdb", "postgres"], indirect=True
 
 
 def in_new_process(log: eventlog.EventLog, code: str) -> str:
-    """Close `log`, run `code` in a fresh interpreter where `OPEN()` opens the same log; its output."""
+    """Close `log`, run `code` in a fresh interpreter where `OPEN()` opens the same log (and imports the
+    same wayflowcore: the PYTHONPATH this process was given is kept); its output."""
     store: Any = log.store
     if isinstance(store, LMDBStore):
         opener = f"eventlog.open({str(store.path)!r})"
@@ -61,7 +62,8 @@ def in_new_process(log: eventlog.EventLog, code: str) -> str:
         opener = f"eventlog.open(PostgresStore({store.dsn!r}, schema={store.schema!r}))"
     log.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTLOG_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # a wayflowcore checkout too
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), *inherited])
     head = "import eventlog\nfrom eventlog.store.postgres import PostgresStore\n" if "Postgres" in opener else ""
     script = f"import eventlog\n{head}def OPEN():\n    return {opener}\n" + textwrap.dedent(code)
     p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)

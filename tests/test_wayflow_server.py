@@ -14,7 +14,7 @@ pytest.importorskip("wayflowcore", reason="the wayflow extra is not installed")
 pytest.importorskip("fasta2a", reason="wayflowcore's agent server needs its a2a extra")
 
 from fastapi import HTTPException
-from test_wayflow_kinds import in_new_process
+from test_wayflow_kinds import DURABLE, in_new_process
 from wayflow_app import build_agent, reply
 from wayflowcore.agentserver.openairesponses.models.openairesponsespydanticmodels import CreateResponse
 from wayflowcore.agentserver.openairesponses.services.wayflowservice import WayFlowOpenAIResponsesService
@@ -81,7 +81,7 @@ async def _messages(service: Any, response_id: str) -> Any:
     return conversation.get_messages()
 
 
-@pytest.mark.parametrize("backend", ["lmdb"], indirect=True)  # PostgreSQL: the in-process test above
+@DURABLE
 def test_a_conversation_of_the_service_continues_after_a_restart(open_log: Any, backend: str) -> None:
     log = open_log()
     service = WayFlowOpenAIResponsesService(

@@ -340,17 +340,22 @@ def test_save_refuses_what_it_cannot_save(log: eventlog.EventLog) -> None:
 # -- item: WayFlow's own Checkpointing API (tests/test_wayflow_native.py) ---------------------------
 
 
-def test_the_native_tests_pass_against_a_wayflow_checkout() -> None:
+def test_the_wayflow_tests_pass_against_a_wayflow_checkout() -> None:
+    """Every test of eventlog.wayflow against a wayflowcore that ships `wayflowcore.checkpointing`:
+    the native path (tests/test_wayflow_native.py) and the 26.3 path beside it, none skipped."""
     checkout = os.environ.get("EVENTLOG_TEST_WAYFLOW_PR")
     if not checkout:
         pytest.skip("set EVENTLOG_TEST_WAYFLOW_PR to a wayflowcore source tree that ships wayflowcore.checkpointing")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([checkout, str(ROOT), str(ROOT / "tests")])}
     del env["EVENTLOG_TEST_WAYFLOW_PR"]
+    files = sorted(str(f) for f in (ROOT / "tests").glob("test_wayflow*.py"))
+    this = "not test_the_wayflow_tests_pass_against_a_wayflow_checkout"
     p = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_wayflow_native.py")],
-        env=env, capture_output=True, text=True, timeout=600, check=False,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *files, "-k", this],
+        env=env, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
-    assert p.returncode == 0 and " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-3000:]
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    assert p.returncode == 0 and " passed" in last and "skipped" not in last, p.stdout[-3000:]
 
 
 # -- the portable state is an exact round trip ------------------------------------------------------
@@ -375,3 +380,25 @@ def test_a_state_reads_back_as_it_was_written(conversation: dict[str, Any], stat
     )
     back = read_state_text(state_text(state), "c", "cp")
     assert same(back["conversation"], conversation) and same(back["shape"], shape) and back["status"] == status
+
+
+def test_save_of_a_checkpoint_with_its_own_id_component_and_metadata(log: eventlog.EventLog) -> None:
+    """A stored checkpoint saved into another log under another id, component id and metadata."""
+    checkpointer = EventLogCheckpointer(log)
+    conversation = start_conversation(
+        build_agent([reply("Bern is lovely.")]), messages="Bern?", checkpointer=checkpointer, conversation_id="c"
+    )
+    conversation.execute()
+    [cp] = checkpointer.list_checkpoints("c")
+    with eventlog.open(":memory:") as other_log:
+        other = EventLogCheckpointer(other_log)
+        saved = other.save(cp, checkpoint_id="copy", component_id="renamed-agent", metadata={"moved": True})
+        assert (saved.checkpoint_id, saved.component_id) == ("copy", "renamed-agent")
+        assert saved.metadata["moved"] is True and saved.metadata["save_sequence"] == cp.metadata["save_sequence"]
+        assert [c.checkpoint_id for c in other.list_checkpoints("c")] == ["copy"]
+        with pytest.raises(IncompatibleComponentError):  # recorded under the new id: the old one does not fit
+            start_conversation(build_agent([]), conversation_id="c", checkpointer=other)
+        back = start_conversation(build_agent([], agent_id="renamed-agent"), conversation_id="c", checkpointer=other)
+        assert texts(back) == ["Bern?", "Bern is lovely."]
+        with pytest.raises(IncompatibleComponentError):  # the conversation is recorded: another component is refused
+            other.save(cp, checkpoint_id="again")

@@ -48,9 +48,18 @@ class EventLogCheckpointer(_Base):
     """
 
     def __init__(
-        self, log: EventLog[Any], *, interval: CheckpointingInterval = CheckpointingInterval.CONVERSATION_TURNS
+        self,
+        log: EventLog[Any],
+        *,
+        interval: CheckpointingInterval = CheckpointingInterval.CONVERSATION_TURNS,
+        checkpointing_interval: CheckpointingInterval | None = None,
     ):
-        """`interval` is the default for conversations that `start_conversation` does not give one."""
+        """`interval` is the default for conversations that `start_conversation` does not give one.
+        `checkpointing_interval` is the same under WayFlow's checkpointers' name (give one of the two)."""
+        if checkpointing_interval is not None:
+            if interval is not CheckpointingInterval.CONVERSATION_TURNS and interval is not checkpointing_interval:
+                raise TypeError("give interval or checkpointing_interval, not both")
+            interval = checkpointing_interval
         if not isinstance(interval, CheckpointingInterval):
             raise TypeError(f"interval must be a CheckpointingInterval, not {type(interval).__name__}")
         self.log = log

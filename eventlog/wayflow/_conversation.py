@@ -227,14 +227,16 @@ class CheckpointedConversation:
         if self._sequence is None:
             self._sequence = self.checkpointer._last_sequence(self.conversation_id)
         self._sequence += 1
+        step = conversation.current_step_name
         md: dict[str, Any] = {
             "save_reason": reason,
             "save_sequence": self._sequence,
             "turn": int(self._rec.state.turn),
             "message_count": len(self._messages()),
-            "status_type": status,
-            "current_step_name": str(conversation.current_step_name),
+            "current_step_name": step if step is None or isinstance(step, str) else str(step),
         }
+        if status:  # as WayFlow: no status_type before the conversation has a status
+            md["status_type"] = status
         md.update(extra or {})
         md.update(metadata or {})
         cp = self._rec.checkpoint(metadata=md, checkpoint_id=cid)

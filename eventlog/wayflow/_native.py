@@ -33,8 +33,14 @@ _ENVELOPE = "wayflow-conversation-checkpoint"
 
 
 def is_native(conversation: Any, checkpointer: Any) -> bool:
-    """True for a wayflowcore conversation that WayFlow's own API checkpoints through `checkpointer`."""
-    return getattr(conversation, "checkpointer", None) is checkpointer and shipped_checkpointing() is not None
+    """True for a wayflowcore conversation that WayFlow's own API checkpoints through `checkpointer`
+    (not for one `start_conversation` made, which names its checkpointer too but is no wayflowcore
+    conversation)."""
+    if shipped_checkpointing() is None or getattr(conversation, "checkpointer", None) is not checkpointer:
+        return False
+    from wayflowcore.conversation import Conversation
+
+    return isinstance(conversation, Conversation)
 
 
 def save_native(

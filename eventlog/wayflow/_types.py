@@ -100,9 +100,10 @@ class ConversationCheckpoint:
     created_at: int
     """When it was saved, in seconds since the Unix epoch."""
     metadata: dict[str, Any]
-    """`save_reason`, `save_sequence`, `turn`, `message_count`, `status_type`, `current_step_name`
-    (and for an internal checkpoint `event_type`, `agent_iteration`, `flow_step_name`,
-    `nesting_level`, `llm_used_in_previous_turn`), and what the caller added."""
+    """`save_reason`, `save_sequence`, `turn`, `message_count`, `current_step_name`, `status_type`
+    (once the conversation has a status), for an internal checkpoint `event_type`,
+    `agent_iteration`, `flow_step_name`, `nesting_level` and `llm_used_in_previous_turn`, and
+    what the caller added."""
     offset: int
     """The offset of the run it stands at (0 for a checkpoint not read from a log)."""
     _state: str | None = field(repr=False, compare=False)

@@ -189,13 +189,23 @@ class EventLogDatastore(Datastore):
     def update(
         self, collection_name: str, where: dict[str, Any], update: dict[str, Any]
     ) -> builtins.list[dict[str, Any]]:
-        """Only the service's "this conversation's latest row is no longer latest", which needs
-        no write here (the latest row is the last one)."""
+        """Only the latest-turn flag, which needs no write here (the latest row of a conversation
+        is its last one left): "this conversation's latest row is no longer latest", before a
+        row is added, and "this row is latest", of the conversation's last row left after a
+        delete (what WayFlow's `DatastoreCheckpointer` asks when the service runs on it). A row
+        made latest that is not the last one left is refused, with nothing written."""
         self._table(collection_name)
-        if set(update) == {self.storage_config.is_last_turn_column_name} and update[
-            self.storage_config.is_last_turn_column_name
-        ] in (0, False):
+        flag = self.storage_config.is_last_turn_column_name
+        if set(update) == {flag} and update[flag] in (0, False):
             return []
+        if set(update) == {flag} and update[flag] in (1, True):
+            rows = self.list(collection_name, where)
+            if all(row[flag] == 1 for row in rows):
+                return rows
+            raise NotImplementedError(
+                f"EventLogDatastore: the latest row of a conversation is its last one left; it cannot make "
+                f"{[row[self.storage_config.turn_id_column_name] for row in rows if row[flag] != 1]} latest"
+            )
         raise NotImplementedError(
             f"EventLogDatastore serves the OpenAI Responses service's calls only; it does not update {sorted(update)}"
         )
