@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -272,6 +273,7 @@ def create_app(
             "b": b,
             "position": position,
             "page_events": model.page_events,
+            "history_max": model.history_rows_max,
             "wanted": wanted,
             "families": find.families(model.kind_of(e.event) for e in win.entries),
             "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
@@ -283,7 +285,8 @@ def create_app(
         elif reading == "steps":
             context["steps"] = readings.supersteps(win.entries)
         elif info.view is not None:
-            context["history"] = info.view.history(log, run_id, None)
+            columns, rows = info.view.history(log, run_id, model.history_rows_max)  # the newest, read only
+            context["history"] = (columns, rows[::-1])
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"
         return page(template, **context)
 
@@ -442,15 +445,31 @@ def create_app(
 
         return pinned
 
+    reading = threading.Lock()
+
+    def one_at_a_time(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """`handler`, a read of a whole state (or two), run one at a time, and the memory it
+        freed given back: the server holds at most one long run's state at once, however fast
+        j/k asks, and comes back down after it."""
+
+        def bounded(request: Request) -> Response:
+            with reading:
+                try:
+                    return handler(request)
+                finally:
+                    model.release_memory()
+
+        return bounded
+
     handlers: dict[Any, Callable[..., Any]] = {HTTPException: on_error, EventLogError: on_error}
     routes = [
         Route("/", runs_page),
         Route("/run", one_life(run_view)),
-        Route("/run/state", one_life(state_fragment)),
-        Route("/run/state.json", one_life(state_fragment)),
-        Route("/run/diff", one_life(diff_fragment)),
-        Route("/run/diff.json", one_life(diff_fragment)),
-        Route("/run/prompt", one_life(prompt_fragment)),
+        Route("/run/state", one_at_a_time(one_life(state_fragment))),
+        Route("/run/state.json", one_at_a_time(one_life(state_fragment))),
+        Route("/run/diff", one_at_a_time(one_life(diff_fragment))),
+        Route("/run/diff.json", one_at_a_time(one_life(diff_fragment))),
+        Route("/run/prompt", one_at_a_time(one_life(prompt_fragment))),
         Route("/run/find", one_life(find_event)),
         Route("/stream", stream),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),

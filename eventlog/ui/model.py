@@ -33,6 +33,7 @@ __all__ = [
     "diff_doc",
     "fields_shown",
     "kind_of",
+    "messages_apart",
     "prompt_of",
     "state_doc",
     "window",
@@ -42,6 +43,8 @@ page_events = 200
 """Events on one page of a run's timeline."""
 runs_page_max = 200
 """Runs on one page of the runs list."""
+history_rows_max = 50
+"""Checkpoints of an integration's run listed in its Checkpoints tab: the newest (`eventlog history` has all)."""
 short_chars_max = 160
 """Longest one-line rendering of a value in a row."""
 diff_items_shown_max = 100
@@ -96,12 +99,59 @@ def pretty(value: Any) -> str:
     return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
+def _json_bytes_capped(value: Any, cap: int) -> int:
+    """About the length of `value` as JSON, counted item by item and stopped once over `cap`:
+    a state of 50,000 messages is never encoded whole to learn that it is too long to show."""
+    if isinstance(value, dict):
+        total = 1 + max(len(value), 1)  # the braces, the commas between items
+        for k, v in value.items():
+            total += len(msgspec.json.encode(str(k))) + 1 + _json_bytes_capped(v, cap - total)
+            if total > cap:
+                break
+        return total
+    if isinstance(value, list):
+        total = 1 + max(len(value), 1)  # the brackets, the commas between items
+        for v in value:
+            total += _json_bytes_capped(v, cap - total)
+            if total > cap:
+                break
+        return total
+    return len(msgspec.json.encode(value))
+
+
 def pretty_or_none(value: Any) -> tuple[str | None, int]:
-    """(`pretty(value)`, or None when its JSON is over `json_inline_bytes_max`; its size in bytes)."""
+    """(`pretty(value)`, or None when its JSON is over `json_inline_bytes_max`; its size in bytes,
+    or `json_inline_bytes_max + 1` for one over: what is too long to show is not encoded whole)."""
+    if _json_bytes_capped(value, json_inline_bytes_max) > json_inline_bytes_max:
+        return None, json_inline_bytes_max + 1
     raw = msgspec.json.encode(value)
     if len(raw) > json_inline_bytes_max:
-        return None, len(raw)
+        return None, json_inline_bytes_max + 1
     return msgspec.json.format(raw, indent=2).decode(), len(raw)
+
+
+def release_memory() -> None:
+    """Give the memory freed since to the operating system (glibc's `malloc_trim`; elsewhere
+    nothing): after the state of a long run is read and dropped, the server's resident memory
+    comes back down instead of staying at its peak."""
+    if _trim is not None:
+        _trim(0)
+
+
+def _malloc_trim() -> Any:
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return None
+
+
+_trim = _malloc_trim()
 
 
 def when(ns: int) -> str:
@@ -307,9 +357,26 @@ def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None
     return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state}
 
 
+def messages_apart(state: Any) -> Any:
+    """A view's state (plain data) with the messages of its values (a LangGraph chat's `messages`
+    channel) as its own `messages`, so that a diff lists the messages appended and removed
+    instead of the whole list changed; any other state as it is."""
+    if not isinstance(state, dict) or "messages" in state or not isinstance(state.get("values"), dict):
+        return state
+    values = state["values"]
+    if not isinstance(values.get("messages"), list):
+        return state
+    rest = {k: v for k, v in values.items() if k != "messages"}
+    return {**state, "values": rest, "messages": values["messages"]}
+
+
 def diff_doc(log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
-    """What `eventlog diff RUN A B --json` prints for two offsets."""
-    changes = diff_states(state_of(log, run_id, a, view), state_of(log, run_id, b, view))
+    """What `eventlog diff RUN A B --json` prints for two offsets; for an integration's run, its
+    view's messages are diffed message by message (`messages_apart`)."""
+    if view is not None:
+        changes = diff_states(messages_apart(view.state(log, run_id, a)), messages_apart(view.state(log, run_id, b)))
+    else:
+        changes = diff_states(log.state_at(run_id, a), log.state_at(run_id, b))
     return {
         "run_id": run_id,
         "a": {"offset": a, "checkpoint_id": None},

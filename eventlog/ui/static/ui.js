@@ -200,22 +200,48 @@
       history.replaceState(null, "", withParams(location.href, { at: a, b: b }));
     }
 
+    // What takes longer than half a second says so, with the time it has taken, until it is shown.
+    let progressTimer = null;
+    function progress(what) {
+      clearInterval(progressTimer);
+      const old = inspector.querySelector(".progress");
+      if (old) old.remove();
+      if (!what) return;
+      const t0 = performance.now();
+      progressTimer = setInterval(function () {
+        const ms = performance.now() - t0;
+        if (ms < 500) return;
+        let line = inspector.querySelector(".progress");
+        if (!line) {
+          line = document.createElement("div");
+          line.className = "progress";
+          line.setAttribute("role", "status");
+          line.innerHTML = '<span class="spinner"></span><span class="progress-text"></span>';
+          inspector.prepend(line);
+        }
+        line.lastChild.textContent = `${what}… ${(ms / 1000).toFixed(1)} s`;
+      }, 100);
+    }
+
     let asked = 0; // the inspector shows the answer to the latest question only
-    async function show(url) {
+    async function show(url, what) {
       const ticket = ++asked;
       inspector.classList.add("loading");
+      progress(what || "Reading");
       let html;
       try {
         html = await fetchHtml(url);
       } catch (err) {
         html = `<div class="error-box" role="alert"></div>`;
         if (ticket !== asked) return;
+        progress(null);
         inspector.classList.remove("loading");
         inspector.innerHTML = html;
         inspector.firstChild.textContent = "Not shown: " + err.message + ".";
         return;
       }
       if (ticket !== asked) return;
+      progress(null);
       inspector.classList.remove("loading");
       inspector.innerHTML = html;
     }
@@ -225,8 +251,8 @@
       b = other === undefined ? null : other;
       mark();
       remember();
-      if (b === null) await show(withParams(root.dataset.state, { at: a }));
-      else await show(withParams(root.dataset.diff, { a: a, b: b }));
+      if (b === null) await show(withParams(root.dataset.state, { at: a }), `Reading the state after offset ${a.toLocaleString("en")}`);
+      else await show(withParams(root.dataset.diff, { a: a, b: b }), `Reading the states after offsets ${a} and ${b}`);
     }
 
     function focusOn(offset) {
@@ -297,7 +323,7 @@
       const prompt = target.closest("[data-prompt-at]");
       if (prompt) {
         e.preventDefault();
-        show(withParams(root.dataset.prompt, { at: prompt.dataset.promptAt }));
+        show(withParams(root.dataset.prompt, { at: prompt.dataset.promptAt }), "Reading what the LLM was sent");
         return;
       }
       if (target.closest("a, button, summary")) return;
