@@ -37,7 +37,7 @@ from eventlog import (
 )
 from eventlog.views import load_views
 
-from . import find, model, params, readings
+from . import find, model, params, readings, spans
 from .live import feed_end, follow
 from .render import environment
 
@@ -274,6 +274,7 @@ def create_app(
             "position": position,
             "page_events": model.page_events,
             "history_max": model.history_rows_max,
+            "spans_max": spans.run_totals_events_max,
             "wanted": wanted,
             "families": find.families(model.kind_of(e.event) for e in win.entries),
             "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
@@ -284,6 +285,9 @@ def create_app(
             context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
         elif reading == "steps":
             context["steps"] = readings.supersteps(win.entries)
+        elif reading == "waterfall":
+            context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base)
+            context["run_totals"] = spans.run_totals(log, run_id, info.summary.info)
         elif info.view is not None:
             columns, rows = info.view.history(log, run_id, model.history_rows_max)  # the newest, read only
             context["history"] = (columns, rows[::-1])

@@ -54,6 +54,7 @@ json_inline_bytes_max = 512 * 1024
 
 _CONVERSATION_KINDS = ("turn.", "message.", "llm.", "tool.")
 _GRAPH_KINDS = ("step.", "superstep.")
+_SPAN_KINDS = ("run.", "turn.", "step.", "llm.", "tool.")
 _STATUS_AFTER = {
     "run.started": "running",
     "run.completed": "completed",
@@ -299,7 +300,7 @@ def window(log: EventLog[Any], run_id: str, head: int, base: int, after: int | N
 
 
 def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = False) -> list[str]:
-    """The ways to read the run: `conversation`, `steps`, `timeline`, `checkpoints`, best first.
+    """The ways to read the run: `conversation`, `steps`, `waterfall`, `timeline`, `checkpoints`, best first.
 
     `view_chat`: the view's state of an integration's run holds messages."""
     kinds = {kind_of(e.event) for e in entries}
@@ -309,6 +310,8 @@ def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = Fals
             out.append("conversation")
         if page.summary.kind == "graph" or any(k.startswith(_GRAPH_KINDS) for k in kinds):
             out.append("steps")
+        if any(k.startswith(_SPAN_KINDS) for k in kinds):  # what ui/spans.py draws
+            out.append("waterfall")
         out.append("timeline")
         out.append("checkpoints")
     else:
