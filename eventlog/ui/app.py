@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import secrets
@@ -35,6 +36,7 @@ from eventlog import (
     UnknownRunError,
     __version__,
 )
+from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
 from . import find, model, params, readings, spans
@@ -56,7 +58,8 @@ _HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
-_FORK_BODY_BYTES_MAX = 64 * 1024
+_WRITE_BODY_BYTES_MAX = 256 * 1024
+"""The longest body of a fork (with its edited values) or a resume (with its value)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -172,6 +175,18 @@ class _ForkForm(msgspec.Struct):
     new: str
     number: int | None = None
     """The run number of the life of the run the page shows: a fork of another life is refused."""
+    values: dict[str, Any] | None = None
+    """Values to set in the fork before anything else runs (a `StateUpdated` event, as
+    `Graph.update_state` writes): a fork with an edited state."""
+
+
+class _ResumeForm(msgspec.Struct):
+    run: str
+    head: int
+    """The head the page shows: a run that has gone on since is not answered (409)."""
+    value: Any
+    """The human's answer, as `Graph.resume(run, value=)` takes it."""
+    number: int | None = None
 
 
 def _json_response(doc: Any) -> Response:
@@ -330,7 +345,9 @@ def create_app(
             kind=model.kind_of(entry.event) if entry else "",
             event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
             fork_name=model.free_fork_name(log, run_id, at) if allow_writes else "",
-            waiting=model.waiting_at(log, run_id, at, view),
+            edit=model.editable_values(doc["state"], view) if allow_writes else None,
+            head=log.run_info(run_id).head,
+            waiting=model.waiting_at(log, run_id, at, view, doc["state"] if view is None else None),
         )
 
     def diff_fragment(request: Request) -> Response:
@@ -391,24 +408,67 @@ def create_app(
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)
 
-    async def fork(request: Request) -> Response:
+    async def write_body(request: Request, what: str) -> bytes:
+        """The body of a write, once the page's write key is checked (another site has none)."""
         if not hmac.compare_digest(request.headers.get(_WRITE_HEADER, "").encode(), write_key.encode()):
-            raise HTTPException(403, "a fork needs the page's write key")
+            raise HTTPException(403, f"a {what} needs the page's write key")
         body = b""
         async for chunk in request.stream():
             body += chunk
-            if len(body) > _FORK_BODY_BYTES_MAX:
-                raise HTTPException(413, f"a fork's request is at most {_FORK_BODY_BYTES_MAX} bytes")
+            if len(body) > _WRITE_BODY_BYTES_MAX:
+                raise HTTPException(413, f"a {what}'s request is at most {_WRITE_BODY_BYTES_MAX} bytes")
+        return body
+
+    def fork_and_edit(form: _ForkForm, new_id: str) -> str:
+        if form.values is not None and model.view_for(log, form.run) is not None:
+            raise HTTPException(400, "an integration's run is forked as it is: edit the fork through its framework")
+        created = log.fork(form.run, at=form.at, new_run_id=new_id, run_number=form.number)
+        if form.values is None:
+            return created
+        try:  # the edit is the fork's first own event, or there is no fork
+            log.append(created, StateUpdated(values=form.values), expected_offset=form.at)
+        except BaseException:
+            with contextlib.suppress(EventLogError):
+                log.delete_run(created, expected_offset=form.at)
+            raise
+        return created
+
+    async def fork(request: Request) -> Response:
+        body = await write_body(request, "fork")
         try:
             form = msgspec.json.decode(body, type=_ForkForm)
         except (msgspec.DecodeError, RecursionError) as exc:
-            raise HTTPException(400, f"a fork needs {{run, at, new}}: {exc}") from None
-        run_id, at, new_id = form.run, form.at, form.new.strip()
+            raise HTTPException(400, f"a fork needs {{run, at, new}} (and values, an object): {exc}") from None
+        new_id = form.new.strip()
         if not new_id:
             raise HTTPException(400, "a fork needs the new run's id")
-        fork = partial(log.fork, run_id, at=at, new_run_id=new_id, run_number=form.number)
-        created = await anyio.to_thread.run_sync(fork)
+        created = await anyio.to_thread.run_sync(partial(fork_and_edit, form, new_id))
         return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
+
+    def answer(form: _ResumeForm) -> int:
+        if model.view_for(log, form.run) is not None:
+            raise HTTPException(
+                400, "an integration's run is resumed by its framework (LangGraph: invoke Command(resume=...))"
+            )
+        with log.pinned(form.run) as info:
+            if form.number is not None and form.number != info.number:
+                raise RunReplacedError(form.run, form.number, info.number, "its page was open")
+            if info.head != form.head:
+                raise HTTPException(409, f"run {form.run!r} went on to offset {info.head} since offset {form.head}")
+            state = log.state_at(form.run, info.head)
+        if getattr(state, "status", None) != "paused":
+            raise HTTPException(409, f"run {form.run!r} is not paused at offset {form.head}: nothing to answer")
+        resumed = Resumed(value=form.value, nodes=list(getattr(state, "paused_nodes", [])))
+        return log.append(form.run, resumed, expected_offset=form.head)
+
+    async def resume(request: Request) -> Response:
+        body = await write_body(request, "resume")
+        try:
+            form = msgspec.json.decode(body, type=_ResumeForm)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise HTTPException(400, f"a resume needs {{run, head, value}}: {exc}") from None
+        offset = await anyio.to_thread.run_sync(partial(answer, form))
+        return JSONResponse({"run_id": form.run, "offset": offset, "url": _url("/run", id=form.run, at=offset)})
 
     def error(request: Request, status: int, message: str) -> Response:
         """The error as the asker reads it: JSON for a JSON route, a fragment for the page's
@@ -480,5 +540,6 @@ def create_app(
     ]
     if allow_writes:
         routes.append(Route("/run/fork", fork, methods=["POST"]))
+        routes.append(Route("/run/resume", resume, methods=["POST"]))
     guard = UI(Starlette(routes=routes, exception_handlers=handlers), token=token, loopback=loopback)
     return guard  # `stream` ends its streams when `guard.stop_streams()` is called

@@ -340,18 +340,63 @@ class Waiting(msgspec.Struct, frozen=True):
     node: str | None
     value: str
     """The value asked with, as indented JSON, cut at `waiting_value_shown_max` characters."""
+    resumable: bool = False
+    """A run of the standard kinds: the UI can answer it (`Resumed`, as `Graph.resume(value=)` writes)."""
 
 
-def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> list[Waiting]:
-    """What the run waits for from a human after its first `offset` events (eventlog.views.waiting)."""
+def _asked(state: Any, entry: Entry | None) -> list[dict[str, Any]]:
+    """What a run of the standard kinds waits for: its state's pending interrupt (when the state
+    is at hand), else the event at the offset when it is the interrupt."""
+    if isinstance(state, dict) and "status" in state:
+        if state.get("status") != "paused":
+            return []
+        asked = state.get("interrupt") or {}
+        nodes = state.get("paused_nodes") or []
+        return [{"node": ", ".join(nodes) or None, "value": asked, "nodes": list(nodes)}]
+    if entry is not None and isinstance(entry.event, ev.Interrupted):
+        e = entry.event
+        value = {"reason": e.reason, "payload": e.payload}
+        return [{"node": ", ".join(e.nodes) or None, "value": value, "nodes": list(e.nodes)}]
+    return []
+
+
+def waiting_at(
+    log: EventLog[Any], run_id: str, offset: int, view: RunView | None, state: Any = None
+) -> list[Waiting]:
+    """What the run waits for from a human after its first `offset` events: an integration's
+    through its view (eventlog.views.waiting); a run of the standard kinds, the interrupt its
+    state (`state`, the `state_doc` state at `offset`, when at hand) or its event at `offset`
+    holds."""
     out: list[Waiting] = []
-    for one in waiting(view, log, run_id, offset):
+    if view is None:
+        entry = None
+        if state is None and offset > 0:
+            info = log.run_info(run_id)
+            entry = log.entry(run_id, offset) if info.base < offset <= info.head else None
+        asked = _asked(state, entry)
+    else:
+        asked = waiting(view, log, run_id, offset)
+    for one in asked:
         text = pretty(fields_shown(one.get("value")))
         if len(text) > waiting_value_shown_max:
             text = text[:waiting_value_shown_max] + "…"
         node = one.get("node")
-        out.append(Waiting(node if isinstance(node, str) else None, text))
+        out.append(Waiting(node if isinstance(node, str) else None, text, view is None))
     return out
+
+
+edit_bytes_max = 128 * 1024
+"""The longest values (as JSON) the fork form offers to edit."""
+
+
+def editable_values(state: Any, view: RunView | None) -> str | None:
+    """The values of a state of the standard kinds (`AgentState.values`) as indented JSON, for
+    the fork form to edit; None for an integration's run, a state without values, or values
+    over `edit_bytes_max` as JSON."""
+    if view is not None or not isinstance(state, dict) or not isinstance(state.get("values"), dict):
+        return None
+    raw = msgspec.json.encode(state["values"])
+    return msgspec.json.format(raw, indent=2).decode() if len(raw) <= edit_bytes_max else None
 
 
 def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:

@@ -349,34 +349,67 @@
       else if (target.closest("[data-state-at]")) select(Number(target.closest("[data-state-at]").dataset.stateAt));
     });
 
-    inspector.addEventListener("submit", async (e) => {
-      const form = e.target.closest("#fork-form");
-      if (!form) return;
-      e.preventDefault();
+    // Writes (only with --allow-writes): a fork, its values edited or not, and a paused run's answer.
+    async function post(path, body, out, what) {
       const key = document.querySelector('meta[name="eventlog-write"]');
-      const out = form.querySelector(".fork-result");
-      const body = JSON.stringify({
-        run: form.dataset.run,
-        at: Number(form.dataset.at),
-        new: form.elements.new.value,
-        number: Number(root.dataset.number), // the life of the run this page shows, and no other
-      });
       let response;
       try {
-        response = await fetch("/run/fork", {
+        response = await fetch(path, {
           method: "POST",
           credentials: "same-origin",
           headers: { "content-type": "application/json", "x-eventlog-write": key ? key.content : "", ...FRAGMENT },
-          body: body,
+          body: JSON.stringify(body),
         });
       } catch (err) {
         connectionLost();
-        out.textContent = "Not forked: the server did not answer.";
+        out.textContent = `Not ${what}: the server did not answer.`;
         return;
       }
       if (response.ok) location.href = (await response.json()).url;
       else if ((response.headers.get("content-type") || "").startsWith("text/html")) out.innerHTML = await response.text();
       else out.textContent = await response.text();
+    }
+
+    function json(text, out, what) {
+      try {
+        return { value: JSON.parse(text) };
+      } catch (err) {
+        out.textContent = `Not ${what}: that is not JSON (${err.message}).`;
+        return null;
+      }
+    }
+
+    inspector.addEventListener("submit", async (e) => {
+      const fork = e.target.closest("#fork-form");
+      const resume = e.target.closest("#resume-form");
+      if (!fork && !resume) return;
+      e.preventDefault();
+      if (fork) {
+        const out = fork.querySelector(".fork-result");
+        const body = {
+          run: fork.dataset.run,
+          at: Number(fork.dataset.at),
+          new: fork.elements.new.value,
+          number: Number(root.dataset.number), // the life of the run this page shows, and no other
+        };
+        const edit = fork.elements.values;
+        if (edit && edit.value !== edit.defaultValue) {
+          const parsed = json(edit.value, out, "forked");
+          if (!parsed) return;
+          if (!parsed.value || typeof parsed.value !== "object" || Array.isArray(parsed.value)) {
+            out.textContent = "Not forked: the values must be a JSON object.";
+            return;
+          }
+          body.values = parsed.value;
+        }
+        await post("/run/fork", body, out, "forked");
+      } else {
+        const out = resume.querySelector(".resume-result");
+        const parsed = json(resume.elements.value.value, out, "resumed");
+        if (!parsed) return;
+        const body = { run: resume.dataset.run, head: Number(resume.dataset.head), value: parsed.value, number: Number(root.dataset.number) };
+        await post("/run/resume", body, out, "resumed");
+      }
     });
 
     // Finding: go to an offset, the next or previous error (asked of the server, a bounded
