@@ -28,6 +28,7 @@ from ui_support import browser_context, checked_page, get, serving, shoot
 import eventlog
 from eventlog import events as ev
 from eventlog.demo import run_demo
+from eventlog.diff import builtins
 from eventlog.ui import spans
 
 
@@ -190,3 +191,77 @@ def test_a_read_over_half_a_second_says_so(page: Any, url: str, browser: Any) ->
     page.wait_for_selector('#inspector .insp[data-kind="state"][data-at="8"]')
     assert page.query_selector("#inspector .progress") is None
     assert msgspec.json.decode(get(f"{url}/run/state.json?id=chat-demo&at=8")[1])["offset"] == 8
+
+
+def leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(path, text) of every value the state tree draws as a leaf, as it draws it."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, v in items:
+        here = (*path, str(k))
+        if isinstance(v, (dict, list)) and v:
+            yield from leaves(v, here)
+        elif isinstance(v, str):
+            yield here, f'"{v}"'
+        else:
+            yield here, msgspec.json.encode(v).decode()
+
+
+def test_the_state_tree_is_read_a_subtree_at_a_time(page: Any, tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        events: list[Any] = [ev.UserMessage(content=f"message {i}") for i in range(260)]
+        events.append(ev.StateUpdated(values={"plan": {"steps": [{"name": "a", "args": {"deep": [1, None, True]}}]}}))
+        log.append_many("big", events)
+        at = log.head("big")
+        state = builtins(log.state_at("big", at))  # every field, as the tree shows it
+        with serving(log) as url:
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(r.url) if "/run/state/node" in r.url else None)
+            page.goto(run_url(url, "big", at=at))
+            page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{at}"]')
+            tree = page.locator("#inspector .state-tree")
+            assert asked == [] and "deep" not in tree.inner_html() and "message 77" not in tree.inner_html()
+            assert page.locator("#inspector .state-tree details[data-node]").count() == 101  # 100 messages, plan
+            # open a message: its fields come from the server, once
+            page.click("#inspector details[data-node='[\"messages\",0]'] > summary")
+            page.wait_for_selector('#inspector details[open] > ul.tree .v-str:text("\\"message 0\\"")')
+            assert len(asked) == 1 and "path=%5B%22messages%22%2C0%5D" in asked[0]
+            # open everything, and the long list's hidden items too: then it is the whole state
+            for _ in range(40):
+                left = page.evaluate(
+                    """() => {
+                      const closed = [...document.querySelectorAll('#inspector details[data-node]:not([open])')];
+                      const more = [...document.querySelectorAll('#inspector button[data-more]:not([disabled])')];
+                      closed.forEach(d => { d.open = true; });
+                      more.forEach(b => b.click());
+                      return closed.length + more.length;
+                    }"""
+                )
+                page.wait_for_function(  # every subtree asked for has come
+                    "() => !document.querySelector('#inspector details[open] > ul.lazy, #inspector button[data-more][disabled]')"
+                )
+                if not left:
+                    break
+            drawn = page.evaluate(
+                """() => {
+                  const out = [];
+                  (function walk(ul, path) {
+                    for (const li of ul.children) {
+                      const details = li.querySelector(':scope > details');
+                      if (details) {
+                        const key = details.querySelector(':scope > summary > .t-key').textContent;
+                        walk(details.querySelector(':scope > ul.tree'), [...path, key]);
+                      } else if (li.querySelector(':scope > .t-key')) {
+                        const key = li.querySelector(':scope > .t-key').textContent;
+                        out.push([[...path, key], li.textContent.slice(key.length + 1).trim()]);
+                      }
+                    }
+                  })(document.querySelector('#inspector .state-tree > ul.tree'), []);
+                  return out;
+                }"""
+            )
+            assert sorted((tuple(p), t) for p, t in drawn) == sorted(leaves(state))
+            assert len(state["messages"]) == 260 and len(asked) > 200
+            # a path that is not there, or not a path, is said
+            status, body, _ = get(f'{url}/run/state/node?id=big&at={at}&path=["messages",999]')
+            assert status == 404 and "no map or list" in body
+            assert get(f"{url}/run/state/node?id=big&at={at}&path=nope")[0] == 400

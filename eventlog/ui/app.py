@@ -39,7 +39,7 @@ from eventlog import (
 from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import find, model, params, readings, spans
+from . import find, model, params, readings, render, spans
 from .live import feed_end, follow
 from .render import environment
 
@@ -350,6 +350,21 @@ def create_app(
             waiting=model.waiting_at(log, run_id, at, view, doc["state"] if view is None else None),
         )
 
+    def node_fragment(request: Request) -> Response:
+        """The items of one map or list of the state at an offset (`?path=` a JSON list of keys
+        and indices; `from` and `upto`, a range of a long one): a subtree opened in the page."""
+        run_id = params.run_id(request)
+        at = _offset(request, "at", run_id)
+        path = params.json_path(request, render.subtree_path_max)
+        lo = params.number(request, "from", 0) or 0
+        hi = params.number(request, "upto")
+        state = model.fields_shown(model.state_of(log, run_id, at, model.view_for(log, run_id)))
+        try:
+            html = render.subtree(state, path, lo, hi)
+        except KeyError:
+            raise HTTPException(404, f"the state after offset {at} has no map or list at {path!r}"[:300]) from None
+        return HTMLResponse(str(html))
+
     def diff_fragment(request: Request) -> Response:
         run_id = params.run_id(request)
         a, b = _offset(request, "a", run_id), _offset(request, "b", run_id)
@@ -531,6 +546,7 @@ def create_app(
         Route("/run", one_life(run_view)),
         Route("/run/state", one_at_a_time(one_life(state_fragment))),
         Route("/run/state.json", one_at_a_time(one_life(state_fragment))),
+        Route("/run/state/node", one_at_a_time(one_life(node_fragment))),
         Route("/run/diff", one_at_a_time(one_life(diff_fragment))),
         Route("/run/diff.json", one_at_a_time(one_life(diff_fragment))),
         Route("/run/prompt", one_at_a_time(one_life(prompt_fragment))),

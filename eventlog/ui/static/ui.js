@@ -349,6 +349,55 @@
       else if (target.closest("[data-state-at]")) select(Number(target.closest("[data-state-at]").dataset.stateAt));
     });
 
+    // The state tree is read a subtree at a time: a folded map or list is asked for when it is
+    // opened, the next items of a long one when asked.
+    async function subtree(params, replace) {
+      const insp = inspector.querySelector('.insp[data-kind="state"]');
+      if (!insp) return;
+      progress(`Reading the state after offset ${Number(insp.dataset.at).toLocaleString("en")}`);
+      let html;
+      try {
+        html = await fetchHtml(withParams(root.dataset.node, { at: insp.dataset.at, ...params }));
+      } catch (err) {
+        html = `<ul class="tree"><li class="t-more error-box" role="alert"></li></ul>`;
+        const box = document.createElement("template");
+        box.innerHTML = html;
+        box.content.querySelector("li").textContent = "Not shown: " + err.message + ".";
+        html = box.innerHTML;
+      } finally {
+        progress(null);
+      }
+      if (!inspector.contains(insp)) return; // another state was selected meanwhile
+      const box = document.createElement("template");
+      box.innerHTML = html;
+      replace(box.content);
+    }
+
+    inspector.addEventListener(
+      "toggle",
+      (e) => {
+        const node = e.target;
+        if (!(node instanceof HTMLDetailsElement) || !node.open || !node.dataset.node) return;
+        const lazy = node.querySelector(":scope > ul.lazy");
+        if (!lazy || lazy.dataset.asked) return;
+        lazy.dataset.asked = "1";
+        subtree({ path: node.dataset.node }, (content) => lazy.replaceWith(content));
+      },
+      true, // toggle does not bubble
+    );
+
+    inspector.addEventListener("click", (e) => {
+      const more = e.target.closest("button[data-more]");
+      if (!more) return;
+      const item = more.closest("li");
+      more.disabled = true;
+      const params = { path: more.dataset.more, from: more.dataset.from, upto: more.dataset.upto };
+      subtree(params, (content) => {
+        const list = content.querySelector("ul.tree");
+        item.replaceWith(...(list ? list.children : content.childNodes));
+      });
+    });
+
     // Writes (only with --allow-writes): a fork, its values edited or not, and a paused run's answer.
     async function post(path, body, out, what) {
       const key = document.querySelector('meta[name="eventlog-write"]');
