@@ -360,9 +360,7 @@ def _asked(state: Any, entry: Entry | None) -> list[dict[str, Any]]:
     return []
 
 
-def waiting_at(
-    log: EventLog[Any], run_id: str, offset: int, view: RunView | None, state: Any = None
-) -> list[Waiting]:
+def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | None, state: Any = None) -> list[Waiting]:
     """What the run waits for from a human after its first `offset` events: an integration's
     through its view (eventlog.views.waiting); a run of the standard kinds, the interrupt its
     state (`state`, the `state_doc` state at `offset`, when at hand) or its event at `offset`

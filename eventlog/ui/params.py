@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import re
-
-import msgspec
 from typing import Any
 
+import msgspec
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 

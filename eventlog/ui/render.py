@@ -189,7 +189,9 @@ def walk(value: Any, path: list[Any]) -> Any:
             if found is _NONE:
                 raise KeyError(step)
             value = found
-        elif isinstance(value, list) and isinstance(step, int) and not isinstance(step, bool) and 0 <= step < len(value):
+        elif (
+            isinstance(value, list) and isinstance(step, int) and not isinstance(step, bool) and 0 <= step < len(value)
+        ):
             value = value[step]
         else:
             raise KeyError(step)
