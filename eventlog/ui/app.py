@@ -39,7 +39,7 @@ from eventlog import (
 from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import find, model, params, readings, render, spans
+from . import find, model, params, readings, render, spans, threads
 from .live import feed_end, follow
 from .render import environment
 
@@ -298,6 +298,8 @@ def create_app(
             context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
         elif reading == "conversation":
             context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
+        elif reading == "steps" and info.view is not None:  # a LangGraph thread's checkpoints and tasks
+            context["steps"] = threads.thread_supersteps(win.entries)
         elif reading == "steps":
             context["steps"] = readings.supersteps(win.entries)
         elif reading == "waterfall":
@@ -306,6 +308,8 @@ def create_app(
         elif info.view is not None:
             columns, rows = info.view.history(log, run_id, model.history_rows_max)  # the newest, read only
             context["history"] = (columns, rows[::-1])
+            if info.view.name == "langgraph":
+                context["branches"], context["branches_after"] = threads.branches(log, run_id, info.summary.info)
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"
         return page(template, **context)
 

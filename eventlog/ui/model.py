@@ -316,6 +316,7 @@ def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = Fals
         out.append("checkpoints")
     else:
         out += ["conversation"] if view_chat else []
+        out += ["steps"] if any(k in ("langgraph.checkpoint", "langgraph.writes") for k in kinds) else []
         out += ["checkpoints", "timeline"]
     return out
 
