@@ -124,8 +124,8 @@ def _integration_summary(event: Event) -> str:
         set_ = sorted(getattr(event, "chunks", {}) or {})
         grew = sorted(getattr(event, "tails", {}) or {})
         parts = [f"checkpoint {_clip_id(cid)}" + (f" ← {_clip_id(str(parent))}" if parent else "")]
-        if getattr(event, "fork", False):
-            parts.append("a branch: every channel")
+        if getattr(event, "fork", False):  # it stands alone: the first, or made from an older one
+            parts.append("a branch: every channel" if parent else "every channel")
         if set_:
             parts.append("sets " + ", ".join(set_))
         if grew:
