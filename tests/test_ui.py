@@ -452,8 +452,14 @@ def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tm
                     _, body, _ = get(f"{url}/run/state.json?id={run_id}&at={k}")
                     assert json.loads(body)["state"] == _plain(view.state(log, run_id, k)), (run_id, k)
                 _, body, _ = get(f"{url}/run/diff.json?id={run_id}&a=1&b={head}")
-                expected = diff_states(view.state(log, run_id, 1), view.state(log, run_id, head))
-                assert {k: v for k, v in json.loads(body).items() if k not in ("run_id", "a", "b")} == _plain(expected)
+                a, b = (model.messages_apart(view.state(log, run_id, k)) for k in (1, head))
+                got = json.loads(body)
+                assert {k: v for k, v in got.items() if k not in ("run_id", "a", "b")} == _plain(diff_states(a, b))
+                # the messages diffed one by one: those appended listed, the list itself not "changed"
+                b_messages = _plain(b).get("messages", [])
+                assert "messages" not in got["changed"] and "messages" not in got["added"]
+                assert got["messages_appended"] == b_messages[len(b_messages) - len(got["messages_appended"]) :]
+                assert b_messages and got["messages_appended"], run_id
                 status, page, _ = get(f"{url}/run?id={run_id}")
                 assert status == 200 and f'class="tab on" href="/run?id={run_id}&amp;view=conversation' in page
                 chat = readings.view_transcript(_plain(view.state(log, run_id, head)))
@@ -577,3 +583,50 @@ def test_the_runs_list_keeps_up_with_appends_forks_and_deletes(log: eventlog.Eve
         assert listed(url, "&status=failed") == ["a", "b"]
         _, body, _ = get(f"{url}/?q=a-fork&fragment=1")
         assert re.search(r'data-run="a-fork".*?<td class="num">1</td>', body, re.DOTALL)
+
+
+def test_a_langgraph_thread_reads_by_what_it_changed_newest_checkpoint_first(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log") as log:
+        run_id = write_langgraph_thread(log)
+        if run_id is None:
+            pytest.skip("the langgraph extra is not installed")
+        with serving(log) as url:
+            _, page, _ = get(f"{url}/run?id={run_id}&view=timeline")
+            whats = [html.unescape(w) for w in re.findall(r'<td class="what">([^<]*)', page)]
+            kinds = re.findall(r'<span class="kind">(langgraph\.[a-z]+)</span>', page)
+            assert kinds and len(whats) >= len(kinds)
+            # a checkpoint by the channels it sets, writes by their node and channels: no serialized values
+            assert any(w.startswith("checkpoint ") and "sets " in w for w in whats), whats
+            assert any(w.startswith("draft writes ") and "messages" in w for w in whats), whats
+            assert any(w.startswith("review writes ") and "__interrupt__" in w for w in whats), whats
+            assert not any('"data"' in w or '"chunks"' in w or "msgpack" in w for w in whats), whats
+            # the checkpoints tab: newest first, at most model.history_rows_max of them
+            _, tab, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
+            table = tab[tab.index('<table class="history">') :]
+            offsets = [int(o) for o in re.findall(r'<tr data-offset="(\d+)"', table)]
+            assert len(offsets) >= 3 and offsets == sorted(offsets, reverse=True)
+            assert "checkpoints, newest first" in tab
+            old = model.history_rows_max
+            model.history_rows_max = 2
+            try:
+                _, tab, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
+            finally:
+                model.history_rows_max = old
+            table = tab[tab.index('<table class="history">') :]
+            assert [int(o) for o in re.findall(r'<tr data-offset="(\d+)"', table)] == offsets[:2]
+            assert "the newest 2 checkpoints" in tab
+
+
+def test_a_state_too_long_to_show_is_not_encoded_whole() -> None:
+    cap = model.json_inline_bytes_max
+    small = {"messages": [{"role": "user", "content": "x" * 100}] * 10}
+    json_text, size = model.pretty_or_none(small)
+    assert json_text is not None and size == len(msgspec.json.encode(small))
+    big = {"messages": [{"role": "user", "content": "x" * 1000}] * 100_000}  # about 100 MB as JSON
+    t0 = time.perf_counter()
+    json_text, size = model.pretty_or_none(big)
+    assert json_text is None and size == cap + 1
+    assert time.perf_counter() - t0 < 0.5  # counted up to the cap, not encoded whole (that takes seconds)
+    edge = {"s": "y" * (cap - 8)}  # just under and just over the cap, exactly
+    assert model.pretty_or_none(edge)[0] is not None
+    assert model.pretty_or_none({"s": "y" * (cap - 7)})[0] is None

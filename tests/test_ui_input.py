@@ -180,7 +180,7 @@ def test_a_fork_request_is_checked_before_it_is_done(log: eventlog.EventLog) -> 
             (b'{"run":"nope","at":1,"new":"f"}', 404),
             (b'{"run":"r","at":1,"new":"' + b"x" * 2000 + b'"}', 400),
             (b'{"run":"r","at":1,"new":"  "}', 400),
-            (b'{"run":"r","at":1,"new":"f","pad":"' + b"x" * 100_000 + b'"}', 413),
+            (b'{"run":"r","at":1,"new":"f","pad":"' + b"x" * 300_000 + b'"}', 413),
         ]
         for body, expected in bodies:
             status, text, _ = get(url + "/run/fork", {"x-eventlog-write": key}, body)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -31,9 +33,10 @@ from eventlog.errors import (
     RunReplacedError,
     UnknownRunError,
 )
+from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import find, model, params, readings
+from . import find, model, params, readings, render, spans, threads
 from .live import feed_end, follow
 from .render import environment
 
@@ -52,7 +55,8 @@ _HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
-_FORK_BODY_BYTES_MAX = 64 * 1024
+_WRITE_BODY_BYTES_MAX = 256 * 1024
+"""The longest body of a fork (with its edited values) or a resume (with its value)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -168,6 +172,18 @@ class _ForkForm(msgspec.Struct):
     new: str
     number: int | None = None
     """The run number of the life of the run the page shows: a fork of another life is refused."""
+    values: dict[str, Any] | None = None
+    """Values to set in the fork before anything else runs (a `StateUpdated` event, as
+    `Graph.update_state` writes): a fork with an edited state."""
+
+
+class _ResumeForm(msgspec.Struct):
+    run: str
+    head: int
+    """The head the page shows: a run that has gone on since is not answered (409)."""
+    value: Any
+    """The human's answer, as `Graph.resume(run, value=)` takes it."""
+    number: int | None = None
 
 
 def _json_response(doc: Any) -> Response:
@@ -269,6 +285,8 @@ def create_app(
             "b": b,
             "position": position,
             "page_events": model.page_events,
+            "history_max": model.history_rows_max,
+            "spans_max": spans.run_totals_events_max,
             "wanted": wanted,
             "families": find.families(model.kind_of(e.event) for e in win.entries),
             "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
@@ -277,10 +295,18 @@ def create_app(
             context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
         elif reading == "conversation":
             context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
+        elif reading == "steps" and info.view is not None:  # a LangGraph thread's checkpoints and tasks
+            context["steps"] = threads.thread_supersteps(win.entries)
         elif reading == "steps":
             context["steps"] = readings.supersteps(win.entries)
+        elif reading == "waterfall":
+            context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base)
+            context["run_totals"] = spans.run_totals(log, run_id, info.summary.info)
         elif info.view is not None:
-            context["history"] = info.view.history(log, run_id, None)
+            columns, rows = info.view.history(log, run_id, model.history_rows_max)  # the newest, read only
+            context["history"] = (columns, rows[::-1])
+            if info.view.name == "langgraph":
+                context["branches"], context["branches_after"] = threads.branches(log, run_id, info.summary.info)
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"
         return page(template, **context)
 
@@ -320,8 +346,25 @@ def create_app(
             kind=model.kind_of(entry.event) if entry else "",
             event_json=model.pretty(model.fields_of(entry.event)) if entry else "",
             fork_name=model.free_fork_name(log, run_id, at) if allow_writes else "",
-            waiting=model.waiting_at(log, run_id, at, view),
+            edit=model.editable_values(doc["state"], view) if allow_writes else None,
+            head=log.run_info(run_id).head,
+            waiting=model.waiting_at(log, run_id, at, view, doc["state"] if view is None else None),
         )
+
+    def node_fragment(request: Request) -> Response:
+        """The items of one map or list of the state at an offset (`?path=` a JSON list of keys
+        and indices; `from` and `upto`, a range of a long one): a subtree opened in the page."""
+        run_id = params.run_id(request)
+        at = _offset(request, "at", run_id)
+        path = params.json_path(request, render.subtree_path_max)
+        lo = params.number(request, "from", 0) or 0
+        hi = params.number(request, "upto")
+        state = model.fields_shown(model.state_of(log, run_id, at, model.view_for(log, run_id)))
+        try:
+            html = render.subtree(state, path, lo, hi)
+        except KeyError:
+            raise HTTPException(404, f"the state after offset {at} has no map or list at {path!r}"[:300]) from None
+        return HTMLResponse(str(html))
 
     def diff_fragment(request: Request) -> Response:
         run_id = params.run_id(request)
@@ -381,24 +424,67 @@ def create_app(
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)
 
-    async def fork(request: Request) -> Response:
+    async def write_body(request: Request, what: str) -> bytes:
+        """The body of a write, once the page's write key is checked (another site has none)."""
         if not hmac.compare_digest(request.headers.get(_WRITE_HEADER, "").encode(), write_key.encode()):
-            raise HTTPException(403, "a fork needs the page's write key")
+            raise HTTPException(403, f"a {what} needs the page's write key")
         body = b""
         async for chunk in request.stream():
             body += chunk
-            if len(body) > _FORK_BODY_BYTES_MAX:
-                raise HTTPException(413, f"a fork's request is at most {_FORK_BODY_BYTES_MAX} bytes")
+            if len(body) > _WRITE_BODY_BYTES_MAX:
+                raise HTTPException(413, f"a {what}'s request is at most {_WRITE_BODY_BYTES_MAX} bytes")
+        return body
+
+    def fork_and_edit(form: _ForkForm, new_id: str) -> str:
+        if form.values is not None and model.view_for(log, form.run) is not None:
+            raise HTTPException(400, "an integration's run is forked as it is: edit the fork through its framework")
+        created = log.fork(form.run, at=form.at, new_run_id=new_id, run_number=form.number)
+        if form.values is None:
+            return created
+        try:  # the edit is the fork's first own event, or there is no fork
+            log.append(created, StateUpdated(values=form.values), expected_offset=form.at)
+        except BaseException:
+            with contextlib.suppress(EventLogError):
+                log.delete_run(created, expected_offset=form.at)
+            raise
+        return created
+
+    async def fork(request: Request) -> Response:
+        body = await write_body(request, "fork")
         try:
             form = msgspec.json.decode(body, type=_ForkForm)
         except (msgspec.DecodeError, RecursionError) as exc:
-            raise HTTPException(400, f"a fork needs {{run, at, new}}: {exc}") from None
-        run_id, at, new_id = form.run, form.at, form.new.strip()
+            raise HTTPException(400, f"a fork needs {{run, at, new}} (and values, an object): {exc}") from None
+        new_id = form.new.strip()
         if not new_id:
             raise HTTPException(400, "a fork needs the new run's id")
-        fork = partial(log.fork, run_id, at=at, new_run_id=new_id, run_number=form.number)
-        created = await anyio.to_thread.run_sync(fork)
+        created = await anyio.to_thread.run_sync(partial(fork_and_edit, form, new_id))
         return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
+
+    def answer(form: _ResumeForm) -> int:
+        if model.view_for(log, form.run) is not None:
+            raise HTTPException(
+                400, "an integration's run is resumed by its framework (LangGraph: invoke Command(resume=...))"
+            )
+        with log.pinned(form.run) as info:
+            if form.number is not None and form.number != info.number:
+                raise RunReplacedError(form.run, form.number, info.number, "its page was open")
+            if info.head != form.head:
+                raise HTTPException(409, f"run {form.run!r} went on to offset {info.head} since offset {form.head}")
+            state = log.state_at(form.run, info.head)
+        if getattr(state, "status", None) != "paused":
+            raise HTTPException(409, f"run {form.run!r} is not paused at offset {form.head}: nothing to answer")
+        resumed = Resumed(value=form.value, nodes=list(getattr(state, "paused_nodes", [])))
+        return log.append(form.run, resumed, expected_offset=form.head)
+
+    async def resume(request: Request) -> Response:
+        body = await write_body(request, "resume")
+        try:
+            form = msgspec.json.decode(body, type=_ResumeForm)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise HTTPException(400, f"a resume needs {{run, head, value}}: {exc}") from None
+        offset = await anyio.to_thread.run_sync(partial(answer, form))
+        return JSONResponse({"run_id": form.run, "offset": offset, "url": _url("/run", id=form.run, at=offset)})
 
     def error(request: Request, status: int, message: str) -> Response:
         """The error as the asker reads it: JSON for a JSON route, a fragment for the page's
@@ -439,20 +525,38 @@ def create_app(
 
         return pinned
 
+    reading = threading.Lock()
+
+    def one_at_a_time(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """`handler`, a read of a whole state (or two), run one at a time, and the memory it
+        freed given back: the server holds at most one long run's state at once, however fast
+        j/k asks, and comes back down after it."""
+
+        def bounded(request: Request) -> Response:
+            with reading:
+                try:
+                    return handler(request)
+                finally:
+                    model.release_memory()
+
+        return bounded
+
     handlers: dict[Any, Callable[..., Any]] = {HTTPException: on_error, EventLogError: on_error}
     routes = [
         Route("/", runs_page),
         Route("/run", one_life(run_view)),
-        Route("/run/state", one_life(state_fragment)),
-        Route("/run/state.json", one_life(state_fragment)),
-        Route("/run/diff", one_life(diff_fragment)),
-        Route("/run/diff.json", one_life(diff_fragment)),
-        Route("/run/prompt", one_life(prompt_fragment)),
+        Route("/run/state", one_at_a_time(one_life(state_fragment))),
+        Route("/run/state.json", one_at_a_time(one_life(state_fragment))),
+        Route("/run/state/node", one_at_a_time(one_life(node_fragment))),
+        Route("/run/diff", one_at_a_time(one_life(diff_fragment))),
+        Route("/run/diff.json", one_at_a_time(one_life(diff_fragment))),
+        Route("/run/prompt", one_at_a_time(one_life(prompt_fragment))),
         Route("/run/find", one_life(find_event)),
         Route("/stream", stream),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]
     if allow_writes:
         routes.append(Route("/run/fork", fork, methods=["POST"]))
+        routes.append(Route("/run/resume", resume, methods=["POST"]))
     guard = UI(Starlette(routes=routes, exception_handlers=handlers), token=token, loopback=loopback)
     return guard  # `stream` ends its streams when `guard.stop_streams()` is called

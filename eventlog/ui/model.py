@@ -27,6 +27,7 @@ __all__ = [
     "diff_doc",
     "fields_shown",
     "kind_of",
+    "messages_apart",
     "prompt_of",
     "state_doc",
     "window",
@@ -36,6 +37,8 @@ page_events = 200
 """Events on one page of a run's timeline."""
 runs_page_max = 200
 """Runs on one page of the runs list."""
+history_rows_max = 50
+"""Checkpoints of an integration's run listed in its Checkpoints tab: the newest (`eventlog history` has all)."""
 short_chars_max = 160
 """Longest one-line rendering of a value in a row."""
 diff_items_shown_max = 100
@@ -45,6 +48,7 @@ json_inline_bytes_max = 512 * 1024
 
 _CONVERSATION_KINDS = ("turn.", "message.", "llm.", "tool.")
 _GRAPH_KINDS = ("step.", "superstep.")
+_SPAN_KINDS = ("run.", "turn.", "step.", "llm.", "tool.")
 _STATUS_AFTER = {
     "run.started": "running",
     "run.completed": "completed",
@@ -90,12 +94,59 @@ def pretty(value: Any) -> str:
     return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
 
 
+def _json_bytes_capped(value: Any, cap: int) -> int:
+    """About the length of `value` as JSON, counted item by item and stopped once over `cap`:
+    a state of 50,000 messages is never encoded whole to learn that it is too long to show."""
+    if isinstance(value, dict):
+        total = 1 + max(len(value), 1)  # the braces, the commas between items
+        for k, v in value.items():
+            total += len(msgspec.json.encode(str(k))) + 1 + _json_bytes_capped(v, cap - total)
+            if total > cap:
+                break
+        return total
+    if isinstance(value, list):
+        total = 1 + max(len(value), 1)  # the brackets, the commas between items
+        for v in value:
+            total += _json_bytes_capped(v, cap - total)
+            if total > cap:
+                break
+        return total
+    return len(msgspec.json.encode(value))
+
+
 def pretty_or_none(value: Any) -> tuple[str | None, int]:
-    """(`pretty(value)`, or None when its JSON is over `json_inline_bytes_max`; its size in bytes)."""
+    """(`pretty(value)`, or None when its JSON is over `json_inline_bytes_max`; its size in bytes,
+    or `json_inline_bytes_max + 1` for one over: what is too long to show is not encoded whole)."""
+    if _json_bytes_capped(value, json_inline_bytes_max) > json_inline_bytes_max:
+        return None, json_inline_bytes_max + 1
     raw = msgspec.json.encode(value)
     if len(raw) > json_inline_bytes_max:
-        return None, len(raw)
+        return None, json_inline_bytes_max + 1
     return msgspec.json.format(raw, indent=2).decode(), len(raw)
+
+
+def release_memory() -> None:
+    """Give the memory freed since to the operating system (glibc's `malloc_trim`; elsewhere
+    nothing): after the state of a long run is read and dropped, the server's resident memory
+    comes back down instead of staying at its peak."""
+    if _trim is not None:
+        _trim(0)
+
+
+def _malloc_trim() -> Any:
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return None
+
+
+_trim = _malloc_trim()
 
 
 def when(ns: int) -> str:
@@ -243,7 +294,7 @@ def window(log: EventLog[Any], run_id: str, head: int, base: int, after: int | N
 
 
 def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = False) -> list[str]:
-    """The ways to read the run: `conversation`, `steps`, `timeline`, `checkpoints`, best first.
+    """The ways to read the run: `conversation`, `steps`, `waterfall`, `timeline`, `checkpoints`, best first.
 
     `view_chat`: the view's state of an integration's run holds messages."""
     kinds = {kind_of(e.event) for e in entries}
@@ -253,10 +304,13 @@ def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = Fals
             out.append("conversation")
         if page.summary.kind == "graph" or any(k.startswith(_GRAPH_KINDS) for k in kinds):
             out.append("steps")
+        if any(k.startswith(_SPAN_KINDS) for k in kinds):  # what ui/spans.py draws
+            out.append("waterfall")
         out.append("timeline")
         out.append("checkpoints")
     else:
         out += ["conversation"] if view_chat else []
+        out += ["steps"] if any(k in ("langgraph.checkpoint", "langgraph.writes") for k in kinds) else []
         out += ["checkpoints", "timeline"]
     return out
 
@@ -281,18 +335,61 @@ class Waiting(msgspec.Struct, frozen=True):
     node: str | None
     value: str
     """The value asked with, as indented JSON, cut at `waiting_value_shown_max` characters."""
+    resumable: bool = False
+    """A run of the standard kinds: the UI can answer it (`Resumed`, as `Graph.resume(value=)` writes)."""
 
 
-def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> list[Waiting]:
-    """What the run waits for from a human after its first `offset` events (eventlog.views.waiting)."""
+def _asked(state: Any, entry: Entry | None) -> list[dict[str, Any]]:
+    """What a run of the standard kinds waits for: its state's pending interrupt (when the state
+    is at hand), else the event at the offset when it is the interrupt."""
+    if isinstance(state, dict) and "status" in state:
+        if state.get("status") != "paused":
+            return []
+        asked = state.get("interrupt") or {}
+        nodes = state.get("paused_nodes") or []
+        return [{"node": ", ".join(nodes) or None, "value": asked, "nodes": list(nodes)}]
+    if entry is not None and isinstance(entry.event, ev.Interrupted):
+        e = entry.event
+        value = {"reason": e.reason, "payload": e.payload}
+        return [{"node": ", ".join(e.nodes) or None, "value": value, "nodes": list(e.nodes)}]
+    return []
+
+
+def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | None, state: Any = None) -> list[Waiting]:
+    """What the run waits for from a human after its first `offset` events: an integration's
+    through its view (eventlog.views.waiting); a run of the standard kinds, the interrupt its
+    state (`state`, the `state_doc` state at `offset`, when at hand) or its event at `offset`
+    holds."""
     out: list[Waiting] = []
-    for one in waiting(view, log, run_id, offset):
+    if view is None:
+        entry = None
+        if state is None and offset > 0:
+            info = log.run_info(run_id)
+            entry = log.entry(run_id, offset) if info.base < offset <= info.head else None
+        asked = _asked(state, entry)
+    else:
+        asked = waiting(view, log, run_id, offset)
+    for one in asked:
         text = pretty(fields_shown(one.get("value")))
         if len(text) > waiting_value_shown_max:
             text = text[:waiting_value_shown_max] + "…"
         node = one.get("node")
-        out.append(Waiting(node if isinstance(node, str) else None, text))
+        out.append(Waiting(node if isinstance(node, str) else None, text, view is None))
     return out
+
+
+edit_bytes_max = 128 * 1024
+"""The longest values (as JSON) the fork form offers to edit."""
+
+
+def editable_values(state: Any, view: RunView | None) -> str | None:
+    """The values of a state of the standard kinds (`AgentState.values`) as indented JSON, for
+    the fork form to edit; None for an integration's run, a state without values, or values
+    over `edit_bytes_max` as JSON."""
+    if view is not None or not isinstance(state, dict) or not isinstance(state.get("values"), dict):
+        return None
+    raw = msgspec.json.encode(state["values"])
+    return msgspec.json.format(raw, indent=2).decode() if len(raw) <= edit_bytes_max else None
 
 
 def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None) -> dict[str, Any]:
@@ -301,9 +398,26 @@ def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None
     return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state}
 
 
+def messages_apart(state: Any) -> Any:
+    """A view's state (plain data) with the messages of its values (a LangGraph chat's `messages`
+    channel) as its own `messages`, so that a diff lists the messages appended and removed
+    instead of the whole list changed; any other state as it is."""
+    if not isinstance(state, dict) or "messages" in state or not isinstance(state.get("values"), dict):
+        return state
+    values = state["values"]
+    if not isinstance(values.get("messages"), list):
+        return state
+    rest = {k: v for k, v in values.items() if k != "messages"}
+    return {**state, "values": rest, "messages": values["messages"]}
+
+
 def diff_doc(log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
-    """What `eventlog diff RUN A B --json` prints for two offsets."""
-    changes = diff_states(state_of(log, run_id, a, view), state_of(log, run_id, b, view))
+    """What `eventlog diff RUN A B --json` prints for two offsets; for an integration's run, its
+    view's messages are diffed message by message (`messages_apart`)."""
+    if view is not None:
+        changes = diff_states(messages_apart(view.state(log, run_id, a)), messages_apart(view.state(log, run_id, b)))
+    else:
+        changes = diff_states(log.state_at(run_id, a), log.state_at(run_id, b))
     return {
         "run_id": run_id,
         "a": {"offset": a, "checkpoint_id": None},

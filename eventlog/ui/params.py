@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
@@ -13,7 +14,7 @@ from eventlog.errors import OffsetOutOfRangeError, PrunedError
 
 from . import find
 
-__all__ = ["choice", "event_filter", "in_run", "kind", "number", "run_id", "text"]
+__all__ = ["choice", "event_filter", "in_run", "json_path", "kind", "number", "run_id", "text"]
 
 _NUMBER = re.compile(r"[0-9]{1,19}")
 
@@ -76,3 +77,15 @@ def text(request: Request, name: str, chars_max: int) -> str:
 
 def event_filter(request: Request) -> find.EventFilter:
     return find.EventFilter(kind=kind(request), text=text(request, "q", find.text_chars_max))
+
+
+def json_path(request: Request, steps_max: int) -> list[str | int]:
+    """`?path=`: a JSON list of at most `steps_max` map keys (strings) and list indices (whole numbers)."""
+    raw = request.query_params.get("path", "[]")
+    try:
+        path = msgspec.json.decode(raw.encode(), type=list[str | int]) if len(raw) <= 64 * steps_max else None
+    except msgspec.DecodeError:
+        path = None
+    if path is None or len(path) > steps_max or any(isinstance(p, int) and p < 0 for p in path):
+        raise HTTPException(400, f"path must be a JSON list of at most {steps_max} keys and indices, not {raw[:40]!r}")
+    return path

@@ -14,7 +14,7 @@ import msgspec
 from eventlog import Checkpoint, Entry, Event, RunInfo
 from eventlog import events as ev
 
-from .model import fields_of, kind_of, pretty, short
+from .model import kind_of, pretty, short
 
 __all__ = [
     "Bubble",
@@ -87,7 +87,56 @@ def summarize(event: Event) -> str:
             return " · ".join(p for p in (reason, ", ".join(nodes), short(payload, 80) if payload else "") if p)
         case ev.Resumed(value=value):
             return f"value {short(value)}"
-    return short(fields_of(event))
+    return _integration_summary(event)
+
+
+def _compact(value: Any, depth: int = 0) -> Any:
+    """`value` as plain data for one line: bytes as their size, structs as their set fields."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(value):,} bytes>"
+    if depth > 3:
+        return "…"
+    if isinstance(value, msgspec.Struct):
+        value = {f: getattr(value, f) for f in type(value).__struct_fields__}
+    if isinstance(value, dict):
+        return {str(k): _compact(v, depth + 1) for k, v in value.items() if v not in (None, "", [], {})}
+    if isinstance(value, (list, tuple)):
+        return [_compact(v, depth + 1) for v in value[:20]]
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
+def _clip_id(text: str) -> str:
+    return text if len(text) <= 13 else text[:12] + "…"
+
+
+def task_node(task_path: str) -> str:
+    """The node a LangGraph task ran, from its path (`~__pregel_pull, review`), else the path."""
+    parts = [p.strip() for p in task_path.split(",")]
+    return parts[1] if len(parts) >= 2 and parts[0].endswith("__pregel_pull") and parts[1] else task_path
+
+
+def _integration_summary(event: Event) -> str:
+    """One line for an event of an integration's kinds: a LangGraph checkpoint or writes by what
+    they change (not their serialized values), any other by its fields, bytes as their size."""
+    kind = kind_of(event)
+    if kind == "langgraph.checkpoint":
+        cid, parent = str(getattr(event, "checkpoint_id", "")), getattr(event, "parent_id", None)
+        set_ = sorted(getattr(event, "chunks", {}) or {})
+        grew = sorted(getattr(event, "tails", {}) or {})
+        parts = [f"checkpoint {_clip_id(cid)}" + (f" ← {_clip_id(str(parent))}" if parent else "")]
+        if getattr(event, "fork", False):  # it stands alone: the first, or made from an older one
+            parts.append("a branch: every channel" if parent else "every channel")
+        if set_:
+            parts.append("sets " + ", ".join(set_))
+        if grew:
+            parts.append("appends to " + ", ".join(grew))
+        return " · ".join(parts)
+    if kind == "langgraph.writes":
+        node = task_node(str(getattr(event, "task_path", "")))
+        channels = [str(getattr(w, "channel", "")) for w in getattr(event, "writes", [])]
+        on = _clip_id(str(getattr(event, "checkpoint_id", "")))
+        return f"{node or 'a task'} writes " + (", ".join(channels) or "nothing") + f" · on {on}"
+    return short(_compact(event))
 
 
 def family(kind: str) -> str:

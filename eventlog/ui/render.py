@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 from .model import short, when
 from .readings import duration, message_bubble
 
-__all__ = ["environment", "tree", "visible"]
+__all__ = ["environment", "subtree", "tree", "visible", "walk"]
 
 tree_items_max = 100
 """A list or map longer than this shows its first and last `tree_items_max // 2` items."""
@@ -93,30 +93,41 @@ def _preview(value: Any) -> Markup:
     return Markup('<span class="t-size">{}</span> <span class="t-peek">{}</span>').format(n, _text(text))
 
 
-def _items(value: dict[Any, Any] | list[Any]) -> list[tuple[Any, Any] | None]:
-    """The items shown: all, or the first and last `tree_items_max // 2` with None between."""
-    n = len(value)
-    if n <= tree_items_max:
-        return list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+def _items(value: dict[Any, Any] | list[Any], lo: int = 0, hi: int | None = None) -> list[tuple[Any, Any] | None]:
+    """The items shown of those from `lo` to `hi`: all, or the first and last `tree_items_max // 2`
+    with None between."""
+    n = len(value) if hi is None else hi
+    if n - lo <= tree_items_max:
+        if isinstance(value, dict):
+            return list(itertools.islice(value.items(), lo, n))
+        return [(i, value[i]) for i in range(lo, n)]
     half = tree_items_max // 2
     if isinstance(value, dict):
-        first = list(itertools.islice(value.items(), half))
-        last = list(itertools.islice(reversed(value.items()), half))[::-1]
+        first = list(itertools.islice(value.items(), lo, lo + half))
+        last = list(itertools.islice(value.items(), n - half, n))
     else:
-        first = [(i, value[i]) for i in range(half)]
+        first = [(i, value[i]) for i in range(lo, lo + half)]
         last = [(i, value[i]) for i in range(n - half, n)]
     return [*first, None, *last]
 
 
-def _node(key: Any, value: Any, depth: int) -> Markup:
+def _path_attr(path: tuple[Any, ...]) -> str:
+    return msgspec.json.encode(list(path)).decode()
+
+
+def _node(key: Any, value: Any, depth: int, path: tuple[Any, ...] | None) -> Markup:
     if isinstance(value, msgspec.Struct):
         value = msgspec.to_builtins(value)  # one item shown: converted only now
     label = Markup('<span class="t-key">{}</span>').format(_text(str(key)))
     empty = value in (None, "", [], {}) or value is False or value == 0
     if isinstance(value, (dict, list)) and value and depth < tree_depth_max:
+        if path is not None and depth >= tree_depth_open:  # folded: read when opened
+            return Markup('<li><details data-node="{}"><summary>{} {}</summary>{}</details></li>').format(
+                _path_attr(path), label, _preview(value), Markup('<ul class="tree lazy"><li class="t-more">…</li></ul>')
+            )
         opened = " open" if depth < tree_depth_open else ""
         return Markup("<li><details{}><summary>{} {}</summary>{}</details></li>").format(
-            Markup(opened), label, _preview(value), _tree(value, depth + 1)
+            Markup(opened), label, _preview(value), _tree(value, depth + 1, path)
         )
     css = ' class="t-empty"' if empty else ""
     return Markup('<li{}>{}<span class="t-colon">:</span> {}</li>').format(
@@ -124,25 +135,95 @@ def _node(key: Any, value: Any, depth: int) -> Markup:
     )
 
 
-def _tree(value: dict[Any, Any] | list[Any], depth: int) -> Markup:
+def _tree(
+    value: dict[Any, Any] | list[Any], depth: int, path: tuple[Any, ...] | None, lo: int = 0, hi: int | None = None
+) -> Markup:
     parts = []
-    items = _items(value)
-    for item in items:
-        if item is None:
-            hidden = len(value) - (len(items) - 1)
+    items = _items(value, lo, hi)
+    n = len(value) if hi is None else hi
+    for i, item in enumerate(items):
+        if item is not None:
+            parts.append(_node(item[0], item[1], depth, None if path is None else (*path, item[0])))
+            continue
+        start = lo + i  # the first item not shown
+        upto = n - (len(items) - 1 - i)  # the first of the last items shown
+        hidden = upto - start
+        if path is None:
             parts.append(Markup('<li class="t-more">… {:,} more</li>').format(hidden))
         else:
-            parts.append(_node(item[0], item[1], depth))
+            step = min(tree_items_max, hidden)
+            parts.append(
+                Markup(
+                    '<li class="t-more"><button class="link" data-more="{}" data-from="{}" data-upto="{}">'
+                    "show {:,} more of {:,}</button></li>"
+                ).format(_path_attr(path), start, upto, step, hidden)
+            )
     return Markup('<ul class="tree">{}</ul>').format(Markup("").join(parts))
 
 
-def tree(value: Any) -> Markup:
-    """A state (plain data, or msgspec structs) as nested lists of keys and values; maps and lists fold."""
+def tree(value: Any, paged: bool = False) -> Markup:
+    """A state (plain data, or msgspec structs) as nested lists of keys and values; maps and lists fold.
+
+    `paged`: the folded maps and lists are drawn closed and empty, each with its path from the
+    state's root (`data-node`), and the items of a long one past its first fifty with a button
+    (`data-more`, `data-from`, `data-upto`): the page asks the server for them (`subtree`) when
+    they are opened, so a state of 50,000 messages costs the page only what it shows."""
     if isinstance(value, msgspec.Struct):
         value = msgspec.to_builtins(value)
     if isinstance(value, (dict, list)):
-        return _tree(value, 0)
+        return _tree(value, 0, () if paged else None)
     return Markup('<ul class="tree"><li>{}</li></ul>').format(_scalar(value))
+
+
+subtree_path_max = 64
+"""The deepest path a subtree is asked for by."""
+
+
+def walk(value: Any, path: list[Any]) -> Any:
+    """The value at `path` (keys of maps, indices of lists) from `value`; KeyError when there is none."""
+    for step in path:
+        if isinstance(value, msgspec.Struct):
+            value = {f: getattr(value, f) for f in type(value).__struct_fields__}
+        if isinstance(value, dict):
+            found = next((v for k, v in value.items() if k == step or str(k) == step), _NONE)
+            if found is _NONE:
+                raise KeyError(step)
+            value = found
+        elif (
+            isinstance(value, list) and isinstance(step, int) and not isinstance(step, bool) and 0 <= step < len(value)
+        ):
+            value = value[step]
+        else:
+            raise KeyError(step)
+    return value
+
+
+_NONE = object()
+
+
+def subtree(value: Any, path: list[Any], lo: int = 0, hi: int | None = None) -> Markup:
+    """The items of the map or list at `path`, from `lo` to `hi` (all of them: None), drawn as
+    `tree(paged=True)` draws them there: what the page shows when that node is opened."""
+    node = walk(value, path)
+    if isinstance(node, msgspec.Struct):
+        node = msgspec.to_builtins(node)
+    if not isinstance(node, (dict, list)):
+        raise KeyError("not a map or a list")
+    n = len(node)
+    hi = n if hi is None else min(hi, n)
+    lo = min(lo, hi)
+    if lo or hi < n:  # a page of a long one: these items, and a button for what is left
+        shown = min(tree_items_max, hi - lo)
+        page = _tree(node, len(path), tuple(path), lo, lo + shown)
+        if lo + shown < hi:
+            rest = hi - lo - shown
+            more = Markup(
+                '<li class="t-more"><button class="link" data-more="{}" data-from="{}" data-upto="{}">'
+                "show {:,} more of {:,}</button></li></ul>"
+            ).format(_path_attr(tuple(path)), lo + shown, hi, min(tree_items_max, rest), rest)
+            page = Markup(str(page)[: -len("</ul>")]) + more
+        return page
+    return _tree(node, len(path), tuple(path))
 
 
 def _ago(ns: int) -> str:

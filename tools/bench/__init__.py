@@ -28,6 +28,7 @@ SUITES: dict[str, str] = {
     "adk": "tools.bench.adk",
     "ui_open": "tools.bench.ui_open",
     "ui_runs": "tools.bench.ui_runs",
+    "ui_thread": "tools.bench.ui_thread",
 }
 """Suite name -> module; every module has ``run(ctx) -> SuiteResult``."""
 

@@ -200,22 +200,48 @@
       history.replaceState(null, "", withParams(location.href, { at: a, b: b }));
     }
 
+    // What takes longer than half a second says so, with the time it has taken, until it is shown.
+    let progressTimer = null;
+    function progress(what) {
+      clearInterval(progressTimer);
+      const old = inspector.querySelector(".progress");
+      if (old) old.remove();
+      if (!what) return;
+      const t0 = performance.now();
+      progressTimer = setInterval(function () {
+        const ms = performance.now() - t0;
+        if (ms < 500) return;
+        let line = inspector.querySelector(".progress");
+        if (!line) {
+          line = document.createElement("div");
+          line.className = "progress";
+          line.setAttribute("role", "status");
+          line.innerHTML = '<span class="spinner"></span><span class="progress-text"></span>';
+          inspector.prepend(line);
+        }
+        line.lastChild.textContent = `${what}… ${(ms / 1000).toFixed(1)} s`;
+      }, 100);
+    }
+
     let asked = 0; // the inspector shows the answer to the latest question only
-    async function show(url) {
+    async function show(url, what) {
       const ticket = ++asked;
       inspector.classList.add("loading");
+      progress(what || "Reading");
       let html;
       try {
         html = await fetchHtml(url);
       } catch (err) {
         html = `<div class="error-box" role="alert"></div>`;
         if (ticket !== asked) return;
+        progress(null);
         inspector.classList.remove("loading");
         inspector.innerHTML = html;
         inspector.firstChild.textContent = "Not shown: " + err.message + ".";
         return;
       }
       if (ticket !== asked) return;
+      progress(null);
       inspector.classList.remove("loading");
       inspector.innerHTML = html;
     }
@@ -225,8 +251,8 @@
       b = other === undefined ? null : other;
       mark();
       remember();
-      if (b === null) await show(withParams(root.dataset.state, { at: a }));
-      else await show(withParams(root.dataset.diff, { a: a, b: b }));
+      if (b === null) await show(withParams(root.dataset.state, { at: a }), `Reading the state after offset ${a.toLocaleString("en")}`);
+      else await show(withParams(root.dataset.diff, { a: a, b: b }), `Reading the states after offsets ${a} and ${b}`);
     }
 
     function focusOn(offset) {
@@ -297,7 +323,7 @@
       const prompt = target.closest("[data-prompt-at]");
       if (prompt) {
         e.preventDefault();
-        show(withParams(root.dataset.prompt, { at: prompt.dataset.promptAt }));
+        show(withParams(root.dataset.prompt, { at: prompt.dataset.promptAt }), "Reading what the LLM was sent");
         return;
       }
       if (target.closest("a, button, summary")) return;
@@ -323,34 +349,116 @@
       else if (target.closest("[data-state-at]")) select(Number(target.closest("[data-state-at]").dataset.stateAt));
     });
 
-    inspector.addEventListener("submit", async (e) => {
-      const form = e.target.closest("#fork-form");
-      if (!form) return;
-      e.preventDefault();
-      const key = document.querySelector('meta[name="eventlog-write"]');
-      const out = form.querySelector(".fork-result");
-      const body = JSON.stringify({
-        run: form.dataset.run,
-        at: Number(form.dataset.at),
-        new: form.elements.new.value,
-        number: Number(root.dataset.number), // the life of the run this page shows, and no other
+    // The state tree is read a subtree at a time: a folded map or list is asked for when it is
+    // opened, the next items of a long one when asked.
+    async function subtree(params, replace) {
+      const insp = inspector.querySelector('.insp[data-kind="state"]');
+      if (!insp) return;
+      progress(`Reading the state after offset ${Number(insp.dataset.at).toLocaleString("en")}`);
+      let html;
+      try {
+        html = await fetchHtml(withParams(root.dataset.node, { at: insp.dataset.at, ...params }));
+      } catch (err) {
+        html = `<ul class="tree"><li class="t-more error-box" role="alert"></li></ul>`;
+        const box = document.createElement("template");
+        box.innerHTML = html;
+        box.content.querySelector("li").textContent = "Not shown: " + err.message + ".";
+        html = box.innerHTML;
+      } finally {
+        progress(null);
+      }
+      if (!inspector.contains(insp)) return; // another state was selected meanwhile
+      const box = document.createElement("template");
+      box.innerHTML = html;
+      replace(box.content);
+    }
+
+    inspector.addEventListener(
+      "toggle",
+      (e) => {
+        const node = e.target;
+        if (!(node instanceof HTMLDetailsElement) || !node.open || !node.dataset.node) return;
+        const lazy = node.querySelector(":scope > ul.lazy");
+        if (!lazy || lazy.dataset.asked) return;
+        lazy.dataset.asked = "1";
+        subtree({ path: node.dataset.node }, (content) => lazy.replaceWith(content));
+      },
+      true, // toggle does not bubble
+    );
+
+    inspector.addEventListener("click", (e) => {
+      const more = e.target.closest("button[data-more]");
+      if (!more) return;
+      const item = more.closest("li");
+      more.disabled = true;
+      const params = { path: more.dataset.more, from: more.dataset.from, upto: more.dataset.upto };
+      subtree(params, (content) => {
+        const list = content.querySelector("ul.tree");
+        item.replaceWith(...(list ? list.children : content.childNodes));
       });
+    });
+
+    // Writes (only with --allow-writes): a fork, its values edited or not, and a paused run's answer.
+    async function post(path, body, out, what) {
+      const key = document.querySelector('meta[name="eventlog-write"]');
       let response;
       try {
-        response = await fetch("/run/fork", {
+        response = await fetch(path, {
           method: "POST",
           credentials: "same-origin",
           headers: { "content-type": "application/json", "x-eventlog-write": key ? key.content : "", ...FRAGMENT },
-          body: body,
+          body: JSON.stringify(body),
         });
       } catch (err) {
         connectionLost();
-        out.textContent = "Not forked: the server did not answer.";
+        out.textContent = `Not ${what}: the server did not answer.`;
         return;
       }
       if (response.ok) location.href = (await response.json()).url;
       else if ((response.headers.get("content-type") || "").startsWith("text/html")) out.innerHTML = await response.text();
       else out.textContent = await response.text();
+    }
+
+    function json(text, out, what) {
+      try {
+        return { value: JSON.parse(text) };
+      } catch (err) {
+        out.textContent = `Not ${what}: that is not JSON (${err.message}).`;
+        return null;
+      }
+    }
+
+    inspector.addEventListener("submit", async (e) => {
+      const fork = e.target.closest("#fork-form");
+      const resume = e.target.closest("#resume-form");
+      if (!fork && !resume) return;
+      e.preventDefault();
+      if (fork) {
+        const out = fork.querySelector(".fork-result");
+        const body = {
+          run: fork.dataset.run,
+          at: Number(fork.dataset.at),
+          new: fork.elements.new.value,
+          number: Number(root.dataset.number), // the life of the run this page shows, and no other
+        };
+        const edit = fork.elements.values;
+        if (edit && edit.value !== edit.defaultValue) {
+          const parsed = json(edit.value, out, "forked");
+          if (!parsed) return;
+          if (!parsed.value || typeof parsed.value !== "object" || Array.isArray(parsed.value)) {
+            out.textContent = "Not forked: the values must be a JSON object.";
+            return;
+          }
+          body.values = parsed.value;
+        }
+        await post("/run/fork", body, out, "forked");
+      } else {
+        const out = resume.querySelector(".resume-result");
+        const parsed = json(resume.elements.value.value, out, "resumed");
+        if (!parsed) return;
+        const body = { run: resume.dataset.run, head: Number(resume.dataset.head), value: parsed.value, number: Number(root.dataset.number) };
+        await post("/run/resume", body, out, "resumed");
+      }
     });
 
     // Finding: go to an offset, the next or previous error (asked of the server, a bounded

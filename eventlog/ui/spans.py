@@ -1,0 +1,220 @@
+"""A window of a run as a waterfall: its run, turns, steps, LLM calls and tool calls as spans on
+a time axis, with their durations and token counts, and the totals of each span's children.
+
+A span runs from its `.started` event to the event that ends it (`.completed`, `.failed`). The
+time of an event is its commit time; an LLM or tool call that says its latency (`latency_ms`)
+lasts that long, so calls committed in one batch still show their real lengths. A span whose
+end is not on the page runs to the page's last event (`open`); one whose start is not on it
+begins where its latency says, else at its end (and, on a page after the run's first, holds
+what is on the page before it). Only `run_totals` reads the log: the run, to add up its calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from eventlog import Entry, EventLog, RunInfo
+from eventlog import events as ev
+
+from .model import kind_of, short
+
+__all__ = ["Span", "Totals", "Waterfall", "run_totals", "waterfall"]
+
+_ORDER = {"run": 0, "turn": 1, "step": 2, "llm": 3, "tool": 4}
+"""Which of two spans that start together holds the other."""
+
+
+class Totals(msgspec.Struct):
+    """What the LLM and tool calls under a span (or on a page) add up to."""
+
+    llm_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    failed: int = 0
+
+    def add(self, other: Totals) -> None:
+        self.llm_calls += other.llm_calls
+        self.tool_calls += other.tool_calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.failed += other.failed
+
+
+class Span(msgspec.Struct):
+    """One bar of the waterfall."""
+
+    kind: str
+    """`run`, `turn`, `step`, `llm` or `tool`."""
+    label: str
+    offset: int
+    """The offset of the event that starts it (else of the one that ends it)."""
+    start_ns: int
+    end_ns: int
+    end_offset: int | None = None
+    """The offset of the event that ends it (None: not on the page)."""
+    status: str = "running"
+    """`completed`, `failed` or `running` (its end is not on the page)."""
+    depth: int = 0
+    """How many spans on the page hold it."""
+    totals: Totals = msgspec.field(default_factory=Totals)
+    """Its own call (an LLM or tool span) and every call it holds."""
+    left: float = 0.0
+    """Where it starts on the page's axis, 0 to 1000."""
+    width: float = 0.0
+    """How long it is on the page's axis (at least 2, so that an instant shows)."""
+    begun_before: bool = False
+    """Its start is on an earlier page."""
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+    @property
+    def open(self) -> bool:
+        return self.end_offset is None
+
+
+class Waterfall(msgspec.Struct):
+    spans: list[Span]
+    start_ns: int
+    end_ns: int
+    totals: Totals
+    """Every call on the page."""
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+def _key(event: Any) -> tuple[str, Any, str] | None:
+    """(span kind, what pairs its start and end, its label) of a span's start or end event, else None."""
+    match event:
+        case ev.RunStarted() | ev.RunCompleted() | ev.RunFailed():
+            return "run", None, "run"
+        case ev.TurnStarted(turn=n) | ev.TurnCompleted(turn=n) | ev.TurnFailed(turn=n):
+            return "turn", n, f"turn {n}"
+        case ev.StepStarted(node=node, superstep=n) | ev.StepCompleted(node=node, superstep=n):
+            return "step", (node, n), f"{node} · superstep {n}"
+        case ev.StepFailed(node=node, superstep=n):
+            return "step", (node, n), f"{node} · superstep {n}"
+        case ev.LLMCallStarted(call_id=call, model=model) | ev.LLMCallCompleted(call_id=call, model=model):
+            return "llm", call, model
+        case ev.LLMCallFailed(call_id=call, model=model):
+            return "llm", call, model
+        case ev.ToolCallStarted(call_id=call, tool=tool, arguments=arguments):
+            return "tool", call, f"{tool}({short(arguments, 60)[1:-1]})"
+        case ev.ToolCallCompleted(call_id=call, tool=tool) | ev.ToolCallFailed(call_id=call, tool=tool):
+            return "tool", call, tool
+    return None
+
+
+def waterfall(entries: Sequence[Entry], first_page: bool = False) -> Waterfall:
+    """The spans of a window, each placed on the window's time axis and nested under those that hold it.
+
+    `first_page`: the window starts at the run's start, so an end without its start on the page
+    (a resumed run's completion, say) is a span of its own, not one begun on an earlier page."""
+    spans: list[Span] = []
+    started: dict[tuple[str, Any], Span] = {}
+    for entry in entries:
+        key = _key(entry.event)
+        if key is None:
+            continue
+        kind, pair, label = key
+        name = kind_of(entry.event)
+        if name.endswith(".started"):
+            span = Span(kind, label, entry.offset, entry.time_ns, entry.time_ns)
+            started[(kind, pair)] = span
+            spans.append(span)
+            continue
+        span_or_none = started.pop((kind, pair), None)
+        latency_ns = int(getattr(entry.event, "latency_ms", 0.0) * 1e6)
+        if span_or_none is None:  # its start is on an earlier page
+            before = not first_page
+            span = Span(kind, label, entry.offset, entry.time_ns - latency_ns, entry.time_ns, begun_before=before)
+            spans.append(span)
+        else:
+            span = span_or_none
+        span.end_offset = entry.offset
+        span.end_ns = max(entry.time_ns, span.start_ns + latency_ns)
+        span.status = "failed" if name.endswith(".failed") else "completed"
+        event = entry.event
+        if kind == "llm":
+            span.totals.llm_calls = 1
+            if isinstance(event, ev.LLMCallCompleted):
+                span.totals.input_tokens, span.totals.output_tokens = event.input_tokens, event.output_tokens
+        elif kind == "tool":
+            span.totals.tool_calls = 1
+        span.totals.failed = int(span.status == "failed" and kind in ("llm", "tool"))
+    if not entries:
+        return Waterfall([], 0, 0, Totals())
+    last_ns = max(e.time_ns for e in entries)
+    for span in spans:
+        if span.open:
+            span.end_ns = max(span.end_ns, last_ns)
+    start = min([entries[0].time_ns, *(s.start_ns for s in spans)])
+    end = max([last_ns, *(s.end_ns for s in spans)])
+    _nest(spans)
+    whole = Totals()
+    for span in spans:
+        if span.kind in ("llm", "tool"):
+            whole.add(span.totals)
+    length = max(end - start, 1)
+    for span in spans:
+        span.left = 1000.0 * (span.start_ns - start) / length
+        span.width = max(2.0, 1000.0 * (span.end_ns - span.start_ns) / length)
+        span.left = min(span.left, 1000.0 - span.width)
+    return Waterfall(spans, start, end, whole)
+
+
+def _nest(spans: list[Span]) -> None:
+    """Order the spans (a holder before what it holds), set their depths, stretch each holder
+    over what it holds, and add each call's totals to every span that holds it.
+
+    A span holds another whose events are between its own (offsets, not times: the events of
+    one batch share a commit time); a span begun on an earlier page holds from the page's start."""
+
+    def lo(s: Span) -> int:
+        return -1 if s.begun_before else s.offset
+
+    def hi(s: Span) -> float:
+        return float("inf") if s.end_offset is None else s.end_offset
+
+    spans.sort(key=lambda s: (lo(s), _ORDER[s.kind], -hi(s)))
+    holders: list[Span] = []
+    for span in spans:
+        while holders and not (hi(holders[-1]) >= hi(span) and _ORDER[holders[-1].kind] < _ORDER[span.kind]):
+            holders.pop()
+        span.depth = len(holders)
+        for holder in holders:
+            holder.start_ns = min(holder.start_ns, span.start_ns)
+            holder.end_ns = max(holder.end_ns, span.end_ns)
+            if span.kind in ("llm", "tool"):
+                holder.totals.add(span.totals)
+        holders.append(span)
+
+
+run_totals_events_max = 20_000
+"""The longest run whose calls the waterfall adds up whole (a longer one: its page's only)."""
+
+
+def run_totals(log: EventLog[Any], run_id: str, info: RunInfo) -> Totals | None:
+    """Every LLM and tool call of the run added up (one read of the run), or None for a run of
+    more than `run_totals_events_max` events."""
+    if info.head - info.base > run_totals_events_max:
+        return None
+    out = Totals()
+    for entry in log.read(run_id, info.base, info.head, run_number=info.number):
+        match entry.event:
+            case ev.LLMCallCompleted(input_tokens=i, output_tokens=o):
+                out.add(Totals(llm_calls=1, input_tokens=i, output_tokens=o))
+            case ev.LLMCallFailed():
+                out.add(Totals(llm_calls=1, failed=1))
+            case ev.ToolCallCompleted():
+                out.add(Totals(tool_calls=1))
+            case ev.ToolCallFailed():
+                out.add(Totals(tool_calls=1, failed=1))
+    return out

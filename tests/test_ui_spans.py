@@ -1,0 +1,267 @@
+"""`eventlog ui` in a real browser: the waterfall, the progress of a slow read, and the state
+tree read a subtree at a time (issue 25, items 2 and 4).
+
+The waterfall of a run shows its turns, steps, LLM and tool calls as bars on a time axis, with
+durations and tokens, the totals of the page and of the run; a state that takes over half a
+second to come says so while it comes; a subtree of a state is fetched when it is opened, and a
+long list shows its next items on asking. One chromium for the module, one page per test. Set
+EVENTLOG_UI_SCREENSHOTS=1 to write the screenshots of docs/guides/ui.md into docs/img/.
+"""
+
+from __future__ import annotations
+
+import io
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
+pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
+
+from rich.console import Console
+from ui_support import browser_context, checked_page, get, serving, shoot
+
+import eventlog
+from eventlog import events as ev
+from eventlog.demo import run_demo
+from eventlog.diff import builtins
+from eventlog.ui import spans
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with browser_context() as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    with checked_page(browser, dialogs_fail=True) as page:
+        yield page
+
+
+@pytest.fixture(scope="module")
+def demo_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[eventlog.EventLog]:
+    path = tmp_path_factory.mktemp("ui-spans") / "demo"
+    run_demo(str(path), console=Console(file=io.StringIO()))
+    with eventlog.open(path, readonly=True) as log:
+        yield log
+
+
+@pytest.fixture(scope="module")
+def url(demo_log: eventlog.EventLog) -> Iterator[str]:
+    with serving(demo_log, name="demo.lmdb") as url:
+        yield url
+
+
+def run_url(base: str, run_id: str, **params: Any) -> str:
+    return f"{base}/run?" + urllib.parse.urlencode({"id": run_id, **params})
+
+
+def calls_of(log: eventlog.EventLog, run_id: str) -> tuple[int, int, int, int]:
+    """(LLM calls, tool calls, input tokens, output tokens) of the run, added up here."""
+    llm = tool = tokens_in = tokens_out = 0
+    for e in log.read(run_id):
+        if isinstance(e.event, ev.LLMCallCompleted):
+            llm, tokens_in, tokens_out = llm + 1, tokens_in + e.event.input_tokens, tokens_out + e.event.output_tokens
+        elif isinstance(e.event, ev.ToolCallCompleted):
+            tool += 1
+    return llm, tool, tokens_in, tokens_out
+
+
+def test_the_waterfall_of_a_conversation(page: Any, url: str, demo_log: eventlog.EventLog, tmp_path: Path) -> None:
+    run_id = "chat-demo"
+    page.goto(run_url(url, run_id, view="waterfall"))
+    page.wait_for_selector('#inspector .insp[data-kind="state"]')
+    rows = page.eval_on_selector_all(
+        ".waterfall .wf-row[data-offset]",
+        """rows => rows.map(r => {
+          const rect = r.querySelector('rect'), box = r.querySelector('svg').getBoundingClientRect();
+          const bar = rect.getBoundingClientRect();
+          return {offset: +r.dataset.offset, kind: r.className.match(/k-(\\w+)/)[1],
+                  depth: +r.querySelector('.wf-label').className.match(/d(\\d)/)[1],
+                  left: bar.left - box.left, width: bar.width, track: box.width,
+                  tokens: r.querySelector('.tokens').textContent.trim()};
+        })""",
+    )
+    # every turn, LLM call and tool call of the run is a bar; the calls sit under their turn
+    expected = spans.waterfall(list(demo_log.read(run_id)), first_page=True)
+    assert [(r["offset"], r["kind"], r["depth"]) for r in rows] == [(s.offset, s.kind, s.depth) for s in expected.spans]
+    kinds = [r["kind"] for r in rows]
+    assert kinds.count("turn") == 3 and kinds.count("llm") == 5 and kinds.count("tool") == 2
+    assert all(r["depth"] == 1 for r in rows if r["kind"] != "turn")
+    # on one time axis: a bar starts at or after the one before it, and none leaves its track
+    lefts = [r["left"] for r in rows]
+    assert lefts == sorted(lefts) and lefts[-1] > 0.5 * rows[0]["track"]
+    assert all(r["width"] >= 1 and r["left"] + r["width"] <= r["track"] + 1 for r in rows)
+    # tokens: each call's, each turn's its calls' sum, and the page's and the run's totals
+    llm, tool, tokens_in, tokens_out = calls_of(demo_log, run_id)
+    assert sum(int(r["tokens"].split(" → ")[0].replace(",", "")) for r in rows if r["kind"] == "turn") == tokens_in
+    totals = f"{llm} LLM calls · {tokens_in:,} → {tokens_out:,} tokens · {tool} tool calls"
+    assert page.inner_text("#wf-page-totals").startswith(totals)
+    assert page.inner_text("#wf-run-totals") == totals
+    # a bar is an event to select: the state after it, as anywhere in the page
+    tool_row = next(r for r in rows if r["kind"] == "tool")
+    page.click(f'.wf-row[data-offset="{tool_row["offset"]}"]')
+    page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{tool_row["offset"]}"]')
+    page.keyboard.press("j")  # and the keyboard steps through the bars
+    after = rows[rows.index(tool_row) + 1]["offset"]
+    page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{after}"]')
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shoot(page, run_url(url, run_id, view="waterfall", at=tool_row["offset"]), ".insp", tmp_path / "ui-waterfall.png")
+
+
+def test_the_waterfall_of_a_graph_run_that_failed_and_was_resumed(
+    page: Any, url: str, demo_log: eventlog.EventLog
+) -> None:
+    page.goto(run_url(url, "workflow-retry", view="waterfall"))
+    page.wait_for_selector(".waterfall .wf-row[data-offset]")
+    failed = page.eval_on_selector_all(".wf-row.st-failed", "rows => rows.map(r => +r.dataset.offset)")
+    steps = spans.waterfall(list(demo_log.read("workflow-retry")), first_page=True).spans
+    assert failed == [s.offset for s in steps if s.status == "failed"] and len(failed) == 2  # the run and its step
+    assert page.inner_text("#wf-run-totals").startswith("0 LLM calls")
+
+
+def test_a_page_after_the_first_holds_the_spans_begun_before_it(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        events: list[Any] = [ev.TurnStarted(turn=1)]
+        for i in range(150):
+            call = f"c{i}"
+            events += [
+                ev.LLMCallStarted(call_id=call, model="m", context_messages=0),
+                ev.LLMCallCompleted(
+                    call_id=call,
+                    model="m",
+                    output=ev.Message(role="assistant", content="x"),
+                    input_tokens=2,
+                    latency_ms=5,
+                ),
+            ]
+        events.append(ev.TurnCompleted(turn=1))
+        log.append_many("long", events)
+        with serving(log) as url:
+            status, body, _ = get(run_url(url, "long", view="waterfall"))  # the last page: 200 of 302 events
+            assert status == 200
+            fall = spans.waterfall(list(log.read("long", after=log.head("long") - 200)))
+            turn = fall.spans[0]
+            assert turn.kind == "turn" and turn.depth == 0 and turn.begun_before and turn.end_offset == log.head("long")
+            calls = fall.totals.llm_calls
+            assert calls == 100 and fall.spans[1].begun_before  # 99 calls, and one begun on the page before
+            assert all(s.depth == 1 for s in fall.spans[1:])
+            assert turn.totals.input_tokens == fall.totals.input_tokens == 2 * calls
+            assert (
+                f'data-offset="{fall.spans[1].offset}"' in body
+                and f"{calls} LLM calls · {2 * calls} → 0 tokens" in body
+            )
+            assert "150 LLM calls · 300 → 0 tokens" in body  # the whole run's
+            first = spans.waterfall(list(log.read("long", upto=200)), first_page=True).spans[0]
+            assert first.kind == "turn" and first.open and first.offset == 1  # ends on a later page
+
+
+def test_a_read_over_half_a_second_says_so(page: Any, url: str, browser: Any) -> None:
+    page.goto(run_url(url, "chat-demo", at=3))
+    page.wait_for_selector('#inspector .insp[data-kind="state"][data-at="3"]')
+    cdp = browser.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send(  # every answer now comes 1.5 s late, as from a slow server
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 1500, "downloadThroughput": -1, "uploadThroughput": -1},
+    )
+    try:
+        page.click('#panel [data-offset="7"]')
+        line = page.wait_for_selector("#inspector .progress", timeout=1400)
+        assert line is not None
+        text = line.inner_text()
+        assert text.startswith("Reading the state after offset 7…") and text.endswith(" s")
+        page.wait_for_function(  # the time it has taken goes up while it waits
+            "() => parseFloat(document.querySelector('#inspector .progress').textContent.split('… ')[1]) >= 1.0"
+        )
+        page.wait_for_selector('#inspector .insp[data-kind="state"][data-at="7"]', timeout=10_000)
+        assert page.query_selector("#inspector .progress") is None
+    finally:
+        cdp.send(
+            "Network.emulateNetworkConditions",
+            {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+        )
+    page.click('#panel [data-offset="8"]')  # a fast one: no progress line
+    page.wait_for_selector('#inspector .insp[data-kind="state"][data-at="8"]')
+    assert page.query_selector("#inspector .progress") is None
+    assert msgspec.json.decode(get(f"{url}/run/state.json?id=chat-demo&at=8")[1])["offset"] == 8
+
+
+def leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(path, text) of every value the state tree draws as a leaf, as it draws it."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, v in items:
+        here = (*path, str(k))
+        if isinstance(v, (dict, list)) and v:
+            yield from leaves(v, here)
+        elif isinstance(v, str):
+            yield here, f'"{v}"'
+        else:
+            yield here, msgspec.json.encode(v).decode()
+
+
+def test_the_state_tree_is_read_a_subtree_at_a_time(page: Any, tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        events: list[Any] = [ev.UserMessage(content=f"message {i}") for i in range(260)]
+        events.append(ev.StateUpdated(values={"plan": {"steps": [{"name": "a", "args": {"deep": [1, None, True]}}]}}))
+        log.append_many("big", events)
+        at = log.head("big")
+        state = builtins(log.state_at("big", at))  # every field, as the tree shows it
+        with serving(log) as url:
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(r.url) if "/run/state/node" in r.url else None)
+            page.goto(run_url(url, "big", at=at))
+            page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{at}"]')
+            tree = page.locator("#inspector .state-tree")
+            assert asked == [] and "deep" not in tree.inner_html() and "message 77" not in tree.inner_html()
+            assert page.locator("#inspector .state-tree details[data-node]").count() == 101  # 100 messages, plan
+            # open a message: its fields come from the server, once
+            page.click("#inspector details[data-node='[\"messages\",0]'] > summary")
+            page.wait_for_selector('#inspector details[open] > ul.tree .v-str:text("\\"message 0\\"")')
+            assert len(asked) == 1 and "path=%5B%22messages%22%2C0%5D" in asked[0]
+            # open everything, and the long list's hidden items too: then it is the whole state
+            for _ in range(40):
+                left = page.evaluate(
+                    """() => {
+                      const closed = [...document.querySelectorAll('#inspector details[data-node]:not([open])')];
+                      const more = [...document.querySelectorAll('#inspector button[data-more]:not([disabled])')];
+                      closed.forEach(d => { d.open = true; });
+                      more.forEach(b => b.click());
+                      return closed.length + more.length;
+                    }"""
+                )
+                page.wait_for_function(  # every subtree asked for has come
+                    "() => !document.querySelector('#inspector details[open] > ul.lazy, #inspector button[data-more][disabled]')"
+                )
+                if not left:
+                    break
+            drawn = page.evaluate(
+                """() => {
+                  const out = [];
+                  (function walk(ul, path) {
+                    for (const li of ul.children) {
+                      const details = li.querySelector(':scope > details');
+                      if (details) {
+                        const key = details.querySelector(':scope > summary > .t-key').textContent;
+                        walk(details.querySelector(':scope > ul.tree'), [...path, key]);
+                      } else if (li.querySelector(':scope > .t-key')) {
+                        const key = li.querySelector(':scope > .t-key').textContent;
+                        out.push([[...path, key], li.textContent.slice(key.length + 1).trim()]);
+                      }
+                    }
+                  })(document.querySelector('#inspector .state-tree > ul.tree'), []);
+                  return out;
+                }"""
+            )
+            assert sorted((tuple(p), t) for p, t in drawn) == sorted(leaves(state))
+            assert len(state["messages"]) == 260 and len(asked) > 200
+            # a path that is not there, or not a path, is said
+            status, body, _ = get(f'{url}/run/state/node?id=big&at={at}&path=["messages",999]')
+            assert status == 404 and "no map or list" in body
+            assert get(f"{url}/run/state/node?id=big&at={at}&path=nope")[0] == 400
