@@ -3,7 +3,7 @@ with a value from the page (issue 25, item 6), over HTTP and in a real browser; 
 site cannot do (the security points: no write route without --allow-writes, none without the
 page's write key, a cross-site post refused by the browser or the server, nothing written).
 
-The runs are real `eventlog.graph` runs: after the page's answer, `Graph.resume(run)` goes on
+The runs are real `eventlog.agent.graph` runs: after the page's answer, `Graph.resume(run)` goes on
 with it, as it goes on from `Graph.resume(run, value=)`. Set EVENTLOG_UI_SCREENSHOTS=1 to write
 the screenshots of docs/guides/ui.md into docs/img/.
 """
@@ -28,7 +28,7 @@ from ui_support import browser_context, checked_page, get, keep, serving, wait_f
 
 import eventlog
 from eventlog import events as ev
-from eventlog.graph import END, Graph
+from eventlog.agent.graph import END, Graph
 
 
 def review_graph() -> Graph:
