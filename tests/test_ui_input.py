@@ -27,7 +27,7 @@ from ui_support import get, serving
 
 import eventlog
 from eventlog.events import LLMCallStarted, StepCompleted, UserMessage
-from eventlog.ui.app import _host_name, _same_site, is_loopback
+from eventlog.ui.guard import _host_name, _same_site, is_loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 
 from ..log import EventLog
-from ._sessions import Sessions
+from ._sessions import Sessions, list_sessions, page_sessions
 
 __all__ = ["EventLogSessionService"]
 
@@ -65,7 +65,7 @@ class EventLogSessionService(BaseSessionService):
         return await self._call(self.sessions.get, app_name, user_id, session_id, config)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
-        return await self._call(self.sessions.list, app_name, user_id)
+        return await self._call(list_sessions, self.sessions, app_name, user_id)
 
     async def list_sessions_page(
         self, *, app_name: str, user_id: str | None = None, page_size: int = 100, page_token: str | None = None
@@ -74,7 +74,7 @@ class EventLogSessionService(BaseSessionService):
         page (None after the last). Each page reads only its own sessions."""
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
-        return await self._call(self.sessions.page, app_name, user_id, page_size, page_token)
+        return await self._call(page_sessions, self.sessions, app_name, user_id, page_size, page_token)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         await self._call(self.sessions.delete, app_name, user_id, session_id)

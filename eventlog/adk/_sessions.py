@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -56,8 +56,9 @@ from ._events import (
     upcast_data,
 )
 from ._names import app_run, parse_session_run, session_prefix, session_run, user_run
+from ._reads import events_of, session_runs, set_after
 
-__all__ = ["InvocationNotFoundError", "Sessions", "event_of"]
+__all__ = ["InvocationNotFoundError", "Sessions", "event_of", "list_sessions", "page_sessions"]
 
 T = TypeVar("T")
 
@@ -68,10 +69,6 @@ _RETRIES_MAX = 64
 """Appends retried after losing the run's head to another writer before giving up."""
 _WRITERS_MAX = 1024
 """Run writers kept (each holds one session's or one scope's state)."""
-_READ_CHUNK_MIN = 32
-"""Offsets read at once from a session's end when `after_timestamp` alone bounds the read (doubling)."""
-_SCAN_CHUNK = 16
-"""Offsets of an app or user run read at once, from its end, when settling a session (doubling)."""
 
 
 class InvocationNotFoundError(ValueError):
@@ -202,7 +199,7 @@ class Sessions:
         if isinstance(entry.event, AdkEvent):
             app, user, _ = split_state(state_delta_of(entry.event.data))
             for scoped, delta in ((app_run(s.app_name), app), (user_run(s.app_name, s.user_id), user)):
-                lost = {k: v for k, v in delta.items() if k not in _set_after(self.log, scoped, entry.position)}
+                lost = {k: v for k, v in delta.items() if k not in set_after(self.log, scoped, entry.position)}
                 self.append_scoped(scoped, lost, s.session_id, entry.event.timestamp)
         self.settled(run, number, at)
 
@@ -370,7 +367,7 @@ class Sessions:
                 self.settle(run, number, s)
             except ReadOnlyError:
                 pass  # a read-only log is read as it is: the state the crash left
-            return s, _events(self.log, run, number, s.start, s.offset, config)
+            return s, events_of(self.log, run, number, s.start, s.offset, config)
 
         with self.lock:
             got = self.retrying(read)
@@ -385,106 +382,6 @@ class Sessions:
                 events=[event_of(e) for e in stored],
                 last_update_time=s.last_update_time,
             )
-
-    def listed(self, rid: str, app_name: str, users: dict[str, dict[str, Any]]) -> Session | None:
-        parsed = parse_session_run(rid)
-        if parsed is None:
-            return None
-        found = self.retrying(lambda: self.session(rid))
-        if found is None:
-            return None
-        _, s = found
-        uid, sid = parsed[1], parsed[2]
-        if uid not in users:
-            users[uid] = self.scoped(user_run(app_name, uid))
-        return Session(
-            id=sid,
-            app_name=app_name,
-            user_id=uid,
-            state=self.merged(app_name, uid, s.state, users[uid]),
-            last_update_time=s.last_update_time,
-        )
-
-    def list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
-        users: dict[str, dict[str, Any]] = {}
-        with self.lock:
-            sessions = [
-                s
-                for rid in _session_runs(self.log, session_prefix(app_name, user_id))
-                if (s := self.listed(rid, app_name, users)) is not None
-            ]
-        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
-        return ListSessionsResponse(sessions=sessions)
-
-    def page(
-        self, app_name: str, user_id: str | None, page_size: int, page_token: str | None
-    ) -> tuple[ListSessionsResponse, str | None]:
-        users: dict[str, dict[str, Any]] = {}
-        sessions: list[Session] = []
-        last: str | None = None
-        prefix = session_prefix(app_name, user_id)
-        if page_token is not None and not page_token.startswith(prefix):
-            raise ValueError(f"page_token {page_token!r} is not one of this listing")
-        with self.lock:
-            for rid in _session_runs(self.log, prefix, page_token):
-                if len(sessions) == page_size:
-                    return ListSessionsResponse(sessions=sessions), last
-                s = self.listed(rid, app_name, users)
-                if s is not None:
-                    sessions.append(s)
-                    last = rid
-        return ListSessionsResponse(sessions=sessions), None
-
-
-def _events(
-    log: EventLog[Any], run: str, number: int, start: int, head: int, config: GetSessionConfig | None
-) -> list[AdkEvent]:
-    """The session's events in (start, head] that `config` asks for, read from the run's end."""
-    n = None if config is None else config.num_recent_events
-    after_ts = None if config is None else config.after_timestamp
-    if n == 0:
-        return []
-    if n is None and after_ts is None:
-        return [e.event for e in log.read(run, start, head, run_number=number) if isinstance(e.event, AdkEvent)]
-    out: list[AdkEvent] = []
-    upto, size = head, (n if n is not None else _READ_CHUNK_MIN)  # n events take n offsets but for a fork mark
-    while upto > start:
-        after = max(start, upto - size)
-        chunk = [e.event for e in log.read(run, after, upto, run_number=number) if isinstance(e.event, AdkEvent)]
-        for ev in reversed(chunk):
-            if (n is not None and len(out) >= n) or (after_ts is not None and ev.timestamp < after_ts):
-                out.reverse()
-                return out
-            out.append(ev)
-        upto, size = after, size * 2
-    out.reverse()
-    return out
-
-
-def _set_after(log: EventLog[Any], run: str, position: int) -> set[str]:
-    """The keys the changes of app or user run `run` committed after feed position `position` set."""
-    keys: set[str] = set()
-    number, upto = log.life(run)
-    size = _SCAN_CHUNK
-    while upto > 0:
-        after = max(0, upto - size)
-        chunk = list(log.read(run, after, upto, run_number=number))
-        for entry in chunk:
-            if entry.position > position and isinstance(entry.event, ScopedState):
-                keys.update(entry.event.delta)
-        if chunk and chunk[0].position <= position:
-            break
-        upto, size = after, size * 2
-    return keys
-
-
-def _session_runs(log: EventLog[Any], prefix: str, after: str | None = None) -> Iterator[str]:
-    """Run ids that start with `prefix`, in key order, after `after` when given."""
-    for rid in log.iter_runs(after=after or prefix[:-1]):
-        if rid.startswith(prefix):
-            yield rid
-        elif rid > prefix:
-            return
 
 
 def _fork_point(
@@ -509,3 +406,57 @@ def _fork_point(
     if before_invocation_id is not None:
         raise InvocationNotFoundError(f"Invocation ID not found: {before_invocation_id}")
     return last
+
+
+def _listed(held: Sessions, rid: str, app_name: str, users: dict[str, dict[str, Any]]) -> Session | None:
+    parsed = parse_session_run(rid)
+    if parsed is None:
+        return None
+    found = held.retrying(lambda: held.session(rid))
+    if found is None:
+        return None
+    _, s = found
+    uid, sid = parsed[1], parsed[2]
+    if uid not in users:
+        users[uid] = held.scoped(user_run(app_name, uid))
+    return Session(
+        id=sid,
+        app_name=app_name,
+        user_id=uid,
+        state=held.merged(app_name, uid, s.state, users[uid]),
+        last_update_time=s.last_update_time,
+    )
+
+
+def list_sessions(held: Sessions, app_name: str, user_id: str | None) -> ListSessionsResponse:
+    """Every live session of an app (of one user, when given), oldest update first."""
+    users: dict[str, dict[str, Any]] = {}
+    with held.lock:
+        sessions = [
+            s
+            for rid in session_runs(held.log, session_prefix(app_name, user_id))
+            if (s := _listed(held, rid, app_name, users)) is not None
+        ]
+    sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+    return ListSessionsResponse(sessions=sessions)
+
+
+def page_sessions(
+    held: Sessions, app_name: str, user_id: str | None, page_size: int, page_token: str | None
+) -> tuple[ListSessionsResponse, str | None]:
+    """Up to `page_size` sessions in run order after `page_token`, and the token of the next page."""
+    users: dict[str, dict[str, Any]] = {}
+    sessions: list[Session] = []
+    last: str | None = None
+    prefix = session_prefix(app_name, user_id)
+    if page_token is not None and not page_token.startswith(prefix):
+        raise ValueError(f"page_token {page_token!r} is not one of this listing")
+    with held.lock:
+        for rid in session_runs(held.log, prefix, page_token):
+            if len(sessions) == page_size:
+                return ListSessionsResponse(sessions=sessions), last
+            s = _listed(held, rid, app_name, users)
+            if s is not None:
+                sessions.append(s)
+                last = rid
+    return ListSessionsResponse(sessions=sessions), None

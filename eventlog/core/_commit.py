@@ -19,23 +19,22 @@ from msgspec.structs import replace
 from .. import _limits
 from ..errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
 from ..record._keys import (
-    EVENT_KEY,
     U64,
     IdSource,
     check_id,
     check_int,
     check_run_id,
     check_time_ns,
-    id_key,
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
+from ..record.tables import EVENT_IDS, EVENTS, FEED
 from ..store._base import KeyExistsError, Store, Txn, at_checkpoint
 from ._event_ids import EventIds
 from ._runs import Runs
 
-_u64 = U64.pack  # `u64` and `event_key` without a Python call each (the append path)
-_event_key = EVENT_KEY.pack
+_u64 = U64.pack  # `u64` without a Python call (the append path)
+_event_key = EVENTS.key
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
 """`hook(txn, run record, bytes written)`, called in the transaction after a request's events
@@ -340,7 +339,7 @@ class GroupCommit:
         for i in fresh:
             offset += 1
             key = _event_key(number, offset)
-            value = encode(position + offset - head, time_ns, filled[i], meta, event_bytes[i], dict_id, ("events", key))
+            value = encode(position + offset - head, time_ns, filled[i], meta, event_bytes[i], dict_id, (EVENTS, key))
             writes.append((i, key, value))
         r.writing = True
         if rec is None:
@@ -351,10 +350,10 @@ class GroupCommit:
         for i, key, value in writes:
             position += 1
             written += len(value)
-            put("events", key, value)
-            put("feed", _u64(position), key)
+            put(EVENTS, key, value)
+            put(FEED, _u64(position), key)
             if indexed and i in indexed:
-                txn.insert("event_ids", id_key(number, filled[i]), key[8:])
+                txn.insert(EVENT_IDS, EVENT_IDS.key(number, filled[i]), EVENTS.tail(key))
         rec.head = offset
         if first_of or offsets:
             offsets.update((i, head + n) for n, i in enumerate(fresh, 1))

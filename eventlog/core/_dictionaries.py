@@ -16,6 +16,7 @@ from .. import _limits
 from ..errors import CorruptRecordError, EventLogError
 from ..record._keys import META_DICT, META_DICT_CURRENT, META_DICT_NEXT_TRY, dict_key, from_u64
 from ..record.codec import Codec, train_dictionary
+from ..record.tables import EVENTS, FEED, META
 from ..store._base import Store, Txn
 from ._runs import Runs
 
@@ -31,15 +32,15 @@ class Dictionaries:
 
     def load(self, dict_id: int) -> bytes | None:
         """A dictionary's bytes from the log's meta, or None when it is missing."""
-        raw = self._store.read(lambda txn: txn.get("meta", dict_key(dict_id)))
-        place = ("meta", dict_key(dict_id))
+        raw = self._store.read(lambda txn: txn.get(META, dict_key(dict_id)))
+        place = (META, dict_key(dict_id))
         return None if raw is None else self._codec.payload(raw, place, _limits.dictionary_size_bytes * 4)
 
     def open(self, txn: Txn) -> None:
         """Make every stored dictionary known to the codec and read the schedule (at open)."""
-        for key, raw in txn.scan("meta", META_DICT, META_DICT + b"\xff"):
+        for key, raw in txn.scan(META, META_DICT, META_DICT + b"\xff"):
             try:
-                data = self._codec.payload(raw, ("meta", key), _limits.dictionary_size_bytes * 4)
+                data = self._codec.payload(raw, (META, key), _limits.dictionary_size_bytes * 4)
             except CorruptRecordError:
                 continue  # verify names it; records that use it fail by name when read
             self._codec.add_dictionary(from_u64(key[len(META_DICT) :]), data)
@@ -77,12 +78,12 @@ class Dictionaries:
             if position < next_try:
                 return position, next_try, current, samples
             size = 0
-            for _, ref in txn.scan("feed", b"", None, reverse=True, limit=_limits.dictionary_sample_records_max):
-                value = txn.get("events", ref)
+            for _, ref in txn.scan(FEED, b"", None, reverse=True, limit=_limits.dictionary_sample_records_max):
+                value = txn.get(EVENTS, ref)
                 if value is None:
                     continue
                 try:
-                    payload = self._codec.payload(value, ("events", ref))
+                    payload = self._codec.payload(value, (EVENTS, ref))
                 except CorruptRecordError:
                     continue
                 samples.append(payload)
@@ -105,7 +106,7 @@ class Dictionaries:
                 return position * 2, False
             key = dict_key(current + 1)
             # Inserted: a trainer in another process that stored this id first wins (KeyExistsError here).
-            txn.insert("meta", key, self._codec.compress(trained, 0, ("meta", key)))
+            txn.insert(META, key, self._codec.compress(trained, 0, (META, key)))
             self._runs.put_meta_int(txn, META_DICT_CURRENT, current + 1)
             upcoming = position * _limits.dictionary_retrain_factor
             self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, upcoming)

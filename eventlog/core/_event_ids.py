@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from .. import _limits
 from ..errors import CorruptRecordError, InvalidArgumentError
-from ..record._keys import META_RUN_NUMBER, IdSource, event_key, id_key, own_slot, u64
+from ..record._keys import META_RUN_NUMBER, IdSource, own_slot, u64
 from ..record._records import RunRecord
 from ..record.codec import Codec
+from ..record.tables import EVENT_IDS, EVENTS, RUN_NUMBERS
 from ..store._base import Txn
 from ._runs import Link, Runs
 
@@ -37,7 +38,7 @@ class EventIds:
                 found.update(self._find_own(txn, link, slots))
             need = [i for i in wanted if i not in found]
             if need:
-                values = txn.get_many("event_ids", [id_key(link.rec.number, i) for i in need])
+                values = txn.get_many(EVENT_IDS, [EVENT_IDS.key(link.rec.number, i) for i in need])
                 held = {
                     event_id: int.from_bytes(value, "big")
                     for event_id, value in zip(need, values, strict=True)
@@ -57,9 +58,9 @@ class EventIds:
         mine = {i: offset for i, (owner, offset) in slots.items() if owner == number and link.lo < offset <= link.hi}
         if not mine:
             return {}
-        keys = [event_key(number, offset) for offset in mine.values()]
+        keys = [EVENTS.key(number, offset) for offset in mine.values()]
         held: dict[str, int] = {}
-        for (event_id, offset), key, value in zip(mine.items(), keys, txn.get_many("events", keys), strict=True):
+        for (event_id, offset), key, value in zip(mine.items(), keys, txn.get_many(EVENTS, keys), strict=True):
             if value is None:
                 if offset <= link.rec.base:
                     held[event_id] = offset  # pruned: the id names this entry, which held it
@@ -86,7 +87,7 @@ class EventIds:
         for event_id, (owner, _) in slots:
             # A sequence's next value is not known to a transaction (PostgreSQL): a number not
             # indexed to a run counts as not given yet there.
-            not_given = owner > last if txn.dense else txn.get("run_numbers", u64(owner)) is None
+            not_given = owner > last if txn.dense else txn.get(RUN_NUMBERS, u64(owner)) is None
             if owner == number or not_given:
                 raise InvalidArgumentError(
                     f"run {run_id!r}: event id {event_id!r} has the form of an id the log draws for the "
@@ -96,8 +97,8 @@ class EventIds:
     def _check_indexed(self, txn: Txn, run_id: str, number: int, held: dict[str, int]) -> None:
         """Raise CorruptRecordError when the (plaintext) id index points an id at an entry of
         another id: a repeated append is a no-op only for the entry that holds its id."""
-        keys = [event_key(number, offset) for offset in held.values()]
-        for (event_id, offset), key, value in zip(held.items(), keys, txn.get_many("events", keys), strict=True):
+        keys = [EVENTS.key(number, offset) for offset in held.values()]
+        for (event_id, offset), key, value in zip(held.items(), keys, txn.get_many(EVENTS, keys), strict=True):
             if value is None:
                 continue  # pruned: ids stay indexed after their entries are gone
             try:

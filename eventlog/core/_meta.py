@@ -19,11 +19,10 @@ from ..record._keys import (
     META_LOG_ID,
     META_RECORD_SIZE_MAX,
     META_SEALED,
-    from_u64,
-    id_key,
     u64,
 )
 from ..record.codec import RAW, Codec, frame, unframe
+from ..record.tables import CHECKPOINTS, EVENT_IDS, EVENTS, META, RUNS, SNAPSHOTS
 from ..store._base import TABLES, KeyExistsError, Store, Txn
 from ._dictionaries import Dictionaries
 from ._runs import Runs
@@ -39,7 +38,7 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
     older format when the log is writable. Returns the log's format version after opening."""
 
     def check(txn: Txn) -> tuple[int, int]:
-        raw = txn.get("meta", META_FORMAT)
+        raw = txn.get(META, META_FORMAT)
         if raw is None:
             held = [table for table in TABLES if txn.scan(table, b"", None, limit=1)]
             if held:  # the format record is written in the first transaction of every log
@@ -86,16 +85,16 @@ def open_meta(store: Store, codec: Codec, runs: Runs, dictionaries: Dictionaries
 
 def _create(txn: Txn, codec: Codec, runs: Runs) -> None:
     """Write a new log's meta: format, limit, id and seal, once (another process may have been first)."""
-    if txn.get("meta", META_FORMAT) is not None:
+    if txn.get(META, META_FORMAT) is not None:
         return
-    txn.insert("meta", META_FORMAT, frame(u64(_limits.format_version), RAW, 0))  # a second creator fails here
+    txn.insert(META, META_FORMAT, frame(u64(_limits.format_version), RAW, 0))  # a second creator fails here
     runs.put_meta_int(txn, META_RECORD_SIZE_MAX, codec.record_size_bytes_max)
     _seal(txn, codec, runs, _new_log_id(txn))
 
 
 def _new_log_id(txn: Txn) -> bytes:
     log_id = os.urandom(_LOG_ID_BYTES)
-    txn.put("meta", META_LOG_ID, frame(log_id, RAW, 0))
+    txn.put(META, META_LOG_ID, frame(log_id, RAW, 0))
     return log_id
 
 
@@ -104,7 +103,7 @@ def _seal(txn: Txn, codec: Codec, runs: Runs, log_id: bytes) -> None:
     runs.put_meta_int(txn, META_SEALED, int(codec.sealed))
     if codec.sealed:
         codec.bind(log_id, unbound=False)
-        txn.put("meta", META_KEY_CHECK, codec.compress(_KEY_CHECK_BOUND, 0, ("meta", META_KEY_CHECK)))
+        txn.put(META, META_KEY_CHECK, codec.compress(_KEY_CHECK_BOUND, 0, (META, META_KEY_CHECK)))
 
 
 _KEY_CHECK = b"eventlog key check"
@@ -126,12 +125,12 @@ def check_seal(txn: Txn, codec: Codec, runs: Runs, version: int) -> None:
             sealed = runs.meta_int(txn, META_SEALED)
         except CorruptRecordError as exc:
             raise NotALogError(f"the log's seal record (meta sealed) is damaged ({exc.what})") from None
-        if txn.get("meta", META_SEALED) is None or sealed not in (0, 1):
+        if txn.get(META, META_SEALED) is None or sealed not in (0, 1):
             raise NotALogError("the log's seal record (meta sealed) is missing or damaged")
     else:
-        sealed = int(txn.get("meta", META_KEY_CHECK) is not None)
+        sealed = int(txn.get(META, META_KEY_CHECK) is not None)
     if not sealed:
-        if txn.get("meta", META_KEY_CHECK) is not None:
+        if txn.get(META, META_KEY_CHECK) is not None:
             raise NotALogError(
                 "the log's seal record (meta sealed) says it is not sealed, but it holds a key check "
                 "(meta key.check): the seal record was damaged or changed"
@@ -145,7 +144,7 @@ def check_seal(txn: Txn, codec: Codec, runs: Runs, version: int) -> None:
         return
     if not codec.sealed:
         raise KeyMismatchError(f"the log is sealed (encrypted); open it with its key ({KEY_SOURCES})")
-    raw = txn.get("meta", META_KEY_CHECK)
+    raw = txn.get(META, META_KEY_CHECK)
     if raw is None:
         raise NotALogError("the log is sealed but its key check (meta key.check) is missing")
     codec.bind(log_id or b"", unbound=False)
@@ -163,13 +162,13 @@ def check_seal(txn: Txn, codec: Codec, runs: Runs, version: int) -> None:
 
 def _opens(codec: Codec, raw: bytes) -> bytes | None:
     try:
-        return codec.payload(raw, ("meta", META_KEY_CHECK))
+        return codec.payload(raw, (META, META_KEY_CHECK))
     except CorruptRecordError:
         return None
 
 
 def _log_id(txn: Txn) -> bytes | None:
-    raw = txn.get("meta", META_LOG_ID)
+    raw = txn.get(META, META_LOG_ID)
     if raw is None:
         return None
     try:
@@ -186,15 +185,15 @@ def _index_every_event_id(store: Store, codec: Codec, runs: Runs) -> None:
     while True:
 
         def chunk(txn: Txn, start: bytes = start) -> bytes | None:
-            pairs = txn.scan("events", start, None, limit=_limits.migrate_chunk_entries)
+            pairs = txn.scan(EVENTS, start, None, limit=_limits.migrate_chunk_entries)
             for key, value in pairs:
                 try:
                     _, event_id = codec.decode_entry_id(value, key)
                 except CorruptRecordError:
                     continue  # verify names it
-                index = id_key(from_u64(key[:8]), event_id)
-                if txn.get("event_ids", index) is None:
-                    txn.put("event_ids", index, key[8:16])
+                index = EVENT_IDS.key(EVENTS.number_of(key), event_id)
+                if txn.get(EVENT_IDS, index) is None:
+                    txn.put(EVENT_IDS, index, EVENTS.tail(key))
             return pairs[-1][0] + b"\x00" if len(pairs) == _limits.migrate_chunk_entries else None
 
         following = store.write(chunk)
@@ -211,14 +210,14 @@ def _bind_seals(store: Store, codec: Codec, runs: Runs) -> None:
     log_id = store.write(lambda txn: _log_id(txn) or _new_log_id(txn))
     if codec.sealed:
         codec.bind(log_id, unbound=True)
-        for table in ("meta", "runs", "events", "checkpoints", "snapshots"):
+        for table in (META, RUNS, EVENTS, CHECKPOINTS, SNAPSHOTS):
             start = b""
             while True:
 
                 def chunk(txn: Txn, table: str = table, start: bytes = start) -> bytes | None:
                     pairs = txn.scan(table, start, None, limit=_limits.migrate_chunk_entries)
                     for key, value in pairs:
-                        if table == "meta" and key == META_KEY_CHECK:
+                        if table == META and key == META_KEY_CHECK:
                             continue  # sealed again last
                         try:
                             bound = codec.reseal(value, (table, key))

@@ -18,10 +18,11 @@ import msgspec
 
 from .. import _limits
 from ..errors import ClosedError, CorruptRecordError, UnknownKindError
-from ..record._keys import check_int, check_offset, event_key, from_u64, u64
+from ..record._keys import check_int, check_offset
 from ..record._records import RunRecord
 from ..record.codec import Codec, Place
 from ..record.kinds import Event
+from ..record.tables import EVENTS, FEED
 from ..store._base import Store, Txn
 from ._runs import Runs
 
@@ -62,7 +63,7 @@ def check_range(run_id: str, rec: RunRecord, after: int, upto: int | None) -> in
 
 def event_place(number: int, first: int, i: int) -> Place:
     """Where the `i`-th of a run's values read from offset `first` is stored."""
-    return ("events", event_key(number, first + i))
+    return (EVENTS, EVENTS.key(number, first + i))
 
 
 class Piece(NamedTuple):
@@ -87,7 +88,7 @@ class Reader:
 
     def decode(self, run_id: str, key: bytes, value: bytes, position: int | None = None) -> Any:
         """The entry stored under `events` key `key`, decoded; damage is named by run and offset."""
-        offset = from_u64(key[8:16])
+        offset = EVENTS.second(key)
         try:
             return self._codec.decode_entry(value, key)
         except CorruptRecordError as exc:
@@ -133,13 +134,13 @@ class Reader:
                 break
             number, lo = link.rec.number, link.lo
             want = min(room, link.hi - lo)
-            values, last = txn.values("events", event_key(number, lo + 1), want)
+            values, last = txn.values(EVENTS, EVENTS.key(number, lo + 1), want)
             # Keys are unique and sorted: the right count and last key mean no gap.
-            if len(values) != want or last != event_key(number, lo + want):
-                pairs = txn.scan("events", event_key(number, lo + 1), event_key(number, link.hi + 1), limit=want)
+            if len(values) != want or last != EVENTS.key(number, lo + want):
+                pairs = txn.scan(EVENTS, EVENTS.key(number, lo + 1), EVENTS.key(number, link.hi + 1), limit=want)
                 expected = lo + 1
                 for key, _ in pairs:
-                    if from_u64(key[8:]) != expected:
+                    if EVENTS.second(key) != expected:
                         break
                     expected += 1
                 raise CorruptRecordError(f"offset {expected} is missing", link.run_id, expected)
@@ -161,7 +162,7 @@ class Reader:
                 records: Iterable[Any] = (  # else value by value: the damaged one is named after those before it
                     found
                     if found is not None
-                    else (self.decode(owner, event_key(owner_number, first + i), v) for i, v in enumerate(values))
+                    else (self.decode(owner, EVENTS.key(owner_number, first + i), v) for i, v in enumerate(values))
                 )
                 for offset, r in enumerate(records, first):
                     yield Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
@@ -210,18 +211,18 @@ class Reader:
         if after >= (1 << 64) - 1:
             return out, None  # past every position a log can give
         position = None
-        for key, ref in txn.scan("feed", u64(after + 1), None, limit=want):
-            position = from_u64(key)
-            if len(ref) != 16:
+        for key, ref in txn.scan(FEED, FEED.key(after + 1), None, limit=want):
+            position = FEED.position_of(key)
+            if not FEED.well_formed(ref):
                 raise CorruptRecordError("malformed feed reference", None, None, position)
-            number, offset = from_u64(ref[:8]), from_u64(ref[8:16])
+            number, offset = FEED.parse_ref(ref)
             if number not in holders:
                 holders[number] = self._runs.holder(txn, number)
             holder = holders[number]
             if holder is None or offset <= holder[1]:
                 continue  # the run was deleted, or pruned past it: removed a chunk at a time
             run_id = holder[0]
-            value = txn.get("events", ref)
+            value = txn.get(EVENTS, ref)
             if value is None:
                 raise CorruptRecordError("the feed points at a missing entry", run_id, offset, position)
             r = self.decode(run_id, ref, value, position)

@@ -14,9 +14,10 @@ import msgspec
 
 from .. import _limits
 from ..errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
-from ..record._keys import check_int, check_offset, event_key, from_u64, snapshot_key, u64
+from ..record._keys import check_int, check_offset, u64
 from ..record._records import RunRecord, SnapshotRecord
 from ..record.codec import Codec
+from ..record.tables import EVENTS, SNAPSHOTS
 from ..store._base import Store, Txn
 from ._reader import Reader, event_place
 from ._runs import Runs
@@ -40,13 +41,13 @@ class Replay:
             lo = max(link.lo, link.rec.base)
             if offset < lo:
                 continue
-            prefix = u64(link.rec.number)
-            stop = prefix + u64(offset + 1)
+            first, stop = SNAPSHOTS.key(link.rec.number, lo, b""), SNAPSHOTS.key(link.rec.number, offset + 1, b"")
             while True:
-                found = txn.scan("snapshots", prefix + u64(lo), stop, reverse=True, limit=16)
+                found = txn.scan(SNAPSHOTS, first, stop, reverse=True, limit=16)
                 for key, value in found:
-                    if key[16:] == tag:
-                        return from_u64(key[8:16]), bytes(key), value
+                    _, at, found_tag = SNAPSHOTS.parse(key)
+                    if found_tag == tag:
+                        return at, bytes(key), value
                 if len(found) < 16:
                     break
                 stop = found[-1][0]  # exclusive: go on below the last key seen
@@ -55,7 +56,7 @@ class Replay:
     def load_snapshot(self, run_id: str, key: bytes, value: bytes, reducer: Reducer[Any]) -> tuple[int, bytes, Any]:
         """(offset, canonical state bytes, state) of the snapshot stored under `key`."""
         try:
-            snap = self._codec.decode_value(value, SnapshotRecord, ("snapshots", key))
+            snap = self._codec.decode_value(value, SnapshotRecord, (SNAPSHOTS, key))
             state = msgspec.msgpack.decode(snap.state, type=reducer.state_type)
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
@@ -91,7 +92,7 @@ class Replay:
         total = 0
         for link in self._runs.segments(txn, run_id, rec, after, upto):
             prefix = u64(link.rec.number)
-            for _, value in txn.scan("events", prefix + u64(link.lo + 1), prefix + u64(link.hi + 1)):
+            for _, value in txn.scan(EVENTS, prefix + u64(link.lo + 1), prefix + u64(link.hi + 1)):
                 total += len(value)
                 if cap is not None and total >= cap:
                     return total
@@ -140,14 +141,14 @@ class Replay:
         for link in self._runs.lineage(txn, run_id, rec):
             if link.rec.base != base:
                 continue
-            prefix = snapshot_key(link.rec.number, base, reducer.name.encode() + b"@")
-            for key, value in txn.scan("snapshots", prefix, prefix + b"\xff"):
+            prefix = SNAPSHOTS.key(link.rec.number, base, reducer.name.encode() + b"@")
+            for key, value in txn.scan(SNAPSHOTS, prefix, prefix + b"\xff"):
                 return base, bytes(key), value
         return None
 
     def _upgrade(self, run_id: str, older: tuple[int, bytes, bytes], reducer: Reducer[Any]) -> Any:
         base, key, value = older
-        tag = key[16:]
+        tag = SNAPSHOTS.parse(key)[2]
         upgrade = getattr(reducer, "upgrade", None)
         if upgrade is None:
             raise PrunedError(
@@ -158,7 +159,7 @@ class Replay:
                 f"{reducer.name}@{reducer.version} has no upgrade(state, from_version) to read it",
             )
         try:
-            snap = self._codec.decode_value(value, SnapshotRecord, ("snapshots", key))
+            snap = self._codec.decode_value(value, SnapshotRecord, (SNAPSHOTS, key))
             old_state = msgspec.msgpack.decode(snap.state)
         except CorruptRecordError as exc:
             raise exc.at(run_id, base) from None
@@ -196,7 +197,7 @@ class Replay:
                             state = apply(state, record.event)
                     else:
                         for offset, value in enumerate(values, first):
-                            state = apply(state, decode(value, event_key(owner_number, offset)))
+                            state = apply(state, decode(value, EVENTS.key(owner_number, offset)))
                 except (CorruptRecordError, UnknownKindError) as exc:
                     raise exc.at(owner, offset) from None
                 except Exception as exc:

@@ -15,9 +15,10 @@ from msgspec.structs import replace
 
 from ..errors import CorruptRecordError, PrunedError, RunReplacedError, UnknownRunError
 from ..record import _keys
-from ..record._keys import check_run_id, run_key, u64
+from ..record._keys import check_run_id, u64
 from ..record._records import RunRecord
 from ..record.codec import RAW, Codec, frame, unframe
+from ..record.tables import FEED, META, RUN_NUMBERS, RUNS
 from ..store._base import Txn
 
 _COUNTERS_HELD = 256
@@ -45,13 +46,13 @@ class Runs:
     def get(self, txn: Txn, run_id: str) -> RunRecord | None:
         """The run's record, or None when there is no such run."""
         check_run_id(run_id)
-        return self._decode(run_id, txn.get("runs", run_key(run_id)))
+        return self._decode(run_id, txn.get(RUNS, RUNS.key(run_id)))
 
     def _decode(self, run_id: str, raw: bytes | None) -> RunRecord | None:
         if raw is None:
             return None
         try:
-            rec: RunRecord = self._codec.decode_value(raw, RunRecord, ("runs", run_key(run_id)))
+            rec: RunRecord = self._codec.decode_value(raw, RunRecord, (RUNS, RUNS.key(run_id)))
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         return rec
@@ -71,9 +72,9 @@ class Runs:
 
     def put(self, txn: Txn, run_id: str, rec: RunRecord) -> bytes:
         """Write the run's record; returns the value as stored (the writer keeps it, see `commit_start`)."""
-        key = run_key(run_id)
-        value = self._codec.encode_small(rec, ("runs", key))
-        txn.put("runs", key, value)
+        key = RUNS.key(run_id)
+        value = self._codec.encode_small(rec, (RUNS, key))
+        txn.put(RUNS, key, value)
         return value
 
     def create(
@@ -83,7 +84,7 @@ class Runs:
         already (the caller puts the record)."""
         if number is None:
             number = self.new_number(txn)
-        txn.put("run_numbers", u64(number), run_id.encode())
+        txn.put(RUN_NUMBERS, u64(number), run_id.encode())
         return RunRecord(number=number, head=at, parent=parent, fork_offset=at, created_ns=now)
 
     def new_number(self, txn: Txn) -> int:
@@ -97,15 +98,15 @@ class Runs:
 
     def run_ids(self, txn: Txn, after: str | None = None, limit: int | None = None) -> list[str]:
         """Run ids in byte order of their keys, after `after`, at most `limit`."""
-        start = b"" if after is None else run_key(after) + b"\x00"
+        start = b"" if after is None else RUNS.key(after) + b"\x00"
         out: list[str] = []
-        for key, value in txn.scan("runs", start, None, limit=limit):
+        for key, value in txn.scan(RUNS, start, None, limit=limit):
             if b"\xff" in key:  # a long id, keyed by its hash: its full id is in run_numbers
                 try:
-                    number = self._codec.decode_value(value, RunRecord, ("runs", key)).number
+                    number = self._codec.decode_value(value, RunRecord, (RUNS, key)).number
                 except CorruptRecordError as exc:
                     raise exc.at(bytes(key[:64]).decode("utf-8", "replace") + "…", None) from None
-                full = txn.get("run_numbers", u64(number))
+                full = txn.get(RUN_NUMBERS, u64(number))
                 if full is None:
                     raise CorruptRecordError(f"run number {number} has no id in run_numbers")
                 key = full
@@ -114,7 +115,7 @@ class Runs:
 
     def holder(self, txn: Txn, number: int) -> tuple[str, int] | None:
         """(id, pruned base) of the run numbered `number`; None when that run was deleted."""
-        raw = txn.get("run_numbers", u64(number))
+        raw = txn.get(RUN_NUMBERS, u64(number))
         if raw is None:
             return None
         run_id = bytes(raw).decode("utf-8", "replace")
@@ -123,23 +124,23 @@ class Runs:
 
     def name_of(self, txn: Txn, number: int) -> str:
         """The id of the run numbered `number` (`#number` when it is gone)."""
-        raw = txn.get("run_numbers", u64(number))
+        raw = txn.get(RUN_NUMBERS, u64(number))
         return raw.decode("utf-8", "replace") if raw is not None else f"#{number}"
 
     # -- meta counters ---------------------------------------------------------------------
 
     def meta_int(self, txn: Txn, key: bytes) -> int:
         """A counter of the `meta` table (0 when absent); counters are never sealed."""
-        return self._counter(key, txn.get("meta", key))
+        return self._counter(key, txn.get(META, key))
 
     def put_meta_int(self, txn: Txn, key: bytes, value: int) -> None:
-        txn.put("meta", key, frame(u64(value), RAW, 0))
+        txn.put(META, key, frame(u64(value), RAW, 0))
 
     def last_position(self, txn: Txn) -> int:
         """The last feed position given: the feed's last key, or the meta record kept when the
         feed's tail was deleted (positions are never given twice). On PostgreSQL, in a read, the
         last settled one: every smaller position is committed or known aborted."""
-        (kept,), (last,) = txn.fetch([("meta", _keys.META_POSITION)], ["feed"])
+        (kept,), (last,) = txn.fetch([(META, _keys.META_POSITION)], [FEED])
         return max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, kept))
 
     def commit_start(
@@ -161,13 +162,13 @@ class Runs:
         # A dense store also reads the last position given; PostgreSQL draws positions from the
         # transaction id. (A new run's number is drawn when it is made: `new_number`.)
         dense = txn.dense
-        gets = [("meta", _keys.META_DICT_CURRENT)]
+        gets: list[tuple[str, bytes]] = [(META, _keys.META_DICT_CURRENT)]
         if dense:
-            gets.append(("meta", _keys.META_POSITION))
+            gets.append((META, _keys.META_POSITION))
         first = len(gets)
         for run_id in ids:
-            gets.append(("runs", run_key(run_id)))
-        values, lasts = txn.fetch(gets, ["feed"] if dense else [])
+            gets.append((RUNS, RUNS.key(run_id)))
+        values, lasts = txn.fetch(gets, [FEED] if dense else [])
         position = 0
         if dense:
             last = lasts[0]
@@ -203,8 +204,8 @@ class Runs:
     @staticmethod
     def removals(txn: Txn) -> list[tuple[int, int]]:
         """(run number, offset up to which its records go) of every delete or prune not finished."""
-        marks = txn.scan("meta", _keys.META_REMOVING, _keys.META_REMOVING + b"\xff" * 9)
-        return [(_keys.from_u64(key[len(_keys.META_REMOVING) :]), _keys.from_u64(value[:8])) for key, value in marks]
+        marks = txn.scan(META, _keys.META_REMOVING, _keys.META_REMOVING + b"\xff" * 9)
+        return [(_keys.removal_number(key), _keys.read_removal_mark(value)[0]) for key, value in marks]
 
     def keep_position(self, txn: Txn) -> None:
         """Record the last position before feed entries are deleted (a dense store only: PostgreSQL

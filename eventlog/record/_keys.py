@@ -50,6 +50,22 @@ def removal_key(number: int) -> bytes:
     return META_REMOVING + u64(number)
 
 
+def removal_number(key: bytes) -> int:
+    """The run number a removal mark's key names (`removal_key`)."""
+    return from_u64(key[len(META_REMOVING) :])
+
+
+def removal_mark(upto: int, damaged: bool) -> bytes:
+    """A removal mark's value: the offset up to which to remove, and whether a chunk met a damaged
+    entry (its feed positions are then found by a scan of the feed)."""
+    return u64(upto) + (b"\x01" if damaged else b"\x00")
+
+
+def read_removal_mark(value: bytes) -> tuple[int, bool]:
+    """(upto, damaged) of a removal mark's value (`removal_mark`)."""
+    return from_u64(value[:8]), value[8:9] == b"\x01"
+
+
 def dict_key(dict_id: int) -> bytes:
     """The meta key of a zstd dictionary."""
     return META_DICT + dict_id.to_bytes(4, "big")

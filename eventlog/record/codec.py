@@ -28,6 +28,7 @@ from ..errors import (
 )
 from . import kinds
 from ._pipeline import RAW, SEALED, ZSTD, ZSTD_DICT, Cipher, Place, Zstd, frame, train_dictionary, unframe
+from .tables import EVENTS
 
 __all__ = [
     "RAW",
@@ -334,7 +335,7 @@ class Codec:
         """Decode a stored entry under `events` key `key`. Raises CorruptRecordError or
         UnknownKindError (the caller adds run and offset)."""
         self._refresh()
-        payload = self.payload(value, ("events", key))
+        payload = self.payload(value, (EVENTS, key))
         try:
             record: EntryRecord = self._entry_decoder.decode(payload)  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
@@ -344,7 +345,7 @@ class Codec:
     def decode_entry_event(self, value: bytes, key: bytes) -> Any:
         """Decode only the event of a stored entry (folds need nothing else)."""
         self._refresh()
-        payload = self.payload(value, ("events", key))
+        payload = self.payload(value, (EVENTS, key))
         try:
             return self._fold_decoder.decode(payload).event  # type: ignore[union-attr]
         except _DECODE_ERRORS as exc:
@@ -363,7 +364,7 @@ class Codec:
     def decode_entry_id(self, value: bytes, key: bytes) -> tuple[int, str]:
         """(position, event id) of a stored entry, whatever its event's kind."""
         try:
-            record = _id_decoder.decode(self.payload(value, ("events", key)))
+            record = _id_decoder.decode(self.payload(value, (EVENTS, key)))
         except _DECODE_ERRORS as exc:
             raise CorruptRecordError(f"undecodable entry: {exc}") from None
         return record.position, record.event_id

@@ -26,16 +26,16 @@ from ..record._keys import (
     check_int,
     check_offset,
     check_run_id,
-    event_key,
     from_u64,
+    read_removal_mark,
     removal_key,
-    run_key,
+    removal_mark,
     run_range,
-    snapshot_key,
     u64,
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
+from ..record.tables import CHECKPOINT_IDS, CHECKPOINTS, EVENT_IDS, EVENTS, FEED, META, RUN_NUMBERS, RUNS, SNAPSHOTS
 from ..store._base import Store, Txn, scan_chunks
 from .checkpoints import Checkpoints
 
@@ -104,14 +104,14 @@ class Maintenance:
                 if rec.number != number or rec.base != old_base or base > rec.head:
                     return None  # the run changed since the plan: plan again
                 self._runs.keep_position(txn)
-                key = snapshot_key(number, base, tag)
-                txn.put("snapshots", key, self._codec.place_frame(snapshot, ("snapshots", key)))
+                key = SNAPSHOTS.key(number, base, tag)
+                txn.put(SNAPSHOTS, key, self._codec.place_frame(snapshot, (SNAPSHOTS, key)))
                 start, stop = run_range(number)
-                for key, value in scan_chunks(txn, "checkpoints", start, stop):
+                for key, value in scan_chunks(txn, CHECKPOINTS, start, stop):
                     cp = self._checkpoints.record(run_id, key, value)
                     if cp.offset < base:
-                        txn.delete("checkpoints", key)
-                        txn.delete("checkpoint_ids", u64(number) + cp.checkpoint_id.encode())
+                        txn.delete(CHECKPOINTS, key)
+                        txn.delete(CHECKPOINT_IDS, u64(number) + cp.checkpoint_id.encode())
                 rec.base = base  # from here on nothing below the base is read: the rest goes in chunks
                 self._runs.put(txn, run_id, rec)
                 self._mark_removal(txn, number, base)
@@ -130,7 +130,7 @@ class Maintenance:
         rec = self._runs.require(txn, run_id)
         start, stop = run_range(rec.number)
         keep = None
-        for key, value in scan_chunks(txn, "checkpoints", start, stop):
+        for key, value in scan_chunks(txn, CHECKPOINTS, start, stop):
             cp = self._checkpoints.record(run_id, key, value)
             if cp.offset <= before and cp.reducer == reducer.name and cp.reducer_version == reducer.version:
                 keep = cp.offset if keep is None else max(keep, cp.offset)
@@ -163,8 +163,8 @@ class Maintenance:
                 raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
             self._runs.keep_position(txn)
             self._mark_removal(txn, rec.number, _ALL)
-            txn.delete("run_numbers", u64(rec.number))
-            txn.delete("runs", run_key(run_id))
+            txn.delete(RUN_NUMBERS, u64(rec.number))
+            txn.delete(RUNS, RUNS.key(run_id))
             if rec.parent is not None:
                 parent = self._runs.get(txn, rec.parent)
                 if parent is not None:
@@ -181,8 +181,8 @@ class Maintenance:
         """Note in meta that the records of run number `number` up to offset `upto` (a deleted
         run: all) are to be removed, so that `finish_removals` ends a removal a crash cut short.
         Readers skip them meanwhile: they are below the run's base, or the run is gone."""
-        old = txn.get("meta", removal_key(number))
-        txn.put("meta", removal_key(number), u64(upto) + (old[8:9] if old else b"\x00"))
+        old = txn.get(META, removal_key(number))
+        txn.put(META, removal_key(number), removal_mark(upto, old is not None and read_removal_mark(old)[1]))
 
     def _remove(self, number: int, upto: int) -> None:
         """Remove what `_mark_removal` marked, a bounded chunk per transaction: the entries with
@@ -190,13 +190,13 @@ class Maintenance:
         (a deleted run: all its ids, checkpoints and snapshots too); the mark goes last."""
         mark = removal_key(number)
         first, last = run_range(number)
-        stop = last if upto == _ALL else event_key(number, upto + 1)
-        tables = ("snapshots", "event_ids", "checkpoints", "checkpoint_ids") if upto == _ALL else ("snapshots",)
-        end = last if upto == _ALL else u64(number) + u64(upto)  # snapshots: those below the base
+        stop = last if upto == _ALL else EVENTS.key(number, upto + 1)
+        tables = (SNAPSHOTS, EVENT_IDS, CHECKPOINTS, CHECKPOINT_IDS) if upto == _ALL else (SNAPSHOTS,)
+        end = last if upto == _ALL else SNAPSHOTS.key(number, upto, b"")  # snapshots: those below the base
         if not self._store.write(partial(self._drop_set, number=number, upto=upto, stop=stop, tables=tables, end=end)):
             while self._store.write(partial(self._drop_entries, number=number, stop=stop)):
                 pass
-            if self._store.read(lambda txn: (txn.get("meta", mark) or b"")[8:9] == b"\x01"):
+            if self._store.read(lambda txn: (raw := txn.get(META, mark)) is not None and read_removal_mark(raw)[1]):
                 start: bytes | None = b""
                 while start is not None:
                     start = self._store.write(partial(self._drop_feed_refs, number=number, upto=upto, start=start))
@@ -205,9 +205,9 @@ class Maintenance:
                     pass
 
         def unmark(txn: Txn) -> None:
-            raw = txn.get("meta", mark)
-            if raw is not None and from_u64(raw[:8]) == upto:  # a later prune may have marked more
-                txn.delete("meta", mark)
+            raw = txn.get(META, mark)
+            if raw is not None and read_removal_mark(raw)[0] == upto:  # a later prune may have marked more
+                txn.delete(META, mark)
 
         self._store.write(unmark)
 
@@ -219,7 +219,7 @@ class Maintenance:
         if txn.delete_feed_of(number, upto) is None:
             return False
         first = u64(number)
-        txn.delete_range("events", first, stop)
+        txn.delete_range(EVENTS, first, stop)
         for table in tables:
             txn.delete_range(table, first, end)
         return True
@@ -231,35 +231,37 @@ class Maintenance:
         damaged, more = False, True
         count = size = 0
         while more and count < _limits.remove_chunk_keys and size < _limits.remove_chunk_bytes:
-            pairs = txn.scan("events", u64(number), stop, limit=_SCAN)  # deleted keys are gone: from the start
+            pairs = txn.scan(EVENTS, u64(number), stop, limit=_SCAN)  # deleted keys are gone: from the start
             for key, value in pairs:
-                txn.delete("events", key)
+                txn.delete(EVENTS, key)
                 size += len(value)
                 try:
                     position, _ = self._codec.decode_entry_id(value, key)  # the event itself is not needed
                 except CorruptRecordError:
                     damaged = True
                     continue
-                if txn.get("feed", u64(position)) == key:
-                    txn.delete("feed", u64(position))
+                if txn.get(FEED, FEED.key(position)) == key:
+                    txn.delete(FEED, FEED.key(position))
                 else:
                     damaged = True
             count += len(pairs)
             more = len(pairs) == _SCAN
-        mark = txn.get("meta", removal_key(number))
+        mark = txn.get(META, removal_key(number))
         if damaged and mark is not None:
-            txn.put("meta", removal_key(number), mark[:8] + b"\x01")
+            txn.put(META, removal_key(number), removal_mark(read_removal_mark(mark)[0], True))
         return more
 
     @staticmethod
     def _drop_feed_refs(txn: Txn, number: int, upto: int, start: bytes) -> bytes | None:
         """Delete the feed positions, a chunk of them from `start` on, that point at the run
         number's entries up to `upto`; returns where the next chunk starts (None: done)."""
-        prefix = u64(number)
-        pairs = txn.scan("feed", start, None, limit=_limits.remove_chunk_keys)
+        pairs = txn.scan(FEED, start, None, limit=_limits.remove_chunk_keys)
         for key, ref in pairs:
-            if ref[:8] == prefix and from_u64(ref[8:16]) <= upto:
-                txn.delete("feed", key)
+            if not FEED.well_formed(ref):
+                continue  # repair deletes it
+            held, offset = FEED.parse_ref(ref)
+            if held == number and offset <= upto:
+                txn.delete(FEED, key)
         return pairs[-1][0] + b"\x00" if len(pairs) == _limits.remove_chunk_keys else None
 
     @staticmethod
@@ -289,28 +291,30 @@ class Maintenance:
         def write(txn: Txn) -> list[str]:
             done: list[str] = list(finished)
             live: dict[int, RunRecord] = {}
-            for key, value in scan_chunks(txn, "run_numbers", b"", None):
+            for key, value in scan_chunks(txn, RUN_NUMBERS, b"", None):
                 rec = self._runs.get(txn, bytes(value).decode("utf-8", "replace"))
                 if rec is None or rec.number != from_u64(key):
-                    txn.delete("run_numbers", key)
+                    txn.delete(RUN_NUMBERS, key)
                     done.append(f"run number {from_u64(key)} named a run that is gone")
                 else:
                     live[rec.number] = rec
             self._runs.keep_position(txn)
-            for key, ref in scan_chunks(txn, "feed", b"", None):
-                if len(ref) != 16 or from_u64(ref[:8]) not in live or txn.get("events", ref) is None:
-                    txn.delete("feed", key)
-                    done.append(f"feed position {from_u64(key)} pointed at a missing entry")
-            for key, value in scan_chunks(txn, "event_ids", b"", None):
-                rec = live.get(from_u64(key[:8]))
+            for key, ref in scan_chunks(txn, FEED, b"", None):
+                if not FEED.well_formed(ref) or FEED.parse_ref(ref)[0] not in live or txn.get(EVENTS, ref) is None:
+                    txn.delete(FEED, key)
+                    done.append(f"feed position {FEED.position_of(key)} pointed at a missing entry")
+            for key, value in scan_chunks(txn, EVENT_IDS, b"", None):
+                rec = live.get(EVENT_IDS.number_of(key))
                 offset = from_u64(value) if len(value) == 8 else -1
                 if rec is None or not (0 < offset <= rec.head):
-                    txn.delete("event_ids", key)
-                    done.append(f"event id {bytes(key[8:]).decode('utf-8', 'replace')!r} pointed at nothing")
-            for key, value in scan_chunks(txn, "checkpoint_ids", b"", None):
-                if from_u64(key[:8]) not in live or txn.get("checkpoints", key[:8] + value) is None:
-                    txn.delete("checkpoint_ids", key)
-                    done.append(f"checkpoint id {bytes(key[8:]).decode('utf-8', 'replace')!r} pointed at nothing")
+                    txn.delete(EVENT_IDS, key)
+                    done.append(f"event id {EVENT_IDS.id_of(key)!r} pointed at nothing")
+            for key, value in scan_chunks(txn, CHECKPOINT_IDS, b"", None):
+                number = CHECKPOINT_IDS.number_of(key)
+                held = len(value) == 8 and txn.get(CHECKPOINTS, CHECKPOINTS.key(number, from_u64(value))) is not None
+                if number not in live or not held:
+                    txn.delete(CHECKPOINT_IDS, key)
+                    done.append(f"checkpoint id {CHECKPOINT_IDS.id_of(key)!r} pointed at nothing")
             return done
 
         return self._store.write(write)

@@ -31,17 +31,15 @@ from ..errors import (
 )
 from ..record._keys import (
     META_RUN_NUMBER,
-    event_key,
     from_u64,
-    id_key,
     own_prefix,
     own_slot,
     run_range,
-    snapshot_key,
     u64,
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
+from ..record.tables import CHECKPOINT_IDS, CHECKPOINTS, EVENT_IDS, EVENTS, FEED, RUN_NUMBERS, SNAPSHOTS
 from ..store._base import Store, Txn, scan_chunks
 from .checkpoints import Checkpoints
 
@@ -164,7 +162,7 @@ class Verifier:
                 for i, value in enumerate(values):
                     offset = first + i
                     try:
-                        event = self._codec.decode_entry_event(value, event_key(number, offset))
+                        event = self._codec.decode_entry_event(value, EVENTS.key(number, offset))
                     except CorruptRecordError as exc:
                         problems.append(Problem(owner, offset, "corrupt", str(exc.at(owner, offset))))
                         return
@@ -200,7 +198,7 @@ class Verifier:
         tag = reducer_tag(reducer)
         checkpoints: dict[int, list[bytes]] = {}
         seen = 0
-        for key, value in scan_chunks(txn, "checkpoints", start, stop):
+        for key, value in scan_chunks(txn, CHECKPOINTS, start, stop):
             seen += 1
             try:
                 cp = self._checkpoints.record(run_id, key, value)
@@ -208,16 +206,16 @@ class Verifier:
                 report.problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
                 continue
             checkpoints.setdefault(cp.offset, []).append(key)
-            if txn.get("checkpoint_ids", id_key(rec.number, cp.checkpoint_id)) != key[8:]:
+            if txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, cp.checkpoint_id)) != CHECKPOINTS.tail(key):
                 report.problems.append(
                     Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
                 )
         report.checkpoints += seen
-        if sum(1 for _ in scan_chunks(txn, "checkpoint_ids", start, stop)) > seen:
+        if sum(1 for _ in scan_chunks(txn, CHECKPOINT_IDS, start, stop)) > seen:
             report.problems.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
         snapshots: set[int] = set()
-        while keys := txn.keys("snapshots", start, stop, _CHUNK):
-            snapshots.update(from_u64(key[8:16]) for key in keys if key[16:] == tag)
+        while keys := txn.keys(SNAPSHOTS, start, stop, _CHUNK):
+            snapshots.update(at for _, at, found in map(SNAPSHOTS.parse, keys) if found == tag)
             start = keys[-1] + b"\x00"
         return checkpoints, snapshots
 
@@ -225,8 +223,8 @@ class Verifier:
         self, run_id: str, rec: RunRecord, offset: int, reducer: Reducer[Any], report: VerifyReport
     ) -> bytes | None:
         """The canonical bytes of the run's snapshot at `offset` by `reducer`; a damaged one is reported."""
-        key = snapshot_key(rec.number, offset, reducer_tag(reducer))
-        value = self._store.read(lambda txn: txn.get("snapshots", key))
+        key = SNAPSHOTS.key(rec.number, offset, reducer_tag(reducer))
+        value = self._store.read(lambda txn: txn.get(SNAPSHOTS, key))
         if value is None:
             return None
         try:
@@ -245,7 +243,7 @@ class Verifier:
         own = unread = 0  # entries whose id the log made (not indexed); entries whose id is unreadable
         first = max(rec.base, rec.fork_offset) + 1
         count = 0
-        start = event_key(number, first)
+        start = EVENTS.key(number, first)
         stop = run_range(number)[1]
         while True:
 
@@ -253,10 +251,10 @@ class Verifier:
                 nonlocal own, unread
                 seen = 0
                 last = None
-                for key, value in txn.scan("events", start, stop, limit=_CHUNK):
+                for key, value in txn.scan(EVENTS, start, stop, limit=_CHUNK):
                     seen += 1
                     last = key
-                    offset = from_u64(key[8:])
+                    offset = EVENTS.second(key)
                     if offset > rec.head:
                         problems.append(
                             Problem(run_id, offset, "index", f"an entry lies past the run's head {rec.head}")
@@ -266,12 +264,12 @@ class Verifier:
                     except CorruptRecordError:
                         unread += 1
                         continue  # named by the fold
-                    if txn.get("feed", u64(position)) != key:
+                    if txn.get(FEED, FEED.key(position)) != key:
                         message = f"feed position {position} does not point at it"
                         problems.append(Problem(run_id, offset, "feed", message, position))
                     if own_slot(prefix, event_id) == (number, offset):
                         own += 1
-                    elif ids_indexed and txn.get("event_ids", id_key(number, event_id)) != key[8:]:
+                    elif ids_indexed and txn.get(EVENT_IDS, EVENT_IDS.key(number, event_id)) != EVENTS.tail(key):
                         problems.append(Problem(run_id, offset, "index", f"event id {event_id!r} is not indexed to it"))
                 return seen, last
 
@@ -290,7 +288,7 @@ class Verifier:
     @staticmethod
     def _count_ids_above(txn: Txn, number: int, base: int) -> int:
         start, stop = run_range(number)
-        return sum(1 for _, v in scan_chunks(txn, "event_ids", start, stop) if len(v) != 8 or from_u64(v) > base)
+        return sum(1 for _, v in scan_chunks(txn, EVENT_IDS, start, stop) if len(v) != 8 or from_u64(v) > base)
 
     def _compare(
         self,
@@ -319,7 +317,7 @@ class Verifier:
             )
         summarize = getattr(reducer, "summarize", None)
         keys = checkpoints.get(offset, [])
-        records = self._store.read(lambda txn: [(key, txn.get("checkpoints", key)) for key in keys]) if keys else []
+        records = self._store.read(lambda txn: [(key, txn.get(CHECKPOINTS, key)) for key in keys]) if keys else []
         for cp in (self._checkpoints.record(run_id, key, value) for key, value in records if value is not None):
             if cp.reducer != reducer.name or cp.reducer_version != reducer.version or summarize is None:
                 continue
@@ -341,7 +339,7 @@ class Verifier:
         while True:
 
             def check(txn: Txn, start: bytes = start) -> tuple[int, bytes]:
-                pairs = txn.scan("feed", start, None, limit=_CHUNK)
+                pairs = txn.scan(FEED, start, None, limit=_CHUNK)
                 cache: dict[int, tuple[str, RunRecord | None]] = {}
                 for key, ref in pairs:
                     problem = _position_problem(self._runs, self._codec, txn, from_u64(key), ref, removing, cache)
@@ -361,7 +359,7 @@ def _number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[
     given = runs.meta_int(txn, META_RUN_NUMBER)
     if rec.number < 1 or (txn.dense and rec.number > given):  # PostgreSQL: numbers from a sequence
         out.append(Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given})"))
-    named = txn.get("run_numbers", u64(rec.number))
+    named = txn.get(RUN_NUMBERS, u64(rec.number))
     if named != run_id.encode():
         whose = "no run" if named is None else repr(bytes(named).decode("utf-8", "replace"))
         out.append(Problem(run_id, None, "index", f"the run's number {rec.number} is indexed to {whose}"))
@@ -371,7 +369,7 @@ def _number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[
 def _index_problems(runs: Runs, txn: Txn) -> list[Problem]:
     """Each indexed run number must be the number of the run it names."""
     out = []
-    for key, value in scan_chunks(txn, "run_numbers", b"", None):
+    for key, value in scan_chunks(txn, RUN_NUMBERS, b"", None):
         number, run_id = from_u64(key), bytes(value).decode("utf-8", "replace")
         try:
             rec = runs.get(txn, run_id)
@@ -393,13 +391,13 @@ def _position_problem(
     cache: dict[int, tuple[str, RunRecord | None]],
 ) -> Problem | None:
     """What is wrong with one feed position (None: nothing). `cache` holds the run of each number."""
-    if len(ref) != 16:
+    if not FEED.well_formed(ref):
         return Problem(None, None, "feed", f"feed position {position} is malformed", position)
-    number, offset = from_u64(ref[:8]), from_u64(ref[8:])
+    number, offset = FEED.parse_ref(ref)
     if offset <= removing.get(number, -1):
         return None  # a delete or prune has yet to remove it
     if number not in cache:
-        raw = txn.get("run_numbers", u64(number))
+        raw = txn.get(RUN_NUMBERS, u64(number))
         run_id = f"#{number}" if raw is None else bytes(raw).decode("utf-8", "replace")
         try:
             cache[number] = run_id, None if raw is None else runs.get(txn, run_id)
@@ -413,7 +411,7 @@ def _position_problem(
     if not max(rec.base, rec.fork_offset) < offset <= rec.head:
         lo = max(rec.base, rec.fork_offset) + 1
         return Problem(run_id, offset, "feed", f"{where}, outside the run's own offsets {lo}..{rec.head}", position)
-    value = txn.get("events", ref)
+    value = txn.get(EVENTS, ref)
     if value is None:
         return Problem(run_id, offset, "feed", f"feed position {position} points at a missing entry", position)
     try:

@@ -33,13 +33,12 @@ from ..record._keys import (
     check_limit,
     check_offset,
     check_run_number,
-    id_key,
     run_range,
-    snapshot_key,
     u64,
 )
 from ..record._records import CheckpointRecord, RunRecord
 from ..record.codec import Codec
+from ..record.tables import CHECKPOINT_IDS, CHECKPOINTS, SNAPSHOTS
 from ..store._base import Store, Txn, at_checkpoint
 
 __all__ = ["Checkpoint", "Checkpoints"]
@@ -187,20 +186,20 @@ class Checkpoints(Generic[S]):
         record = pending.record
         if not record.checkpoint_id:
             record.checkpoint_id = self._free_id(txn, rec.number)
-        elif txn.get("checkpoint_ids", id_key(rec.number, record.checkpoint_id)) is not None:
+        elif txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, record.checkpoint_id)) is not None:
             raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
         rec.checkpoint_seq += 1
         key = u64(rec.number) + u64(rec.checkpoint_seq)
-        txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
-        txn.put("checkpoint_ids", id_key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
+        txn.put(CHECKPOINTS, key, self._codec.encode_value(record, (CHECKPOINTS, key)))
+        txn.put(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
         if pending.snapshot is not None:
-            key = snapshot_key(rec.number, record.offset, pending.tag)
-            txn.put("snapshots", key, self._codec.place_frame(pending.snapshot, ("snapshots", key)))
+            key = SNAPSHOTS.key(rec.number, record.offset, pending.tag)
+            txn.put(SNAPSHOTS, key, self._codec.place_frame(pending.snapshot, (SNAPSHOTS, key)))
 
     def _free_id(self, txn: Txn, number: int) -> str:
         for _ in range(_limits.id_draws_max):
             candidate = self._ids.draw("checkpoint_id")
-            if txn.get("checkpoint_ids", id_key(number, candidate)) is None:
+            if txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(number, candidate)) is None:
                 return candidate
             self._ids.taken(candidate, "a checkpoint id")
         raise self._ids.exhausted()
@@ -208,7 +207,7 @@ class Checkpoints(Generic[S]):
     def record(self, run_id: str, key: bytes, value: bytes) -> CheckpointRecord:
         """A checkpoint record stored under `key`, decoded; damage names the run."""
         try:
-            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord, ("checkpoints", key))
+            rec: CheckpointRecord = self._codec.decode_value(value, CheckpointRecord, (CHECKPOINTS, key))
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         return rec
@@ -285,7 +284,7 @@ class Checkpoints(Generic[S]):
                 return None
             life, key, record = found
             record.metadata = metadata
-            txn.put("checkpoints", key, self._codec.encode_value(record, ("checkpoints", key)))
+            txn.put(CHECKPOINTS, key, self._codec.encode_value(record, (CHECKPOINTS, key)))
             return life, key, record
 
         found = self._store.write(write)
@@ -318,11 +317,11 @@ class Checkpoints(Generic[S]):
         there is none); CorruptRecordError when the index points at a missing record or at another
         checkpoint. With `number`, of that life of the run only (else RunReplacedError)."""
         rec = self._runs.require(txn, run_id, number, doing)
-        seq = txn.get("checkpoint_ids", id_key(rec.number, checkpoint_id))
+        seq = txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, checkpoint_id))
         if seq is None:
             return None
         key = u64(rec.number) + seq
-        value = txn.get("checkpoints", key)
+        value = txn.get(CHECKPOINTS, key)
         if value is None:
             raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
         record = self.record(run_id, key, value)
@@ -358,7 +357,7 @@ class Checkpoints(Generic[S]):
         def scan(txn: Txn) -> tuple[int, list[tuple[bytes, bytes]]]:
             rec = self._runs.require(txn, run_id, run_number)
             start, stop = run_range(rec.number)
-            return rec.number, txn.scan("checkpoints", start, stop, reverse=True, limit=limit)
+            return rec.number, txn.scan(CHECKPOINTS, start, stop, reverse=True, limit=limit)
 
         number, pairs = self._store.read(scan)
         out = [self._wrap(run_id, number, self.record(run_id, k, v), reducer) for k, v in pairs]
@@ -379,7 +378,7 @@ class Checkpoints(Generic[S]):
         def chunk(txn: Txn) -> tuple[int, list[tuple[bytes, bytes]]]:
             rec = self._runs.require(txn, run_id, number)
             start, stop = run_range(rec.number)
-            return rec.number, txn.scan("checkpoints", after or start, stop, limit=_limits.read_chunk_entries)
+            return rec.number, txn.scan(CHECKPOINTS, after or start, stop, limit=_limits.read_chunk_entries)
 
         while True:
             number, pairs = self._store.read(chunk)
@@ -395,27 +394,27 @@ class Checkpoints(Generic[S]):
 
         def write(txn: Txn) -> None:
             rec = self._runs.require(txn, run_id)
-            key = id_key(rec.number, checkpoint_id)
-            seq = txn.get("checkpoint_ids", key)
+            key = CHECKPOINT_IDS.key(rec.number, checkpoint_id)
+            seq = txn.get(CHECKPOINT_IDS, key)
             if seq is None:
                 raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
             where = u64(rec.number) + seq
-            value = txn.get("checkpoints", where)
+            value = txn.get(CHECKPOINTS, where)
             found = checkpoint_id
             if value is not None:
                 with contextlib.suppress(CorruptRecordError):  # a damaged record is deleted all the same
                     found = self.record(run_id, where, value).checkpoint_id
             if found != checkpoint_id:
                 raise _misindexed(run_id, checkpoint_id, found)  # the index names another: it is not deleted
-            txn.delete("checkpoint_ids", key)
-            txn.delete("checkpoints", where)
+            txn.delete(CHECKPOINT_IDS, key)
+            txn.delete(CHECKPOINTS, where)
 
         self._store.write(write)
 
     def count(self, txn: Txn, rec: RunRecord) -> int:
         """Checkpoints a run keeps."""
         start, stop = run_range(rec.number)
-        return len(txn.scan("checkpoints", start, stop))
+        return len(txn.scan(CHECKPOINTS, start, stop))
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self._reducer)

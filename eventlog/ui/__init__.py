@@ -24,7 +24,8 @@ from typing import Any
 import eventlog
 from eventlog.errors import EventLogError
 
-from .app import UI, create_app, is_loopback
+from .app import create_app
+from .guard import UI, is_loopback
 
 __all__ = ["UI", "RemoteBindError", "create_app", "default_port", "serve"]
 
