@@ -20,7 +20,7 @@ import pytest
 
 import eventlog
 from eventlog.events import StepCompleted, UserMessage
-from eventlog.record._keys import event_key
+from eventlog.record.tables import EVENTS
 
 pytest.importorskip("cryptography")
 
@@ -172,7 +172,7 @@ def test_a_key_file_for_a_plaintext_log_is_refused(tmp_path: Path, key_file: Pat
 def test_verify_with_a_key_names_a_moved_value(where: str, key_file: Path) -> None:
     with eventlog.open(where, key=KEY) as log:
         number = log.store.read(lambda txn: log._runs.require(txn, "r")).number
-        log.store.write(lambda txn: txn.put("events", event_key(number, 5), txn.get("events", event_key(number, 4))))
+        log.store.write(lambda txn: txn.put("events", EVENTS.key(number, 5), txn.get("events", EVENTS.key(number, 4))))
     p = cli("--log", where, "verify", "--json", "--key-file", key_file)
     assert p.returncode == 5, p.stderr
     problems = json.loads(p.stdout)["problems"]

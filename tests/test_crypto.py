@@ -12,8 +12,9 @@ import pytest
 
 import eventlog
 from eventlog.events import StepCompleted, UserMessage
-from eventlog.record._keys import event_key, u64
+from eventlog.record._keys import u64
 from eventlog.record.codec import RAW, SEALED, frame, unframe
+from eventlog.record.tables import EVENTS
 from eventlog.transfer import export_runs, import_runs
 
 pytest.importorskip("cryptography")
@@ -152,7 +153,7 @@ def test_the_seal_record_and_the_key_check_must_agree(
 
 
 def _events_value(log: eventlog.EventLog[Any], run_id: str, offset: int) -> tuple[bytes, bytes]:
-    key = event_key(_number(log, run_id), offset)
+    key = EVENTS.key(_number(log, run_id), offset)
     return key, log.store.read(lambda txn: txn.get("events", key))
 
 
@@ -225,7 +226,7 @@ def _problems(log: eventlog.EventLog[Any]) -> set[tuple[str, int | None]]:
 
 def test_an_event_moved_between_runs_fails_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
     log = _sealed_pair(open_log)
-    _copy(log, "events", event_key(_number(log, "a"), 1), event_key(_number(log, "b"), 1))
+    _copy(log, "events", EVENTS.key(_number(log, "a"), 1), EVENTS.key(_number(log, "b"), 1))
     with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
         list(log.read("b"))
     assert (caught.value.run_id, caught.value.offset) == ("b", 1)
@@ -239,7 +240,7 @@ def test_an_event_moved_between_runs_fails_to_open(open_log: Callable[..., event
 def test_two_offsets_swapped_in_one_run_fail_to_open(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
     log = _sealed_pair(open_log)
     number = _number(log, "a")
-    _swap(log, "events", event_key(number, 3), event_key(number, 4))
+    _swap(log, "events", EVENTS.key(number, 3), EVENTS.key(number, 4))
     with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
         log.entry("a", 4)
     assert (caught.value.run_id, caught.value.offset) == ("a", 4)
@@ -310,7 +311,7 @@ def test_a_value_copied_from_another_log_with_the_same_key_fails_to_open(
         other.append("a", UserMessage(content="from another log"))
         _, value = _events_value(other, "a", 1)
     key, _ = _events_value(log, "a", 1)
-    assert key == event_key(1, 1)  # the same table and key in both logs: only the log id differs
+    assert key == EVENTS.key(1, 1)  # the same table and key in both logs: only the log id differs
     log.store.write(lambda txn: txn.put("events", key, value))
     with pytest.raises(eventlog.errors.CorruptRecordError, match="another place or log") as caught:
         log.entry("a", 1)
@@ -382,7 +383,7 @@ def test_a_log_sealed_by_f83f4b8_reads_as_it_is_and_is_bound_when_opened_to_writ
         sealed = [place for place, value in unbound.items() if unframe(value)[0] & SEALED]
         assert len(sealed) > 200 and all(again[place] != unbound[place] for place in sealed)
         # No downgrade: an unbound value from before the migration, put back at its own place, is refused.
-        key = event_key(_number(log, "chat"), 5)
+        key = EVENTS.key(_number(log, "chat"), 5)
         log.store.write(lambda txn: txn.put("events", key, unbound[("events", key)]))
         with pytest.raises(eventlog.errors.CorruptRecordError, match="does not authenticate") as caught:
             log.entry("chat", 5)

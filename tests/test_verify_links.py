@@ -13,7 +13,8 @@ import pytest
 
 import eventlog
 from eventlog.events import StepCompleted
-from eventlog.record._keys import removal_key, run_key, u64
+from eventlog.record._keys import removal_key, u64
+from eventlog.record.tables import RUNS
 
 Log = eventlog.EventLog[Any]
 
@@ -71,7 +72,7 @@ def set_record(log: Log, run_id: str, **fields: int) -> None:
         rec = log._runs.require(txn, run_id)
         for name, value in fields.items():
             setattr(rec, name, value)
-        txn.put("runs", run_key(run_id), log.codec.encode_value(rec, ("runs", run_key(run_id))))
+        txn.put("runs", RUNS.key(run_id), log.codec.encode_value(rec, ("runs", RUNS.key(run_id))))
 
     log.store.write(write)
 

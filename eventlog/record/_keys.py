@@ -6,7 +6,6 @@ starts with its run number, so one prefix scan finds all of a run's records in a
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import struct
@@ -31,8 +30,6 @@ META_REMOVING = b"removing:"  # + run number: offsets up to the value (u64) and 
 
 U64 = struct.Struct(">Q")
 """A big-endian u64 (`U64.pack` is `u64` without the Python call, for the append path)."""
-EVENT_KEY = struct.Struct(">QQ")
-"""An `events` key, run number and offset (`EVENT_KEY.pack` is `event_key` without the Python call)."""
 
 
 def u64(n: int) -> bytes:
@@ -71,37 +68,9 @@ def dict_key(dict_id: int) -> bytes:
     return META_DICT + dict_id.to_bytes(4, "big")
 
 
-def run_key(run_id: str) -> bytes:
-    """The `runs` table key of a run id: its UTF-8 bytes, or, for an id over 448 bytes (LMDB keys
-    hold at most 511), its first 448 bytes, 0xff (a byte UTF-8 never holds) and the SHA-256 of the id."""
-    raw = run_id.encode("utf-8")
-    inline = _limits.run_key_inline_size_bytes_max
-    if len(raw) <= inline:
-        return raw
-    return raw[:inline] + b"\xff" + hashlib.sha256(raw).digest()
-
-
 def run_range(number: int) -> tuple[bytes, bytes]:
     """(start, stop) of a prefix scan over one run's keys."""
     return u64(number), u64(number + 1)
-
-
-def event_key(number: int, offset: int) -> bytes:
-    """`events` key: run number, offset."""
-    return EVENT_KEY.pack(number, offset)
-
-
-def id_key(number: int, some_id: str) -> bytes:
-    """`event_ids` / `checkpoint_ids` key: run number, the id's UTF-8 bytes."""
-    return u64(number) + some_id.encode("utf-8")
-
-
-def snapshot_key(number: int, offset: int, tag: bytes) -> bytes:
-    """`snapshots` key: run number, offset, reducer tag."""
-    return u64(number) + u64(offset) + tag
-
-
-# -- checks on caller input ------------------------------------------------------------------
 
 
 def check_run_id(run_id: object) -> bytes:

@@ -40,6 +40,7 @@ class Table(str):
     `of_runs`."""
 
     of_runs: bool = False
+    """Keys begin with a run number: `record/_keys.run_range(number)` spans one run's keys."""
 
     def __new__(cls, name: str) -> Table:
         if name not in TABLES:  # pragma: no cover - a programmer error, caught at import
@@ -51,10 +52,6 @@ class _RunTable(Table):
     """A table whose keys begin with a run number."""
 
     of_runs = True
-
-    def range(self, number: int) -> tuple[bytes, bytes]:
-        """(start, stop) of a scan over one run's keys."""
-        return _U64.pack(number), _U64.pack(number + 1)
 
     def number_of(self, key: bytes) -> int:
         """The run number a key belongs to."""
