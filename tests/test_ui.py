@@ -630,3 +630,17 @@ def test_a_state_too_long_to_show_is_not_encoded_whole() -> None:
     edge = {"s": "y" * (cap - 8)}  # just under and just over the cap, exactly
     assert model.pretty_or_none(edge)[0] is not None
     assert model.pretty_or_none({"s": "y" * (cap - 7)})[0] is None
+
+
+def test_values_edited_by_hand_leave_a_paused_run_paused_in_the_runs_list() -> None:
+    from eventlog import events as ev
+
+    summary_of = model.summary_of
+    with eventlog.open(":memory:") as log:
+        log.append_many("r", [ev.RunStarted(input={"x": 1}), ev.Interrupted(nodes=["a"], reason="ok?")])
+        log.append("r", ev.StateUpdated(values={"x": 2}))
+        log.fork("r", at=log.head("r"), new_run_id="r-edit")
+        log.append("r-edit", ev.StateUpdated(values={"x": 3}))
+        assert [summary_of(log, log.run_info(run)).status for run in ("r", "r-edit")] == ["paused", "paused"]
+        log.append("r", ev.Resumed(value="yes"))
+        assert summary_of(log, log.run_info("r")).status == "running"

@@ -301,7 +301,7 @@ def create_app(
                     mine = [e for e in batch if e.run_id == run_id]
                     if mine:
                         last = mine[-1]
-                        status = model.status_after(last.event)
+                        status = model.last_status(mine, default="")  # "": the page keeps the one it shows
                         change = {"head": last.offset, "status": status, "position": batch[-1].position}
                         yield _sse("run", {**change, "number": last.run_number})  # another: the run was made again
             except EventLogError as exc:  # the answer has begun: say why it ends, and the page stops asking

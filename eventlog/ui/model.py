@@ -196,15 +196,20 @@ def run_kind(first_kind: str | None, view: RunView | None) -> str:
     return "events"
 
 
+status_lookback_events = 8
+"""Events read back from a run's head for its status, past values edited by hand."""
+
+
 def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
     """The runs-list row of one run: three reads, however long the run."""
     first = _first_kind(log, info)
     view = view_of(first) if first is not None else view_for_run(log, info.run_id)
     if info.head <= info.base:
         return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
-    last = log.entry(info.run_id, info.head, run_number=info.number)  # the life `info` names
-    status = "" if view is not None else status_after(last.event)
-    return RunSummary(info, run_kind(first, view), status, max(last.time_ns, info.created_ns), view)
+    lo = max(info.base, info.head - status_lookback_events)  # the life `info` names
+    recent = list(log.read(info.run_id, lo, info.head, run_number=info.number))
+    status = "" if view is not None else last_status(recent)
+    return RunSummary(info, run_kind(first, view), status, max(recent[-1].time_ns, info.created_ns), view)
 
 
 fork_names_tried_max = 100
@@ -445,5 +450,12 @@ def view_for(log: EventLog[Any], run_id: str) -> RunView | None:
 
 
 def status_after(event: Any) -> str:
-    """The status a run has after `event`, as the runs list shows it."""
-    return _STATUS_AFTER.get(kind_of(event), "running")
+    """The status a run has after `event`, as the runs list shows it; "" for an event that leaves
+    it as it was (values edited by hand: a paused run edited, or forked with an edit, still waits)."""
+    kind = kind_of(event)
+    return "" if kind == "state.updated" else _STATUS_AFTER.get(kind, "running")
+
+
+def last_status(entries: list[Entry], default: str = "running") -> str:
+    """The status after the last of `entries` that sets one (`default` when none does)."""
+    return next((s for e in reversed(entries) if (s := status_after(e.event))), default)
