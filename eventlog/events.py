@@ -16,59 +16,8 @@ A user's own kind::
 
 from __future__ import annotations
 
-from .agent.events import (
-    AssistantMessage,
-    Interrupted,
-    LLMCallCompleted,
-    LLMCallFailed,
-    LLMCallStarted,
-    Message,
-    Resumed,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
-    StateUpdated,
-    StepCompleted,
-    StepFailed,
-    StepStarted,
-    SuperstepCompleted,
-    ToolCall,
-    ToolCallCompleted,
-    ToolCallFailed,
-    ToolCallStarted,
-    TurnCompleted,
-    TurnFailed,
-    TurnStarted,
-    UserMessage,
-)
+from .agent import events as _standard
+from .agent.events import *  # noqa: F403 - the standard kinds, as agent/events.py names them
 from .record.kinds import Event, kinds, register, upcaster
 
-__all__ = [
-    "AssistantMessage",
-    "Event",
-    "Interrupted",
-    "LLMCallCompleted",
-    "LLMCallFailed",
-    "LLMCallStarted",
-    "Message",
-    "Resumed",
-    "RunCompleted",
-    "RunFailed",
-    "RunStarted",
-    "StateUpdated",
-    "StepCompleted",
-    "StepFailed",
-    "StepStarted",
-    "SuperstepCompleted",
-    "ToolCall",
-    "ToolCallCompleted",
-    "ToolCallFailed",
-    "ToolCallStarted",
-    "TurnCompleted",
-    "TurnFailed",
-    "TurnStarted",
-    "UserMessage",
-    "kinds",
-    "register",
-    "upcaster",
-]
+__all__ = [*_standard.__all__, "Event", "kinds", "register", "upcaster"]
