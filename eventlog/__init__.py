@@ -53,8 +53,18 @@ __all__ = [
 S = TypeVar("S")
 
 _PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg", "postgres+psycopg")
-_APPLIES = {"lmdb": {"durability", "map_size_bytes", "map_size_bytes_max"}, "postgres": {"pool_size"}, "memory": set()}
-_LABEL = {"lmdb": "an LMDB log", "postgres": "a PostgreSQL log", "memory": "an in-memory log"}
+_APPLIES = {
+    "lmdb": {"durability", "map_size_bytes", "map_size_bytes_max"},
+    "postgres": {"pool_size"},
+    "memory": set(),
+    "store": set(),
+}
+_LABEL = {
+    "lmdb": "an LMDB log",
+    "postgres": "a PostgreSQL log",
+    "memory": "an in-memory log",
+    "store": "a store given as an object",
+}
 
 
 @overload
@@ -130,38 +140,28 @@ def open(
     """
     from .store import LMDBStore, MemoryStore
 
-    if _is_store(path):
-        given = {"durability": durability, "map_size_bytes": map_size_bytes}
-        given |= {"map_size_bytes_max": map_size_bytes_max, "pool_size": pool_size}
-        wrong = [name for name, value in given.items() if value is not None]
-        wrong += [name for name, value in (("readonly", readonly), ("create", not create)) if value]
-        if wrong:
-            raise InvalidArgumentError(f"{', '.join(wrong)} does not apply to a store given as an object")
-        return _log(path, clock, ids, record_size_bytes_max, reducer, _cipher(key))
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgumentError(f"path must be a directory path, ':memory:' or a PostgreSQL URL, not {path!r}")
-    where = os.fspath(path)
-    if not isinstance(where, str) or not where or "\x00" in where:
-        raise InvalidArgumentError(f"path must be a non-empty text path, not {path!r}")
-    try:
-        os.fsencode(where)
-    except UnicodeEncodeError:
-        raise InvalidArgumentError(f"path {where!r} cannot be encoded for the file system") from None
-    scheme = where.split("://", 1)[0].lower() if "://" in where else None
-    kind = "memory" if where == ":memory:" else "lmdb" if scheme is None else "postgres"
     options = {
         "durability": durability,
         "map_size_bytes": map_size_bytes,
         "map_size_bytes_max": map_size_bytes_max,
         "pool_size": pool_size,
     }
+    if _is_store(path):
+        kind, where, scheme = "store", "", None
+    else:
+        where, scheme = _where(path)
+        kind = "memory" if where == ":memory:" else "lmdb" if scheme is None else "postgres"
     wrong = [name for name, value in options.items() if value is not None and name not in _APPLIES[kind]]
-    if kind == "memory" and readonly:
+    if kind in ("memory", "store") and readonly:
         wrong.append("readonly")
+    if kind == "store" and not create:
+        wrong.append("create")
     if wrong:
         raise InvalidArgumentError(f"{', '.join(wrong)} does not apply to {_LABEL[kind]}")
     cipher = _cipher(key)  # a bad key is refused before anything is opened
     store: Any
+    if _is_store(path):
+        return _log(path, clock, ids, record_size_bytes_max, reducer, cipher)
     if where == ":memory:":
         store = MemoryStore()
     elif scheme is not None:
@@ -187,6 +187,20 @@ def open(
     except BaseException:
         store.close()
         raise
+
+
+def _where(path: object) -> tuple[str, str | None]:
+    """The path as text, and its URL scheme (None for a directory or ":memory:")."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"path must be a directory path, ':memory:' or a PostgreSQL URL, not {path!r}")
+    where = os.fspath(path)
+    if not isinstance(where, str) or not where or "\x00" in where:
+        raise InvalidArgumentError(f"path must be a non-empty text path, not {path!r}")
+    try:
+        os.fsencode(where)
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"path {where!r} cannot be encoded for the file system") from None
+    return where, (where.split("://", 1)[0].lower() if "://" in where else None)
 
 
 def _is_store(value: object) -> TypeGuard[Store]:

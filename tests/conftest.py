@@ -120,3 +120,22 @@ def shared_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     schema = f"sh_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
     yield f"{dsn}?schema={schema}"
     PostgresStore.drop_schema(dsn, schema)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium context for a module's browser tests (`ui_support.browser_context`)."""
+    from ui_support import browser_context
+
+    with browser_context() as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A checked page (`ui_support.checked_page`): a script error fails the test, and so does any
+    dialog in a module that sets `DIALOGS_FAIL = True`."""
+    from ui_support import checked_page
+
+    with checked_page(browser, dialogs_fail=getattr(request.module, "DIALOGS_FAIL", False)) as page:
+        yield page

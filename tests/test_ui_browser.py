@@ -30,8 +30,6 @@ pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui
 
 from rich.console import Console
 from ui_support import (
-    browser_context,
-    checked_page,
     serving,
     shoot,
     wait_for_run_page,
@@ -48,16 +46,12 @@ from eventlog.views import view_for_run
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_ID = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>\x1b[31m"
 
+DIALOGS_FAIL = True  # any dialog fails a test of this module (conftest `page`)
+
 
 def make_demo(path: Path) -> str:
     run_demo(str(path), console=Console(file=io.StringIO()))
     return str(path)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with browser_context() as context:
-        yield context
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +69,6 @@ def demo_log(demo: str) -> Iterator[eventlog.EventLog]:
 def demo_url(demo_log: eventlog.EventLog) -> Iterator[str]:
     with serving(demo_log, name="demo.lmdb") as url:
         yield url
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    with checked_page(browser, dialogs_fail=True) as page:
-        yield page
 
 
 def run_url(base: str, run_id: str, **params: Any) -> str:

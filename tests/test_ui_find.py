@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, checked_page, keep, serving, shoot, wait_for_run_page
+from ui_support import keep, serving, shoot, wait_for_run_page
 
 import eventlog
 from eventlog.events import RunFailed, RunStarted, StepCompleted, StepFailed, UserMessage
@@ -48,12 +48,6 @@ def write_long_run(log: eventlog.EventLog, run_id: str = "long-run") -> None:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with browser_context() as context:
-        yield context
-
-
-@pytest.fixture(scope="module")
 def finds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[eventlog.EventLog]:
     """Four runs of known kinds, statuses and ages; `beta-chat` the newest, `old-graph` two days old."""
     path = tmp_path_factory.mktemp("ui-find") / "log"
@@ -75,12 +69,6 @@ def finds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[eventlog.EventLo
 def url(finds: eventlog.EventLog) -> Iterator[str]:
     with serving(finds, name="find.lmdb") as base:
         yield base
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    with checked_page(browser) as page:
-        yield page
 
 
 def run_url(base: str, run_id: str, **params: Any) -> str:

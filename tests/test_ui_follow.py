@@ -8,7 +8,6 @@ One chromium for the module, one page per test (as test_ui_find.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +16,10 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, checked_page, serving, shoot
+from ui_support import serving, shoot
 
 import eventlog
 from eventlog.events import UserMessage
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with browser_context() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    with checked_page(browser) as page:
-        yield page
 
 
 def selected(page: Any) -> int:

@@ -23,7 +23,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import browser_context, checked_page, get, serving, shoot
+from ui_support import get, serving, shoot
 
 import eventlog
 from eventlog import events as ev
@@ -31,17 +31,7 @@ from eventlog.demo import run_demo
 from eventlog.diff import builtins
 from eventlog.ui import spans
 
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with browser_context() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    with checked_page(browser, dialogs_fail=True) as page:
-        yield page
+DIALOGS_FAIL = True  # any dialog fails a test of this module (conftest `page`)
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,15 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from ui_support import browser_context, checked_page, get, serving, shoot, write_langgraph_thread
+from ui_support import get, serving, shoot, write_langgraph_thread
 
 import eventlog
 from eventlog.ui import model, threads
 from eventlog.views import view_for_run
 
 THREAD = "lg-thread"
+
+DIALOGS_FAIL = True  # any dialog fails a test of this module (conftest `page`)
 
 
 def time_travel(log: eventlog.EventLog) -> None:
@@ -83,18 +85,6 @@ def thread_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[eventlog.Ev
 def url(thread_log: eventlog.EventLog) -> Iterator[str]:
     with serving(thread_log, name="threads.lmdb") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with browser_context() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    with checked_page(browser, dialogs_fail=True) as page:
-        yield page
 
 
 def run_url(base: str, run_id: str, **params: Any) -> str:

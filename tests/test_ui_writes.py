@@ -15,7 +15,6 @@ import json
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import browser_context, checked_page, get, keep, serving, wait_for_run_page, write_langgraph_thread
+from ui_support import get, keep, serving, wait_for_run_page, write_langgraph_thread
 
 import eventlog
 from eventlog import events as ev
@@ -151,18 +150,6 @@ def test_an_integrations_run_is_forked_as_it_is_and_resumed_by_its_framework(tmp
 
 
 # -- in the browser ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with browser_context() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    with checked_page(browser) as page:
-        yield page
 
 
 def test_in_the_browser_fork_with_edited_values_and_resume(page: Any, tmp_path: Path) -> None:

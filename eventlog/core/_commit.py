@@ -19,7 +19,6 @@ from msgspec.structs import replace
 from .. import _limits
 from ..errors import ConflictError, EventLogError, InvalidArgumentError, RunReplacedError
 from ..record._keys import (
-    U64,
     IdSource,
     check_id,
     check_int,
@@ -33,8 +32,8 @@ from ..store._base import KeyExistsError, Store, Txn, at_checkpoint
 from ._event_ids import EventIds
 from ._runs import Runs
 
-_u64 = U64.pack  # `u64` without a Python call (the append path)
-_event_key = EVENTS.key
+_event_key = EVENTS.key  # `struct` calls, without a Python call of their own (the append path)
+_feed_key = FEED.key
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
 """`hook(txn, run record, bytes written)`, called in the transaction after a request's events
@@ -351,7 +350,7 @@ class GroupCommit:
             position += 1
             written += len(value)
             put(EVENTS, key, value)
-            put(FEED, _u64(position), key)
+            put(FEED, _feed_key(position), key)
             if indexed and i in indexed:
                 txn.insert(EVENT_IDS, EVENT_IDS.key(number, filled[i]), EVENTS.tail(key))
         rec.head = offset

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import _limits
 from ..errors import CorruptRecordError, InvalidArgumentError
-from ..record._keys import META_RUN_NUMBER, IdSource, own_slot, u64
+from ..record._keys import META_RUN_NUMBER, IdSource, own_slot
 from ..record._records import RunRecord
 from ..record.codec import Codec
 from ..record.tables import EVENT_IDS, EVENTS, RUN_NUMBERS
@@ -87,7 +87,7 @@ class EventIds:
         for event_id, (owner, _) in slots:
             # A sequence's next value is not known to a transaction (PostgreSQL): a number not
             # indexed to a run counts as not given yet there.
-            not_given = owner > last if txn.dense else txn.get(RUN_NUMBERS, u64(owner)) is None
+            not_given = owner > last if txn.dense else txn.get(RUN_NUMBERS, RUN_NUMBERS.key(owner)) is None
             if owner == number or not_given:
                 raise InvalidArgumentError(
                     f"run {run_id!r}: event id {event_id!r} has the form of an id the log draws for the "

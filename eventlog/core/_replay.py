@@ -14,7 +14,7 @@ import msgspec
 
 from .. import _limits
 from ..errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
-from ..record._keys import check_int, check_offset, u64
+from ..record._keys import check_int, check_offset
 from ..record._records import RunRecord, SnapshotRecord
 from ..record.codec import Codec
 from ..record.tables import EVENTS, SNAPSHOTS
@@ -91,8 +91,8 @@ class Replay:
         """Stored bytes of the events (after, upto], counted up to `cap`."""
         total = 0
         for link in self._runs.segments(txn, run_id, rec, after, upto):
-            prefix = u64(link.rec.number)
-            for _, value in txn.scan(EVENTS, prefix + u64(link.lo + 1), prefix + u64(link.hi + 1)):
+            first, stop = EVENTS.key(link.rec.number, link.lo + 1), EVENTS.key(link.rec.number, link.hi + 1)
+            for _, value in txn.scan(EVENTS, first, stop):
                 total += len(value)
                 if cap is not None and total >= cap:
                     return total

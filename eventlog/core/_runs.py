@@ -84,7 +84,7 @@ class Runs:
         already (the caller puts the record)."""
         if number is None:
             number = self.new_number(txn)
-        txn.put(RUN_NUMBERS, u64(number), run_id.encode())
+        txn.put(RUN_NUMBERS, RUN_NUMBERS.key(number), run_id.encode())
         return RunRecord(number=number, head=at, parent=parent, fork_offset=at, created_ns=now)
 
     def new_number(self, txn: Txn) -> int:
@@ -106,7 +106,7 @@ class Runs:
                     number = self._codec.decode_value(value, RunRecord, (RUNS, key)).number
                 except CorruptRecordError as exc:
                     raise exc.at(bytes(key[:64]).decode("utf-8", "replace") + "…", None) from None
-                full = txn.get(RUN_NUMBERS, u64(number))
+                full = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(number))
                 if full is None:
                     raise CorruptRecordError(f"run number {number} has no id in run_numbers")
                 key = full
@@ -115,7 +115,7 @@ class Runs:
 
     def holder(self, txn: Txn, number: int) -> tuple[str, int] | None:
         """(id, pruned base) of the run numbered `number`; None when that run was deleted."""
-        raw = txn.get(RUN_NUMBERS, u64(number))
+        raw = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(number))
         if raw is None:
             return None
         run_id = bytes(raw).decode("utf-8", "replace")
@@ -124,7 +124,7 @@ class Runs:
 
     def name_of(self, txn: Txn, number: int) -> str:
         """The id of the run numbered `number` (`#number` when it is gone)."""
-        raw = txn.get(RUN_NUMBERS, u64(number))
+        raw = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(number))
         return raw.decode("utf-8", "replace") if raw is not None else f"#{number}"
 
     # -- meta counters ---------------------------------------------------------------------

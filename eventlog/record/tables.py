@@ -5,7 +5,7 @@ A table is its name — a `str`, as every store takes it — with the layout of 
 number first wherever the table belongs to a run, then the run's own parts. Integers are
 big-endian u64, so byte order is log order. Nothing outside this module slices a key.
 
-    EVENTS.key(number, offset)     EVENTS.parse(key) -> (number, offset)
+    EVENTS.key(number, offset)     EVENTS.second(key) -> offset
     EVENT_IDS.key(number, id)      EVENT_IDS.id_of(key)
     FEED.key(position)             FEED.ref(number, offset) / FEED.parse_ref(value)
 """
@@ -36,11 +36,7 @@ _PAIR = struct.Struct(">QQ")
 
 
 class Table(str):
-    """A table of the log: its name, and a run number as the first part of its keys when
-    `of_runs`."""
-
-    of_runs: bool = False
-    """Keys begin with a run number: `record/_keys.run_range(number)` spans one run's keys."""
+    """A table of the log: its name."""
 
     def __new__(cls, name: str) -> Table:
         if name not in TABLES:  # pragma: no cover - a programmer error, caught at import
@@ -49,9 +45,8 @@ class Table(str):
 
 
 class _RunTable(Table):
-    """A table whose keys begin with a run number."""
-
-    of_runs = True
+    """A table whose keys begin with a run number (`record/_keys.run_range(number)` spans one
+    run's keys)."""
 
     def number_of(self, key: bytes) -> int:
         """The run number a key belongs to."""
@@ -63,10 +58,6 @@ class _Pairs(_RunTable):
 
     key = staticmethod(_PAIR.pack)
     """`key(number, n)`: the key (a `struct` call, for the append path)."""
-
-    def parse(self, key: bytes) -> tuple[int, int]:
-        number, n = _PAIR.unpack_from(key)
-        return number, n
 
     def second(self, key: bytes) -> int:
         """The part after the run number: an entry's offset, a checkpoint's sequence."""

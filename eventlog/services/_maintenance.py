@@ -31,7 +31,6 @@ from ..record._keys import (
     removal_key,
     removal_mark,
     run_range,
-    u64,
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
@@ -111,7 +110,7 @@ class Maintenance:
                     cp = self._checkpoints.record(run_id, key, value)
                     if cp.offset < base:
                         txn.delete(CHECKPOINTS, key)
-                        txn.delete(CHECKPOINT_IDS, u64(number) + cp.checkpoint_id.encode())
+                        txn.delete(CHECKPOINT_IDS, CHECKPOINT_IDS.key(number, cp.checkpoint_id))
                 rec.base = base  # from here on nothing below the base is read: the rest goes in chunks
                 self._runs.put(txn, run_id, rec)
                 self._mark_removal(txn, number, base)
@@ -163,7 +162,7 @@ class Maintenance:
                 raise ForkDependencyError(f"run {run_id!r}: {rec.forks} fork(s) read its events; delete them first")
             self._runs.keep_position(txn)
             self._mark_removal(txn, rec.number, _ALL)
-            txn.delete(RUN_NUMBERS, u64(rec.number))
+            txn.delete(RUN_NUMBERS, RUN_NUMBERS.key(rec.number))
             txn.delete(RUNS, RUNS.key(run_id))
             if rec.parent is not None:
                 parent = self._runs.get(txn, rec.parent)
@@ -218,7 +217,7 @@ class Maintenance:
         where it does not (memory, LMDB: the entries are read a chunk at a time for their positions)."""
         if txn.delete_feed_of(number, upto) is None:
             return False
-        first = u64(number)
+        first = run_range(number)[0]
         txn.delete_range(EVENTS, first, stop)
         for table in tables:
             txn.delete_range(table, first, end)
@@ -231,7 +230,7 @@ class Maintenance:
         damaged, more = False, True
         count = size = 0
         while more and count < _limits.remove_chunk_keys and size < _limits.remove_chunk_bytes:
-            pairs = txn.scan(EVENTS, u64(number), stop, limit=_SCAN)  # deleted keys are gone: from the start
+            pairs = txn.scan(EVENTS, EVENTS.key(number, 0), stop, limit=_SCAN)  # deleted keys are gone: from the start
             for key, value in pairs:
                 txn.delete(EVENTS, key)
                 size += len(value)

@@ -35,7 +35,6 @@ from ..record._keys import (
     own_prefix,
     own_slot,
     run_range,
-    u64,
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
@@ -359,7 +358,7 @@ def _number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[
     given = runs.meta_int(txn, META_RUN_NUMBER)
     if rec.number < 1 or (txn.dense and rec.number > given):  # PostgreSQL: numbers from a sequence
         out.append(Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given})"))
-    named = txn.get(RUN_NUMBERS, u64(rec.number))
+    named = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(rec.number))
     if named != run_id.encode():
         whose = "no run" if named is None else repr(bytes(named).decode("utf-8", "replace"))
         out.append(Problem(run_id, None, "index", f"the run's number {rec.number} is indexed to {whose}"))
@@ -397,7 +396,7 @@ def _position_problem(
     if offset <= removing.get(number, -1):
         return None  # a delete or prune has yet to remove it
     if number not in cache:
-        raw = txn.get(RUN_NUMBERS, u64(number))
+        raw = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(number))
         run_id = f"#{number}" if raw is None else bytes(raw).decode("utf-8", "replace")
         try:
             cache[number] = run_id, None if raw is None else runs.get(txn, run_id)

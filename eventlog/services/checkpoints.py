@@ -33,6 +33,7 @@ from ..record._keys import (
     check_limit,
     check_offset,
     check_run_number,
+    from_u64,
     run_range,
     u64,
 )
@@ -320,7 +321,7 @@ class Checkpoints(Generic[S]):
         seq = txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, checkpoint_id))
         if seq is None:
             return None
-        key = u64(rec.number) + seq
+        key = CHECKPOINTS.key(rec.number, from_u64(seq))
         value = txn.get(CHECKPOINTS, key)
         if value is None:
             raise CorruptRecordError(f"checkpoint {checkpoint_id!r} is indexed but missing", run_id)
@@ -398,7 +399,7 @@ class Checkpoints(Generic[S]):
             seq = txn.get(CHECKPOINT_IDS, key)
             if seq is None:
                 raise CheckpointNotFoundError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-            where = u64(rec.number) + seq
+            where = CHECKPOINTS.key(rec.number, from_u64(seq))
             value = txn.get(CHECKPOINTS, where)
             found = checkpoint_id
             if value is not None:

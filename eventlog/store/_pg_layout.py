@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..errors import EventLogError
@@ -157,6 +158,7 @@ WRITERS_LOCK_CLASS = 0x45564C47
 """The first key of the shared advisory lock every write transaction of a log holds ("EVLG")."""
 
 
+@cache
 def writers_lock(schema: str) -> tuple[int, int]:
     """The two keys of the shared advisory lock a write transaction of the log in `schema` takes
     before it has a transaction id: readers tell the log's own writers from other transactions
@@ -164,6 +166,7 @@ def writers_lock(schema: str) -> tuple[int, int]:
     return WRITERS_LOCK_CLASS, zlib.crc32(schema.encode()) & 0x7FFFFFFF
 
 
+@cache
 def horizon_sql(schema: str) -> str:
     """An expression for the transaction id below which the log's feed is settled, in the
     statement's snapshot: the oldest transaction in flight in that snapshot that is, or may
