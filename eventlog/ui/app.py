@@ -9,7 +9,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import anyio.to_thread
@@ -40,6 +40,8 @@ from .live import feed_end, follow
 from .render import environment
 
 __all__ = ["UI", "create_app", "is_loopback"]
+
+F = TypeVar("F", bound=msgspec.Struct)
 
 _WRITE_HEADER = "x-eventlog-write"
 _FRAGMENT_HEADER = "x-eventlog-fragment"
@@ -310,8 +312,8 @@ def create_app(
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         return StreamingResponse(changes(), media_type="text/event-stream", headers=headers)
 
-    async def write_body(request: Request, what: str) -> bytes:
-        """The body of a write, once the page's write key is checked (another site has none)."""
+    async def write_form(request: Request, what: str, form: type[F], needs: str) -> F:
+        """The form of a write, once the page's write key is checked (another site has none)."""
         if not hmac.compare_digest(request.headers.get(_WRITE_HEADER, "").encode(), write_key.encode()):
             raise HTTPException(403, f"a {what} needs the page's write key")
         body = b""
@@ -319,7 +321,10 @@ def create_app(
             body += chunk
             if len(body) > _WRITE_BODY_BYTES_MAX:
                 raise HTTPException(413, f"a {what}'s request is at most {_WRITE_BODY_BYTES_MAX} bytes")
-        return body
+        try:
+            return msgspec.json.decode(body, type=form)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise HTTPException(400, f"a {what} needs {needs}: {exc}") from None
 
     def fork_and_edit(form: _ForkForm, new_id: str) -> str:
         if form.values is not None and model.view_for(log, form.run) is not None:
@@ -336,11 +341,7 @@ def create_app(
         return created
 
     async def fork(request: Request) -> Response:
-        body = await write_body(request, "fork")
-        try:
-            form = msgspec.json.decode(body, type=_ForkForm)
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise HTTPException(400, f"a fork needs {{run, at, new}} (and values, an object): {exc}") from None
+        form = await write_form(request, "fork", _ForkForm, "{run, at, new} (and values, an object)")
         new_id = form.new.strip()
         if not new_id:
             raise HTTPException(400, "a fork needs the new run's id")
@@ -364,11 +365,7 @@ def create_app(
         return log.append(form.run, resumed, expected_offset=form.head)
 
     async def resume(request: Request) -> Response:
-        body = await write_body(request, "resume")
-        try:
-            form = msgspec.json.decode(body, type=_ResumeForm)
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise HTTPException(400, f"a resume needs {{run, head, value}}: {exc}") from None
+        form = await write_form(request, "resume", _ResumeForm, "{run, head, value}")
         offset = await anyio.to_thread.run_sync(partial(answer, form))
         return JSONResponse({"run_id": form.run, "offset": offset, "url": _url("/run", id=form.run, at=offset)})
 
