@@ -27,7 +27,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from .core._commit import GroupCommit, Request
-from .core._reader import Entry
+from .core._reader import Entry, Follow
 from .core.fold import Reducer
 from .errors import ClosedError, EventLogError
 from .log import EventLog, RunInfo
@@ -251,24 +251,22 @@ class AsyncEventLog(Generic[S]):
 
         commits = await asyncio.to_thread(self.sync.engine.commits)  # on PostgreSQL this may connect: not on the loop
         commits.subscribe(wake)
+        follow = Follow(self.sync.engine.reader, after, timeout, poll)
         try:
-            idle = 0.0
             while True:
                 woken.clear()  # before the read: a commit made during it wakes the wait below
-                chunk = await asyncio.to_thread(_take, self.sync.feed(after, _CHUNK), _CHUNK)
+                chunk = await asyncio.to_thread(follow.chunk)
+                if chunk is None:
+                    return
                 for entry in chunk:
-                    after = entry.position
                     yield entry
                 if chunk:
-                    idle = 0.0
                     continue
-                if timeout is not None and idle >= timeout:
+                seconds = follow.pause()
+                if seconds is None:
                     return
-                wait = poll if timeout is None else min(poll, timeout - idle)
-                began = loop.time()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(woken.wait(), wait)
-                idle += loop.time() - began
+                    await asyncio.wait_for(woken.wait(), seconds)
         finally:
             commits.unsubscribe(wake)
 

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 import msgspec
 
 from . import _limits
-from .core._reader import Entry
+from .core._reader import Entry, Follow
 from .core._stats import log_stats
 from .core.engine import Engine
 from .core.fold import Reducer, check_reducer, reducer_or
@@ -280,8 +280,8 @@ class EventLog(Generic[S]):
         Appends of this process wake every follower at once; those of other processes are seen
         within `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
         seconds without a new entry (None: never), or when the log is closed."""
-        check_int("after", after)
-        return self._reader.follow(after, timeout, poll, self.engine.commits().waiter())
+        follow = Follow(self._reader, after, timeout, poll)  # checked now, not at the first entry
+        return follow.entries(self.engine.commits().waiter())
 
     # -- fold --------------------------------------------------------------------------------
 

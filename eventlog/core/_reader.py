@@ -178,30 +178,16 @@ class Reader:
         count = 0
         while limit is None or count < limit:
             want = _limits.read_chunk_entries if limit is None else min(_limits.read_chunk_entries, limit - count)
-            chunk, last = self._store.read(partial(self.feed_chunk, after=after, want=want))
+            chunk, last = self.feed_page(after, want)
             if last is None:
                 return
             yield from chunk
             count += len(chunk)
             after = last
 
-    def follow(self, after: int, timeout: float | None, poll: float, wait: Callable[[float], None]) -> Iterator[Entry]:
-        """The feed after `after`, then entries as they are committed; `wait(seconds)` returns early
-        when this process commits. Stops after `timeout` seconds without an entry, or at close."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                for entry in self.feed(after, None):
-                    after = entry.position
-                    if timeout is not None:
-                        deadline = time.monotonic() + timeout
-                    yield entry
-            except ClosedError:
-                return
-            left = poll if deadline is None else min(poll, deadline - time.monotonic())
-            if left <= 0:
-                return
-            wait(left)
+    def feed_page(self, after: int, want: int) -> tuple[list[Entry], int | None]:
+        """`feed_chunk` in a read transaction of its own."""
+        return self._store.read(partial(self.feed_chunk, after=after, want=want))
 
     def feed_chunk(self, txn: Txn, after: int, want: int) -> tuple[list[Entry], int | None]:
         """The entries of the first `want` feed positions after `after`, read in `txn`, and the
@@ -232,3 +218,46 @@ class Reader:
                 )
             out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, number))
         return out, position
+
+
+class Follow:
+    """The follow loop's rule, written once for the sync and the async face: the feed after the
+    last entry given, a read transaction per chunk; with nothing new, wait for a commit at most
+    `poll` seconds; stop when the log is closed, or `timeout` seconds after the last new entry
+    (None: never). Each face waits in its own way between `chunk` and `pause`."""
+
+    def __init__(self, reader: Reader, after: int, timeout: float | None, poll: float) -> None:
+        check_int("after", after)
+        self._reader, self._after, self._timeout, self._poll = reader, after, timeout, poll
+        self._since = time.monotonic()
+
+    def chunk(self) -> list[Entry] | None:
+        """The next entries after the last one given; [] when there are none yet; None at close."""
+        try:
+            while True:
+                entries, last = self._reader.feed_page(self._after, _limits.read_chunk_entries)
+                if last is None:
+                    return []
+                self._after = last  # past positions of deleted runs too
+                if entries:
+                    self._since = time.monotonic()
+                    return entries
+        except ClosedError:
+            return None
+
+    def entries(self, wait: Callable[[float], None]) -> Iterator[Entry]:
+        """The loop on this thread; `wait(seconds)` returns early when this process commits."""
+        while (chunk := self.chunk()) is not None:
+            if chunk:
+                yield from chunk
+            elif (seconds := self.pause()) is None:
+                return
+            else:
+                wait(seconds)
+
+    def pause(self) -> float | None:
+        """Seconds to wait for a commit before the next `chunk`; None: stop, the timeout passed."""
+        if self._timeout is None:
+            return self._poll
+        left = self._timeout - (time.monotonic() - self._since)
+        return min(self._poll, left) if left > 0 else None
