@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from .core._commit import GroupCommit, Request
+from .core._commit import Append, GroupCommit, Slot
 from .core._reader import Entry, Follow
 from .core.fold import Reducer
 from .errors import ClosedError, EventLogError
@@ -49,13 +49,13 @@ class _Committer:
     def __init__(self, writer: GroupCommit) -> None:
         self._writer = writer
         self._cond = threading.Condition()
-        self._batches: list[list[tuple[Request, asyncio.Future[list[int]], asyncio.AbstractEventLoop]]] = []
+        self._batches: list[list[tuple[Slot, asyncio.Future[list[int]], asyncio.AbstractEventLoop]]] = []
         self._gathering: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def submit(self, request: Request) -> asyncio.Future[list[int]]:
-        """A future of the request's offsets. Requests submitted in one turn of the loop share a batch."""
+    def submit(self, append: Append) -> asyncio.Future[list[int]]:
+        """A future of the append's offsets. Appends submitted in one turn of the loop share a batch."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[int]] = loop.create_future()
         if self._closed:
@@ -64,7 +64,7 @@ class _Committer:
         if gathering is None:
             gathering = self._gathering[loop] = []
             loop.call_soon(self._hand_over, loop)  # after every task ready in this turn has submitted
-        gathering.append((request, future, loop))
+        gathering.append((Slot(append), future, loop))
         return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -87,16 +87,16 @@ class _Committer:
                     return
                 batch = [item for queued in self._batches for item in queued]  # every batch waiting: one commit
                 self._batches.clear()
-            requests = [request for request, _, _ in batch]
+            slots = [slot for slot, _, _ in batch]
             try:
-                self._writer.commit_batch(requests)
+                self._writer.commit_batch(slots)
             except BaseException as exc:  # noqa: BLE001 - every waiting task gets the error
-                for request in requests:
-                    if request.error is None and not request.committed:
-                        request.error = exc
-            for request, future, loop in batch:
+                for slot in slots:
+                    if slot.error is None and not slot.committed:
+                        slot.error = exc
+            for slot, future, loop in batch:
                 try:
-                    loop.call_soon_threadsafe(_settle, future, request)
+                    loop.call_soon_threadsafe(_settle, future, slot)
                 except RuntimeError:
                     pass  # the loop was closed meanwhile: nobody waits for this answer
 
@@ -108,15 +108,17 @@ class _Committer:
             self._thread.join()
 
 
-def _settle(future: asyncio.Future[list[int]], request: Request) -> None:
+def _settle(future: asyncio.Future[list[int]], slot: Slot) -> None:
     if future.cancelled():
         return
-    if request.error is not None:
-        future.set_exception(request.error)
-    elif not request.committed:
-        future.set_exception(EventLogError(f"run {request.run_id!r}: the commit was interrupted; nothing was written"))
+    if slot.error is not None:
+        future.set_exception(slot.error)
+    elif not slot.committed:
+        future.set_exception(
+            EventLogError(f"run {slot.append.run_id!r}: the commit was interrupted; nothing was written")
+        )
     else:
-        future.set_result(request.offsets)
+        future.set_result(slot.offsets)
 
 
 async def _iterate(make: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
@@ -209,10 +211,10 @@ class AsyncEventLog(Generic[S]):
         time_ns: int | None = None,
     ) -> list[int]:
         """See `EventLog.append_many`: checked here, committed with the other appends of this turn."""
-        request = self.sync.engine.commit.request(
+        append = self.sync.engine.commit.check(
             run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
-        return await self._committer.submit(request)
+        return await self._committer.submit(append)
 
     async def head(self, run_id: str) -> int:
         return await asyncio.to_thread(self.sync.head, run_id)

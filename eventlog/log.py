@@ -237,10 +237,10 @@ class EventLog(Generic[S]):
         the head differs. Events whose `event_ids` entry is already in the run are not
         written again; their first offsets are returned.
         """
-        request = self._commit.request(
+        append = self._commit.check(
             run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
         )
-        return self._commit.commit(request).offsets
+        return self._commit.commit(append).offsets
 
     # -- read --------------------------------------------------------------------------------
 

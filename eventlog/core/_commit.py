@@ -1,10 +1,10 @@
 """The write path: appends checked before anything is written, then group-committed.
 
-An append becomes a `Request`: every event is encoded and read back, its meta too, every
-id and the time checked, the size bounded — all before the request queues, so bad input
-never reaches a transaction. While one thread commits, the requests of other threads
-queue; the next leader commits them all in one transaction, one fsync for many appends
-(docs/architecture.md, "An append").
+An append becomes an `Append`: every event is encoded and read back, its meta too, every
+id and the time checked, the size bounded — all before it queues, so bad input never
+reaches a transaction; it is never changed after. Its commit has a `Slot`: while one thread
+commits, the slots of other threads queue; the next leader commits them all in one
+transaction, one fsync for many appends (docs/architecture.md, "An append").
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
+import msgspec
 from msgspec.structs import replace
 
 from .. import _limits
@@ -36,43 +37,45 @@ _event_key = EVENTS.key  # `struct` calls, without a Python call of their own (t
 _feed_key = FEED.key
 
 CheckpointHook = Callable[[Txn, RunRecord, int], bool]
-"""`hook(txn, run record, bytes written)`, called in the transaction after a request's events
+"""`hook(txn, run record, bytes written)`, called in the transaction after an append's events
 are written (the record's head is the last offset); returns True when it wrote a checkpoint."""
 
 
-class Request:
-    """One append, checked, waiting for (or in) a group commit."""
+class Append(msgspec.Struct, frozen=True):
+    """One append, checked and encoded before it queues: what is to be written, never changed."""
+
+    run_id: str
+    event_bytes: tuple[bytes, ...]
+    meta: bytes
+    ids: tuple[str | None, ...]
+    """The caller's id of each event, None where the log gives one."""
+    given: bool
+    """Some ids are the caller's."""
+    time_ns: int
+    expected_offset: int | None
+    expected_number: int | None
+
+
+class Slot:
+    """An append's place in a group commit: how its commit goes, set by the thread that commits it."""
 
     __slots__ = (
+        "append",
         "checkpoint",
         "committed",
         "done",
         "drawn",
         "error",
-        "event_bytes",
-        "expected_number",
-        "expected_offset",
-        "given",
-        "ids",
         "lead",
-        "meta",
         "number",
         "offsets",
-        "run_id",
         "stored",
-        "time_ns",
         "writing",
         "written",
     )  # fmt: skip
 
-    def __init__(self, run_id: str, event_bytes: list[bytes], meta: bytes, ids: list[str | None],
-                 time_ns: int, expected_offset: int | None, expected_number: int | None,
-                 checkpoint: CheckpointHook | None) -> None:  # fmt: skip
-        self.run_id, self.event_bytes, self.meta = run_id, event_bytes, meta
-        self.ids = ids
-        self.given = ids.count(None) != len(ids)  # some ids are the caller's
-        self.time_ns, self.expected_offset, self.expected_number = time_ns, expected_offset, expected_number
-        self.checkpoint = checkpoint
+    def __init__(self, append: Append, checkpoint: CheckpointHook | None = None) -> None:
+        self.append, self.checkpoint = append, checkpoint
         self.offsets: list[int] = []
         self.drawn: list[str] = []  # ids drawn for it, drawn again in order when its commit is made again
         self.number: int | None = None  # the run's number, once committed
@@ -82,7 +85,7 @@ class Request:
         self.lead = False
         self.writing = False
         self.committed = False
-        self.done: threading.Event | None = None  # made for a request that waits for a leader
+        self.done: threading.Event | None = None  # made for a slot that waits for a leader
 
 
 class GroupCommit:
@@ -94,7 +97,7 @@ class GroupCommit:
         self._event_ids = EventIds(codec, runs, ids)
         self._on_commit = on_commit  # called with the last position after each commit that wrote events
         self._queue_lock = threading.Lock()
-        self._queue: list[Request] = []
+        self._queue: list[Slot] = []
         self._leading = False
         self._last_batch = 0
         self._known_lock = threading.Lock()
@@ -115,7 +118,7 @@ class GroupCommit:
             return value
         return check_time_ns("the log's clock", value)
 
-    def request(
+    def check(
         self,
         run_id: str,
         events: Iterable[Any],
@@ -125,9 +128,8 @@ class GroupCommit:
         time_ns: int | None = None,
         expected_offset: int | None = None,
         expected_number: int | None = None,
-        checkpoint: CheckpointHook | None = None,
-    ) -> Request:
-        """A checked request: raises (a subclass of EventLogError) before anything is written."""
+    ) -> Append:
+        """A checked append: raises (a subclass of EventLogError) before anything is written."""
         check_run_id(run_id)
         if type(events) is not list:
             if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
@@ -142,20 +144,20 @@ class GroupCommit:
         if expected_offset is not None:
             check_int("expected_offset", expected_offset)
         if event_ids is None:
-            ids: list[str | None] = [None] * len(events)
+            ids: tuple[str | None, ...] = (None,) * len(events)
         else:
             if isinstance(event_ids, (str, bytes)) or not isinstance(event_ids, Sequence):
                 raise InvalidArgumentError(f"event_ids must be a list, not {type(event_ids).__name__}")
-            ids = list(event_ids)
+            ids = tuple(event_ids)
             if len(ids) != len(events):
                 raise InvalidArgumentError(f"{len(ids)} event ids for {len(events)} events")
-            for given in ids:
-                if given is not None:
-                    check_id("event_id", given)
+            for event_id in ids:
+                if event_id is not None:
+                    check_id("event_id", event_id)
         codec = self._codec
         meta_bytes = codec.encode_meta(meta)
         encode = codec.encode_event
-        event_bytes = [encode(e) for e in events]
+        event_bytes = tuple([encode(e) for e in events])
         # An entry is its event and meta plus at most 5 bytes of array header and nil
         # placeholders before its position, time and id are known (checked again then).
         room = codec.record_size_bytes_max - 5 - len(meta_bytes)
@@ -163,42 +165,44 @@ class GroupCommit:
             if len(data) > room:
                 codec.check_entry_size(type(event).__name__, meta_bytes, data)
         stamp = self.now() if time_ns is None else check_time_ns("time_ns", time_ns)
-        return Request(run_id, event_bytes, meta_bytes, ids, stamp, expected_offset, expected_number,
-                       checkpoint)  # fmt: skip
+        given = ids.count(None) != len(ids)  # some ids are the caller's
+        return Append(run_id, event_bytes, meta_bytes, ids, given, stamp, expected_offset, expected_number)
 
     # -- group commit ----------------------------------------------------------------------
 
     def queued(self) -> int:
-        """Requests waiting for the next group commit."""
+        """Appends waiting for the next group commit."""
         with self._queue_lock:
             return len(self._queue)
 
-    def commit(self, request: Request) -> Request:
-        """Commit a request (with whatever other threads queued meanwhile); raises its error."""
+    def commit(self, append: Append, checkpoint: CheckpointHook | None = None) -> Slot:
+        """Commit an append (with whatever other threads queued meanwhile); raises its error.
+        `checkpoint` is called in the transaction after its events are written."""
+        slot = Slot(append, checkpoint)
         with self._queue_lock:
             lead = not self._leading
             if lead:
                 self._leading = True
                 alone = not self._queue and self._last_batch <= 1
             else:
-                request.done = threading.Event()
+                slot.done = threading.Event()
             if not lead or not alone:
-                self._queue.append(request)
-        if request.done is not None:
-            request.done.wait()
-            lead, alone = request.lead, False
+                self._queue.append(slot)
+        if slot.done is not None:
+            slot.done.wait()
+            lead, alone = slot.lead, False
         if lead:
-            self._lead(request if alone else None)
-        if request.error is not None:
-            raise request.error
-        return request
+            self._lead(slot if alone else None)
+        if slot.error is not None:
+            raise slot.error
+        return slot
 
-    def _lead(self, alone: Request | None = None) -> None:
-        """Commit every queued request in one transaction, then hand leadership to the next waiter.
+    def _lead(self, alone: Slot | None = None) -> None:
+        """Commit every queued slot in one transaction, then hand leadership to the next waiter.
 
-        `alone`: a request no other thread was appending beside (it was not queued): committed
+        `alone`: an append no other thread was appending beside (it was not queued): committed
         by itself, without waiting for others or taking the queue's lock again first."""
-        batch: list[Request] = []
+        batch: list[Slot] = []
         try:
             if alone is not None:
                 batch = [alone]
@@ -222,20 +226,20 @@ class GroupCommit:
                         successor.done.set()
                 else:
                     self._leading = False
-            for request in batch:
-                if request.error is None and not request.committed:
-                    request.error = EventLogError(
-                        f"run {request.run_id!r}: the commit was interrupted; nothing of this append was written"
+            for slot in batch:
+                if slot.error is None and not slot.committed:
+                    slot.error = EventLogError(
+                        f"run {slot.append.run_id!r}: the commit was interrupted; nothing of this append was written"
                     )
-                if request.done is not None:
-                    request.done.set()
+                if slot.done is not None:
+                    slot.done.set()
 
-    def commit_batch(self, batch: list[Request]) -> None:
-        """Commit requests in one transaction (each alone when the transaction fails); each request's
+    def commit_batch(self, batch: list[Slot]) -> None:
+        """Commit slots in one transaction (each alone when the transaction fails); each slot's
         `error` or `committed` says how it went. The async face's commit thread calls this."""
         self._commit_batch(batch)
 
-    def _commit_batch(self, batch: list[Request], checked: bool = False) -> None:
+    def _commit_batch(self, batch: list[Slot], checked: bool = False) -> None:
         """`checked`: look drawn ids up before writing them, instead of letting the index refuse
         one the run holds (KeyExistsError), which has this commit made again, checked."""
 
@@ -243,39 +247,39 @@ class GroupCommit:
 
         def write(txn: Txn) -> tuple[int, bool]:
             checkpointed = False
-            start, dict_id, records = self._runs.commit_start(txn, [r.run_id for r in batch], known)
+            start, dict_id, records = self._runs.commit_start(txn, [s.append.run_id for s in batch], known)
             position = start
-            for request in batch:
-                request.error = None
-                request.writing = False
-                request.stored = None
+            for slot in batch:
+                slot.error = None
+                slot.writing = False
+                slot.stored = None
                 try:
-                    position, wrote = self._write(txn, request, dict_id, position, checked, records)
+                    position, wrote = self._write(txn, slot, dict_id, position, checked, records)
                     checkpointed |= wrote
                 except EventLogError as exc:
-                    if request.writing:
+                    if slot.writing:
                         raise  # some of it was written: abort the transaction
-                    request.error = exc  # wrote nothing: every check runs before the first put
+                    slot.error = exc  # wrote nothing: every check runs before the first put
             return (position if position > start else 0), checkpointed
 
         try:
             position, checkpointed = self._store.write(write)
-        except BaseException as exc:  # noqa: BLE001 - handed to the request that failed (KeyboardInterrupt too)
+        except BaseException as exc:  # noqa: BLE001 - handed to the slot that failed (KeyboardInterrupt too)
             if isinstance(exc, KeyExistsError) and not checked:
                 self._commit_batch(batch, checked=True)
                 return
             if len(batch) == 1:
                 batch[0].error = exc
                 return
-            for request in batch:  # one failed the whole transaction: commit each alone
-                self._commit_batch([request], checked)
+            for slot in batch:  # one failed the whole transaction: commit each alone
+                self._commit_batch([slot], checked)
             return
         with self._known_lock:  # the async face's commit thread may finish a commit meanwhile
-            for request in batch:
-                request.committed = request.error is None
-                if request.stored is not None:  # the run's record as this commit left it (the last one wins)
-                    known.pop(request.run_id, None)
-                    known[request.run_id] = request.stored
+            for slot in batch:
+                slot.committed = slot.error is None
+                if slot.stored is not None:  # the run's record as this commit left it (the last one wins)
+                    known.pop(slot.append.run_id, None)
+                    known[slot.append.run_id] = slot.stored
             while len(known) > _limits.writer_records_held:
                 del known[next(iter(known))]  # the run written longest ago
         if checkpointed:
@@ -285,29 +289,30 @@ class GroupCommit:
             self._on_commit(position)
 
     def _write(
-        self, txn: Txn, r: Request, dict_id: int, position: int, checked: bool, records: dict[str, RunRecord | None]
+        self, txn: Txn, slot: Slot, dict_id: int, position: int, checked: bool, records: dict[str, RunRecord | None]
     ) -> tuple[int, bool]:
-        """Apply one request inside a write transaction; every check runs before the first put
+        """Apply one append inside a write transaction; every check runs before the first put
         (but for ids from an injected source, unless `checked`: see `EventIds.draw`). `records`: the
         records of the batch's runs, as this transaction leaves them.
 
         Returns the last position given and whether a checkpoint was written."""
-        run_id = r.run_id
+        a = slot.append
+        run_id = a.run_id
         rec = records[run_id]
-        if r.expected_number is not None and (rec is None or rec.number != r.expected_number):
-            raise RunReplacedError(run_id, r.expected_number, None if rec is None else rec.number, "a writer used it")
+        if a.expected_number is not None and (rec is None or rec.number != a.expected_number):
+            raise RunReplacedError(run_id, a.expected_number, None if rec is None else rec.number, "a writer used it")
         head, number = (0, 0) if rec is None else (rec.head, rec.number)
-        ids = list(r.ids)
+        ids = list(a.ids)
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
-        given = [i for i in ids if i is not None] if r.given else []
+        given = [i for i in ids if i is not None] if a.given else []
         if given and rec is not None:
             known = self.find_ids(txn, run_id, rec, given)
             offsets = {n: known[i] for n, i in enumerate(ids) if i is not None and i in known}
             if len(offsets) == len(ids):
-                r.offsets, r.written, r.number = [offsets[i] for i in range(len(ids))], 0, number
+                slot.offsets, slot.written, slot.number = [offsets[i] for i in range(len(ids))], 0, number
                 return position, False
-        if r.expected_offset is not None and head != r.expected_offset:
-            raise ConflictError(run_id, r.expected_offset, head)
+        if a.expected_offset is not None and head != a.expected_offset:
+            raise ConflictError(run_id, a.expected_offset, head)
         if rec is None:  # the number the run is given below: ids and sealed values name it
             number = self._runs.new_number(txn)
         first_of: dict[str, int] = {}  # id -> index of its first event in this batch
@@ -330,8 +335,8 @@ class GroupCommit:
                 ids[n] = f"{start}{head + 1 + n:x}"
             indexed: set[int] = set()
         else:
-            indexed = self._event_ids.draw(txn, run_id, rec, number, head, ids, fresh, first_of, checked, r.drawn)
-        encode, time_ns, meta, event_bytes = self._codec.encode_entry, r.time_ns, r.meta, r.event_bytes
+            indexed = self._event_ids.draw(txn, run_id, rec, number, head, ids, fresh, first_of, checked, slot.drawn)
+        encode, time_ns, meta, event_bytes = self._codec.encode_entry, a.time_ns, a.meta, a.event_bytes
         filled = cast(list[str], ids)  # every id was given or drawn above
         writes = []
         offset = head
@@ -340,7 +345,7 @@ class GroupCommit:
             key = _event_key(number, offset)
             value = encode(position + offset - head, time_ns, filled[i], meta, event_bytes[i], dict_id, (EVENTS, key))
             writes.append((i, key, value))
-        r.writing = True
+        slot.writing = True
         if rec is None:
             rec = self._runs.create(txn, run_id, time_ns, number=number)
         assert rec.number == number and rec.head == head
@@ -359,12 +364,12 @@ class GroupCommit:
             for i, event_id in enumerate(ids):
                 if i not in offsets:
                     offsets[i] = offsets[first_of[event_id]]  # type: ignore[index]
-            r.offsets = [offsets[i] for i in range(len(ids))]
+            slot.offsets = [offsets[i] for i in range(len(ids))]
         else:
-            r.offsets = list(range(head + 1, offset + 1))
-        r.written, r.number = written, number
-        wrote = r.checkpoint(txn, rec, written) if r.checkpoint is not None else False
-        r.stored = (self._runs.put(txn, run_id, rec), replace(rec))
+            slot.offsets = list(range(head + 1, offset + 1))
+        slot.written, slot.number = written, number
+        wrote = slot.checkpoint(txn, rec, written) if slot.checkpoint is not None else False
+        slot.stored = (self._runs.put(txn, run_id, rec), replace(rec))
         records[run_id] = rec
         return position, wrote
 

@@ -139,12 +139,12 @@ class RunWriter(Generic[S]):
         `checkpoint_metadata` goes on that checkpoint, if one is taken."""
         if not isinstance(events, (str, bytes)):
             events = list(events)  # folded below as well as encoded: an iterator is read once
-        request = self._writer.request(
+        append = self._writer.check(
             self.run_id, events, event_ids=event_ids, meta=meta, expected_offset=self.offset,
             expected_number=self._number,
         )  # fmt: skip
         cp_meta = self._checkpoints.check_metadata(checkpoint_metadata)
-        known = self._known(request.ids)
+        known = self._known(append.ids)
         state, wants, since_after = self._fold(events, known)
         written_checkpoint: list[int] = []
 
@@ -160,27 +160,26 @@ class RunWriter(Generic[S]):
             written_checkpoint[:] = [len(pending.snapshot) if pending.snapshot is not None else -1]
             return True
 
-        request.checkpoint = hook
         try:
-            self._writer.commit(request)
+            slot = self._writer.commit(append, hook)
         except BaseException:
             self._reload()
             raise
-        self._number = request.number
-        fresh = [o for i, o in enumerate(request.offsets) if i not in known]
+        self._number = slot.number
+        fresh = [o for i, o in enumerate(slot.offsets) if i not in known]
         if fresh != list(range(self.offset + 1, self.offset + 1 + len(fresh))):
             self._reload()  # the log wrote other events than were folded (an id became known meanwhile)
-            return request.offsets
+            return slot.offsets
         self.state = state
         self.offset = fresh[-1] if fresh else self.offset
-        self._bytes_since += request.written
+        self._bytes_since += slot.written
         if written_checkpoint:
             self._since = None
             if written_checkpoint[0] >= 0:
                 self._snapshot_bytes, self._bytes_since = written_checkpoint[0], 0
         else:
             self._since = since_after
-        return request.offsets
+        return slot.offsets
 
     def _fold(self, events: Sequence[Event], known: set[int]) -> tuple[S, bool, Any]:
         """The state after the events not yet in the run, and whether the policy wants a checkpoint."""
