@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, cast
 
 import msgspec
@@ -215,7 +216,7 @@ class GroupCommit:
                     batch, self._queue = self._queue, []
             self._last_batch = len(batch)
             if batch:
-                self._commit_batch(batch)
+                self.commit_batch(batch)
         finally:
             # Even when this thread is interrupted, no waiter is left behind and leadership passes on.
             with self._queue_lock:
@@ -235,47 +236,51 @@ class GroupCommit:
                     slot.done.set()
 
     def commit_batch(self, batch: list[Slot]) -> None:
-        """Commit slots in one transaction (each alone when the transaction fails); each slot's
-        `error` or `committed` says how it went. The async face's commit thread calls this."""
-        self._commit_batch(batch)
+        """Commit slots in one transaction; each slot's `error` or `committed` says how it went.
+        The async face's commit thread calls this too.
 
-    def _commit_batch(self, batch: list[Slot], checked: bool = False) -> None:
-        """`checked`: look drawn ids up before writing them, instead of letting the index refuse
-        one the run holds (KeyExistsError), which has this commit made again, checked."""
+        Every retry is made by this one loop: a transaction the index refused a drawn id in
+        (KeyExistsError) is made again `checked`, looking drawn ids up before writing them; a
+        transaction that failed otherwise is made again one slot at a time, so that only the
+        slot at fault gets the error."""
+        tries: list[tuple[list[Slot], bool]] = [(batch, False)]  # (slots, checked), the next one last
+        while tries:
+            slots, checked = tries.pop()
+            try:
+                position, checkpointed = self._store.write(partial(self._write_all, slots, checked))
+            except BaseException as exc:  # noqa: BLE001 - handed to the slot that failed (KeyboardInterrupt too)
+                if isinstance(exc, KeyExistsError) and not checked:
+                    tries.append((slots, True))
+                elif len(slots) == 1:
+                    slots[0].error = exc
+                else:
+                    tries.extend(([slot], checked) for slot in reversed(slots))
+                continue
+            self._committed(slots, position, checkpointed)
 
+    def _write_all(self, slots: list[Slot], checked: bool, txn: Txn) -> tuple[int, bool]:
+        """Write the slots in `txn`: (the last position given, 0 when none; whether a checkpoint was)."""
+        checkpointed = False
+        start, dict_id, records = self._runs.commit_start(txn, [s.append.run_id for s in slots], self._known)
+        position = start
+        for slot in slots:
+            slot.error = None
+            slot.writing = False
+            slot.stored = None
+            try:
+                position, wrote = self._write(txn, slot, dict_id, position, checked, records)
+                checkpointed |= wrote
+            except EventLogError as exc:
+                if slot.writing:
+                    raise  # some of it was written: abort the transaction
+                slot.error = exc  # wrote nothing: every check runs before the first put
+        return (position if position > start else 0), checkpointed
+
+    def _committed(self, slots: list[Slot], position: int, checkpointed: bool) -> None:
+        """After a commit: the slots marked, the run records kept, followers woken."""
         known = self._known
-
-        def write(txn: Txn) -> tuple[int, bool]:
-            checkpointed = False
-            start, dict_id, records = self._runs.commit_start(txn, [s.append.run_id for s in batch], known)
-            position = start
-            for slot in batch:
-                slot.error = None
-                slot.writing = False
-                slot.stored = None
-                try:
-                    position, wrote = self._write(txn, slot, dict_id, position, checked, records)
-                    checkpointed |= wrote
-                except EventLogError as exc:
-                    if slot.writing:
-                        raise  # some of it was written: abort the transaction
-                    slot.error = exc  # wrote nothing: every check runs before the first put
-            return (position if position > start else 0), checkpointed
-
-        try:
-            position, checkpointed = self._store.write(write)
-        except BaseException as exc:  # noqa: BLE001 - handed to the slot that failed (KeyboardInterrupt too)
-            if isinstance(exc, KeyExistsError) and not checked:
-                self._commit_batch(batch, checked=True)
-                return
-            if len(batch) == 1:
-                batch[0].error = exc
-                return
-            for slot in batch:  # one failed the whole transaction: commit each alone
-                self._commit_batch([slot], checked)
-            return
         with self._known_lock:  # the async face's commit thread may finish a commit meanwhile
-            for slot in batch:
+            for slot in slots:
                 slot.committed = slot.error is None
                 if slot.stored is not None:  # the run's record as this commit left it (the last one wins)
                     known.pop(slot.append.run_id, None)
