@@ -32,7 +32,7 @@ from ..record.codec import Codec
 from ..record.tables import EVENT_IDS, EVENTS, FEED
 from ..store._base import KeyExistsError, Store, Txn, at_checkpoint
 from ._event_ids import EventIds
-from ._runs import Runs
+from ._runs import After, Held, Runs
 
 _event_key = EVENTS.key  # `struct` calls, without a Python call of their own (the append path)
 _feed_key = FEED.key
@@ -89,6 +89,44 @@ class Slot:
         self.done: threading.Event | None = None  # made for a slot that waits for a leader
 
 
+class Kept:
+    """What a writer keeps of its own commits, so as to read less at the next one
+    (`Runs.commit_start`, docs/architecture.md, "An append")."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records: dict[str, Held] = {}
+        """Run id -> (value, record, generation) of the run records this writer wrote last, oldest
+        first: a run's record is decoded only when it is not the one written here, and not read
+        at all while this writer's commits follow one another. A stale one costs a decode."""
+        self._after: After | None = None  # what the last commit left, on a store that numbers its commits
+
+    def after(self, generation: int | None) -> After | None:
+        """What this writer's last commit left, when the write transaction numbered `generation`
+        follows it with nothing between; None: another commit came between, or none is numbered."""
+        after = self._after
+        return after if generation is not None and after is not None and after.generation == generation - 1 else None
+
+    def keep(self, slots: list[Slot], after: After | None) -> None:
+        """Keep what a commit wrote. The async face's commit thread and a leader may finish
+        commits at once, in either order: what a later commit (by its generation) left is never
+        replaced by an earlier one's."""
+        records = self.records
+        generation = 0 if after is None else after.generation
+        with self._lock:
+            for slot in slots:
+                if slot.stored is not None:  # the run's record as this commit left it (the last one wins)
+                    run_id = slot.append.run_id
+                    held = records.get(run_id)
+                    if held is None or held[2] <= generation:
+                        records.pop(run_id, None)
+                        records[run_id] = (*slot.stored, generation)
+            while len(records) > _limits.writer_records_held:
+                del records[next(iter(records))]  # the run written longest ago
+            if after is not None and (self._after is None or self._after.generation < generation):
+                self._after = after
+
+
 class GroupCommit:
     """Checks appends, then commits them in groups."""
 
@@ -101,11 +139,7 @@ class GroupCommit:
         self._queue: list[Slot] = []
         self._leading = False
         self._last_batch = 0
-        self._known_lock = threading.Lock()
-        self._known: dict[str, tuple[bytes, RunRecord]] = {}
-        """Run id -> (value, record) of the run records this writer wrote last, oldest first: a run's
-        record is read at every commit, but decoded only when it is not the one written here
-        (`Runs.commit_start`). Changed after each commit, under its lock; a stale one costs a decode."""
+        self._kept = Kept()
         self.commits = 0
         """Transactions committed with at least one event (for benchmarks and tests)."""
 
@@ -247,7 +281,7 @@ class GroupCommit:
         while tries:
             slots, checked = tries.pop()
             try:
-                position, checkpointed = self._store.write(partial(self._write_all, slots, checked))
+                position, checkpointed, after = self._store.write(partial(self._write_all, slots, checked))
             except BaseException as exc:  # noqa: BLE001 - handed to the slot that failed (KeyboardInterrupt too)
                 if isinstance(exc, KeyExistsError) and not checked:
                     tries.append((slots, True))
@@ -256,12 +290,16 @@ class GroupCommit:
                 else:
                     tries.extend(([slot], checked) for slot in reversed(slots))
                 continue
-            self._committed(slots, position, checkpointed)
+            self._committed(slots, position, checkpointed, after)
 
-    def _write_all(self, slots: list[Slot], checked: bool, txn: Txn) -> tuple[int, bool]:
-        """Write the slots in `txn`: (the last position given, 0 when none; whether a checkpoint was)."""
+    def _write_all(self, slots: list[Slot], checked: bool, txn: Txn) -> tuple[int, bool, After | None]:
+        """Write the slots in `txn`: (the last position given, 0 when none; whether a checkpoint
+        was; what the commit leaves, when the store numbers its commits and this one wrote)."""
         checkpointed = False
-        start, dict_id, records = self._runs.commit_start(txn, [s.append.run_id for s in slots], self._known)
+        generation = txn.generation()
+        after = self._kept.after(generation)
+        run_ids = [s.append.run_id for s in slots]
+        start, dict_id, records = self._runs.commit_start(txn, run_ids, self._kept.records, after)
         position = start
         for slot in slots:
             slot.error = None
@@ -274,19 +312,19 @@ class GroupCommit:
                 if slot.writing:
                     raise  # some of it was written: abort the transaction
                 slot.error = exc  # wrote nothing: every check runs before the first put
-        return (position if position > start else 0), checkpointed
+        if position == start or generation is None:
+            return (position if position > start else 0), checkpointed, None
+        return (
+            position,
+            checkpointed,
+            After(generation, position, dict_id, generation if after is None else after.since),
+        )
 
-    def _committed(self, slots: list[Slot], position: int, checkpointed: bool) -> None:
-        """After a commit: the slots marked, the run records kept, followers woken."""
-        known = self._known
-        with self._known_lock:  # the async face's commit thread may finish a commit meanwhile
-            for slot in slots:
-                slot.committed = slot.error is None
-                if slot.stored is not None:  # the run's record as this commit left it (the last one wins)
-                    known.pop(slot.append.run_id, None)
-                    known[slot.append.run_id] = slot.stored
-            while len(known) > _limits.writer_records_held:
-                del known[next(iter(known))]  # the run written longest ago
+    def _committed(self, slots: list[Slot], position: int, checkpointed: bool, after: After | None) -> None:
+        """After a commit: the slots marked, what it wrote kept, followers woken."""
+        for slot in slots:
+            slot.committed = slot.error is None
+        self._kept.keep(slots, after)
         if checkpointed:
             at_checkpoint(self._store)
         if position:

@@ -28,6 +28,25 @@ one value, whatever its key, so the dictionary id and position read at every com
 unframed again."""
 
 
+Held = tuple[bytes, RunRecord, int]
+"""A run record a writer wrote: (its value as stored, the record, the `Txn.generation` of the
+commit that wrote it, 0 where the store has none)."""
+
+
+class After(NamedTuple):
+    """What a writer's last commit left, when the store numbers its commits (`Txn.generation`)."""
+
+    generation: int
+    """The number of that commit."""
+    position: int
+    """The last feed position given."""
+    dict_id: int
+    """The dictionary new records use."""
+    since: int
+    """The first of the writer's run of commits that followed one another with nothing between:
+    every record the writer holds from a commit of that run or later is the stored one."""
+
+
 class Link(NamedTuple):
     """Offsets (lo, hi] of the run being read live under `rec.number`, the run `run_id`."""
 
@@ -144,21 +163,43 @@ class Runs:
         return max(0 if last is None else _keys.from_u64(last), self._counter(_keys.META_POSITION, kept))
 
     def commit_start(
-        self, txn: Txn, run_ids: list[str] | None = None, known: dict[str, tuple[bytes, RunRecord]] | None = None
+        self,
+        txn: Txn,
+        run_ids: list[str] | None = None,
+        known: dict[str, Held] | None = None,
+        after: After | None = None,
     ) -> tuple[int, int, dict[str, RunRecord | None]]:
         """(the base of this transaction's feed positions, id of the dictionary new records use,
         the records of `run_ids`), read in one round trip. A dense store gives positions after
         the last one given; PostgreSQL from its transaction id (`Txn.position_base`), and locks
         the records read.
 
-        `known`: run id -> (value, record) of records the caller wrote and still holds. A stored
-        value equal to the one held is the held record (a copy), not decoded again: a get and a
-        byte compare, where a decode would cost more than the rest of an append's reads. A
-        value that differs (another process wrote, or a fork, prune or delete changed the run)
-        is decoded (docs/architecture.md, "An append")."""
+        `known`: run id -> (value, record, generation) of records the caller wrote and still
+        holds. A stored value equal to the one held is the held record (a copy), not decoded
+        again: a get and a byte compare, where a decode would cost more than the rest of an
+        append's reads. A value that differs (another process wrote, or a fork, prune or
+        delete changed the run) is decoded.
+
+        `after`: the caller's own last commit was the store's last one (`Txn.generation`), so
+        the last position and dictionary are as that commit left them, and a held record
+        written since `After.since` is the stored one: none of these is read
+        (docs/architecture.md, "An append")."""
         ids = run_ids or []
         if len(ids) > 1:
             ids = list(dict.fromkeys(ids))
+        records: dict[str, RunRecord | None] = {}
+        if after is not None and known is not None:
+            unread = []
+            for run_id in ids:
+                held = known.get(run_id)
+                if held is not None and held[2] >= after.since:
+                    records[run_id] = replace(held[1])
+                else:
+                    unread.append(run_id)
+            if unread:
+                values = txn.get_many(RUNS, [RUNS.key(run_id) for run_id in unread])
+                self._held_or_decoded(records, unread, values, known)
+            return after.position, after.dict_id, records
         # A dense store also reads the last position given; PostgreSQL draws positions from the
         # transaction id. (A new run's number is drawn when it is made: `new_number`.)
         dense = txn.dense
@@ -179,11 +220,19 @@ class Runs:
         dict_id = 0 if raw is None else _counters.get(raw)
         if dict_id is None:
             dict_id = self._counter(_keys.META_DICT_CURRENT, raw)
-        records: dict[str, RunRecord | None] = {}
-        for run_id, raw in zip(ids, values[first:], strict=True):
+        self._held_or_decoded(records, ids, values[first:], known)
+        return txn.position_base(position), dict_id, records
+
+    def _held_or_decoded(
+        self,
+        records: dict[str, RunRecord | None],
+        ids: list[str],
+        values: list[bytes | None],
+        known: dict[str, Held] | None,
+    ) -> None:
+        for run_id, raw in zip(ids, values, strict=True):
             held = None if known is None or raw is None else known.get(run_id)
             records[run_id] = replace(held[1]) if held is not None and held[0] == raw else self._decode(run_id, raw)
-        return txn.position_base(position), dict_id, records
 
     @staticmethod
     def _counter(key: bytes, raw: bytes | None) -> int:

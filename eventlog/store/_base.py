@@ -93,6 +93,14 @@ class Txn(Protocol):
         log then raises), the next value of a sequence on PostgreSQL (write transactions only)."""
         ...
 
+    def generation(self) -> int | None:
+        """The number this write transaction commits as, when the store numbers its commits one
+        by one: each commit that changes anything takes the next number, so a write
+        transaction whose number is one above the number of a commit knows that nothing was
+        committed since (LMDB: the transaction id; memory: a counter). None: the store does not
+        number its commits (PostgreSQL), or this is a read transaction."""
+        ...
+
 
 class KeyExistsError(EventLogError):
     """`Txn.insert` found its key taken; the transaction was rolled back."""

@@ -24,10 +24,9 @@ class PgTxn:
     dense = False
 
     def __init__(self, conn: Any, schema: str, xid_offset: int, write: bool) -> None:
-        self._conn, self._s, self._write = conn, schema, write
+        self._conn, self._s, self._write, self._xid_offset = conn, schema, write, xid_offset
         self._cur = conn.cursor()
         self._xid: int | None = None  # the transaction id, read with the first fetch of a write
-        self._xid_offset = xid_offset
         self._puts: dict[tuple[str, bytes], bytes] = {}
         self._inserts: dict[tuple[str, bytes], bytes] = {}
         self._known: dict[tuple[str, bytes], bytes | None] = {}
@@ -36,8 +35,6 @@ class PgTxn:
         self.held = 0
         """The greatest feed position this read left out because an older transaction may still
         commit below it (0: none): the store reads again once it settled."""
-
-    # -- names -------------------------------------------------------------------------
 
     def _t(self, table: str) -> str:
         return f'"{self._s}".{TABLES[table].name}'
@@ -179,6 +176,9 @@ class PgTxn:
         """Run a DELETE; how many rows went (read from its rows: a pipeline has no row count yet)."""
         row = self._cur.execute(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
         return int(row[0])
+
+    def generation(self) -> int | None:  # writers to different runs commit side by side: not numbered
+        return None
 
     def position_base(self, last: int) -> int:
         if self._base is None:

@@ -49,7 +49,6 @@ class _LMDBTxn:
         self._txn, self._dbs, self._write = txn, dbs, write
 
     # Transactions are begun with buffers=False: keys and values are bytes, never memoryviews.
-
     # No `cast` on the paths every append takes: it is a Python call each time.
 
     def get(self, table: str, key: bytes) -> bytes | None:
@@ -69,6 +68,9 @@ class _LMDBTxn:
             with self._txn.cursor(db=dbs[table]) as cur:
                 ends.append(cast("bytes", cur.key()) if cur.last() else None)
         return found, ends
+
+    def generation(self) -> int | None:  # the last commit's id + 1; a commit of no change keeps it
+        return self._txn.id() if self._write else None
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:

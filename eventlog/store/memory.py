@@ -24,10 +24,14 @@ class _Table:
 class _MemoryTxn:
     dense = True
 
-    def __init__(self, tables: dict[str, _Table], write: bool) -> None:
+    def __init__(self, tables: dict[str, _Table], write: bool, generation: int | None = None) -> None:
         self._tables = tables
         self._write = write
+        self._generation = generation
         self.undo: list[tuple[str, bytes, bytes | None]] = []
+
+    def generation(self) -> int | None:
+        return self._generation
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._tables[table].values.get(key)
@@ -130,6 +134,7 @@ class MemoryStore:
         self._tables = {name: _Table() for name in TABLES}
         self._lock = threading.RLock()
         self._closed = False
+        self._commits = 0  # write transactions that changed something (`Txn.generation`)
 
     def read(self, fn: Callable[[_MemoryTxn], T]) -> T:
         with self._lock:
@@ -139,12 +144,15 @@ class MemoryStore:
     def write(self, fn: Callable[[_MemoryTxn], T]) -> T:
         with self._lock:
             self._check_open()
-            txn = _MemoryTxn(self._tables, write=True)
+            txn = _MemoryTxn(self._tables, write=True, generation=self._commits + 1)
             try:
-                return fn(txn)
+                result = fn(txn)
             except BaseException:
                 txn.rollback()
                 raise
+            if txn.undo:  # it changed something: the next write is numbered after it
+                self._commits += 1
+            return result
 
     def sync(self) -> None:
         self._check_open()

@@ -119,3 +119,32 @@ class TxnContract:
         assert second[0] > first[0] and second[1] > first[1]
         with pytest.raises(ReadOnlyError):
             log.store.read(lambda txn: txn.run_number(0))
+
+    def test_generation_numbers_each_commit_that_changes_something(self, log: EventLog[Any]) -> None:
+        """A store that numbers its commits (`Txn.generation`) gives each write transaction the
+        number after the last commit that changed something: the log trusts what it wrote last
+        only while the next number is its commit's plus one (docs/architecture.md, "An append")."""
+
+        def put(txn: Txn) -> int | None:
+            txn.put("meta", b"t:generation", b"x")
+            return txn.generation()
+
+        def rolled_back(txn: Txn) -> None:
+            txn.put("meta", b"t:generation", b"y")
+            raise _Abort
+
+        first = log.store.write(put)
+        if first is None:
+            assert log.store.write(lambda txn: txn.generation()) is None
+            return  # a store that does not number its commits: the log reads what it needs at each commit
+        assert log.store.read(lambda txn: txn.generation()) is None  # a read transaction commits nothing
+        assert log.store.write(lambda txn: txn.generation()) == first + 1
+        assert log.store.write(lambda txn: txn.generation()) == first + 1  # that one changed nothing
+        with pytest.raises(_Abort):
+            log.store.write(rolled_back)
+        assert log.store.write(put) == first + 1  # the rolled back one took no number
+        assert log.store.write(put) == first + 2
+
+
+class _Abort(Exception):
+    pass
