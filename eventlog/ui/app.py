@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 import anyio.to_thread
 import msgspec
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -34,7 +35,7 @@ from eventlog.errors import (
 from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import find, model, params, readings, render, spans, threads
+from . import find, memory, model, params, readings, render, spans, threads
 from .guard import UI, is_loopback
 from .live import feed_end, follow
 from .render import environment
@@ -216,10 +217,11 @@ def create_app(
 
     def state_fragment(request: Request) -> Response:
         run_id = params.run_id(request)
+        json_route = request.scope["path"].endswith(".json")  # not request.url: see `holding`
         at = _offset(request, "at", run_id)
         view = model.view_for(log, run_id)
-        doc = model.state_doc(log, run_id, at, view)
-        if request.url.path.endswith(".json"):
+        doc = holding(model.state_doc(log, run_id, at, view))
+        if json_route:
             return _json_response(doc)
         entry = log.entry(run_id, at) if at > log.run_info(run_id).base else None
         json, size = model.pretty_or_none(doc["state"])
@@ -247,7 +249,7 @@ def create_app(
         path = params.json_path(request, render.subtree_path_max)
         lo = params.number(request, "from", 0) or 0
         hi = params.number(request, "upto")
-        state = model.fields_shown(model.state_of(log, run_id, at, model.view_for(log, run_id)))
+        state = holding(model.fields_shown(model.state_of(log, run_id, at, model.view_for(log, run_id))))
         try:
             html = render.subtree(state, path, lo, hi)
         except KeyError:
@@ -258,7 +260,7 @@ def create_app(
         run_id = params.run_id(request)
         a, b = _offset(request, "a", run_id), _offset(request, "b", run_id)
         doc = model.diff_doc(log, run_id, a, b, model.view_for(log, run_id))
-        if request.url.path.endswith(".json"):
+        if request.scope["path"].endswith(".json"):
             return _json_response(doc)
         json, size = model.pretty_or_none(doc)
         shown_max = model.diff_items_shown_max
@@ -409,6 +411,16 @@ def create_app(
         return pinned
 
     reading = threading.Lock()
+    held = threading.local()  # `holding`: the whole state a bounded handler read, freed after its answer
+
+    def holding(value: Any) -> Any:
+        """`value` (a whole state), kept until the answer made from it is sent (`one_at_a_time`).
+
+        The handlers that hold one read nothing long-lived while it is alive (`request.url` is
+        parsed into a cache that outlives the request): what outlives a request, allocated among
+        a state's objects, would keep the allocator's blocks of that state from going back."""
+        held.state.append(value)
+        return value
 
     def one_at_a_time(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
         """`handler`, a read of a whole state (or two), run one at a time, and the memory it
@@ -416,11 +428,17 @@ def create_app(
         j/k asks, and comes back down after it."""
 
         def bounded(request: Request) -> Response:
+            held.state = []
             with reading:
                 try:
-                    return handler(request)
-                finally:
-                    model.release_memory()
+                    response = handler(request)
+                except BaseException:
+                    memory.release(log, held.state)
+                    raise
+            # After the answer is sent: the state is dropped and its memory given back then,
+            # not before the page has it (a state of 50,000 messages takes tens of ms to free).
+            response.background = BackgroundTask(memory.release, log, held.state)
+            return response
 
         return bounded
 

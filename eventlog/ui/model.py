@@ -125,30 +125,6 @@ def pretty_or_none(value: Any) -> tuple[str | None, int]:
     return msgspec.json.format(raw, indent=2).decode(), len(raw)
 
 
-def release_memory() -> None:
-    """Give the memory freed since to the operating system (glibc's `malloc_trim`; elsewhere
-    nothing): after the state of a long run is read and dropped, the server's resident memory
-    comes back down instead of staying at its peak."""
-    if _trim is not None:
-        _trim(0)
-
-
-def _malloc_trim() -> Any:
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-        return None
-
-
-_trim = _malloc_trim()
-
-
 def when(ns: int) -> str:
     """A time in nanoseconds as ISO 8601 UTC, to the millisecond."""
     return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
