@@ -180,14 +180,18 @@ def create_app(
             "families": find.families(model.kind_of(e.event) for e in win.entries),
             "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
         }
+        shown = win.entries  # the page's events drawn in this answer
+        if not (wanted or request.query_params.get("fragment")) and reading in ("timeline", "conversation", "steps"):
+            shown = model.first_screen(win.entries, context["at"])  # a screen; the page asks for the rest
+        context["rest"] = len(shown) < len(win.entries)
         if reading == "timeline":
-            context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
+            context["rows"] = readings.timeline(shown, info.checkpoints, info.forks)
         elif reading == "conversation":
-            context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
+            context["bubbles"] = view_chat if view_chat is not None else readings.transcript(shown)
         elif reading == "steps" and info.view is not None:  # a LangGraph thread's checkpoints and tasks
-            context["steps"] = threads.thread_supersteps(win.entries)
+            context["steps"] = threads.thread_supersteps(shown)
         elif reading == "steps":
-            context["steps"] = readings.supersteps(win.entries)
+            context["steps"] = readings.supersteps(shown)
         elif reading == "waterfall":
             context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base)
             context["run_totals"] = spans.run_totals(log, run_id, info.summary.info)

@@ -35,6 +35,9 @@ __all__ = [
 
 page_events = 200
 """Events on one page of a run's timeline."""
+first_screen_events = 40
+"""Events of a page drawn in the first answer of a run's page, around the selected one: a
+screen's worth. The page asks for the rest of its page once it is painted."""
 runs_page_max = 200
 """Runs on one page of the runs list."""
 history_rows_max = 50
@@ -272,6 +275,16 @@ def window(log: EventLog[Any], run_id: str, head: int, base: int, after: int | N
     lo, hi = window_bounds(base, head, after, at)
     entries = list(log.read(run_id, after=lo, upto=hi)) if hi > lo else []
     return Window(run_id, base, head, lo, hi, entries)
+
+
+def first_screen(entries: list[Entry], at: int, size: int = first_screen_events) -> list[Entry]:
+    """The `size` entries of a page drawn first: those around offset `at` (the selected event,
+    which the page scrolls to), or all of them when there are no more."""
+    if len(entries) <= size:
+        return entries
+    i = next((k for k, e in enumerate(entries) if e.offset >= at), len(entries) - 1)
+    lo = max(0, min(i - size // 2, len(entries) - size))
+    return entries[lo : lo + size]
 
 
 def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = False) -> list[str]:
