@@ -42,7 +42,9 @@ def test_the_rest_of_the_page_comes_after_the_first_screen(page: Any, tmp_path: 
             page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{n}"]')
             head_row = page.locator(f'#panel tr.ev[data-offset="{n}"]').bounding_box()
             panel = page.locator("#panel").bounding_box()
-            assert panel["y"] <= head_row["y"] and head_row["y"] + head_row["height"] <= panel["y"] + panel["height"] + 1
+            assert (
+                panel["y"] <= head_row["y"] and head_row["y"] + head_row["height"] <= panel["y"] + panel["height"] + 1
+            )
 
             page.locator(f'#panel tr.ev[data-offset="{n}"]').click()
             back = model.first_screen_events + 5  # past the first screen's events, on the same page

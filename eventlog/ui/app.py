@@ -416,6 +416,7 @@ def create_app(
 
     reading = threading.Lock()
     held = threading.local()  # `holding`: the whole state a bounded handler read, freed after its answer
+    unsent: list[list[Any]] = []  # the state held for the last answer, until it is sent
 
     def holding(value: Any) -> Any:
         """`value` (a whole state), kept until the answer made from it is sent (`one_at_a_time`).
@@ -432,8 +433,11 @@ def create_app(
         j/k asks, and comes back down after it."""
 
         def bounded(request: Request) -> Response:
-            held.state = []
             with reading:
+                for state in unsent:  # still one state at once: one held for an answer not yet sent is dropped
+                    state.clear()
+                held.state = []
+                unsent[:] = [held.state]
                 try:
                     response = handler(request)
                 except BaseException:
