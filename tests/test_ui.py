@@ -116,19 +116,35 @@ def test_errors_name_what_went_wrong(log: eventlog.EventLog) -> None:
 
 
 def test_a_long_run_opens_one_page_at_a_time(tmp_path: Path) -> None:
+    """A page of a long run is drawn a screen first (around the selected event), and the page
+    asks for the rest of it (the bar's `data-rest`)."""
+    screen = model.first_screen_events
     with eventlog.open(tmp_path / "log", durability="none") as log:
         n = model.page_events * 3 + 17
         log.append_many("long", [StepCompleted(node="n", superstep=i, update={"i": i}) for i in range(1, n + 1)])
         with serving(log) as url:
+
+            def rows(body: str) -> list[int]:
+                return [int(x) for x in re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body)]
+
+            def rest(body: str) -> str:
+                found = re.search(r'data-rest="([^"]+)"', body)
+                assert found is not None, "no data-rest: the page was drawn whole"
+                return get(url + html.unescape(found.group(1)))[1]
+
             _, body, _ = get(f"{url}/run?id=long&view=timeline")
-            offsets = [int(x) for x in re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body)]
-            assert offsets == list(range(n - model.page_events + 1, n + 1))
+            assert rows(body) == list(range(n - screen + 1, n + 1))  # the last screen, the head selected
+            assert rows(rest(body)) == list(range(n - model.page_events + 1, n + 1))
             _, body, _ = get(f"{url}/run?id=long&view=timeline&after=0")
-            offsets = [int(x) for x in re.findall(r'<tr class="ev f-\w+" data-offset="(\d+)"', body)]
-            assert offsets == list(range(model.page_events + 1))  # offset 0: the initial state
+            assert rows(body) == list(range(model.page_events - screen + 1, model.page_events + 1))
+            assert rows(rest(body)) == list(range(model.page_events + 1))  # offset 0: the initial state
             _, body, _ = get(f"{url}/run?id=long&view=timeline&at=300")
             offsets = [int(x) for x in re.findall(r'data-offset="(\d+)"', body)]
+            assert 300 in offsets and len(set(offsets)) == screen
+            offsets = [int(x) for x in re.findall(r'data-offset="(\d+)"', rest(body))]
             assert 300 in offsets and len(set(offsets)) == model.page_events
+            _, body, _ = get(f"{url}/run?id=long&view=timeline&at=300&fragment=1")
+            assert "data-rest" not in body and len(rows(body)) == model.page_events  # a page asked for: whole
 
 
 def test_every_value_from_the_log_is_escaped(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 import anyio.to_thread
 import msgspec
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -34,7 +35,7 @@ from eventlog.errors import (
 from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import find, model, params, readings, render, spans, threads
+from . import find, memory, model, params, readings, render, spans, threads
 from .guard import UI, is_loopback
 from .live import feed_end, follow
 from .render import environment
@@ -179,14 +180,18 @@ def create_app(
             "families": find.families(model.kind_of(e.event) for e in win.entries),
             "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
         }
+        shown = win.entries  # the page's events drawn in this answer
+        if not (wanted or request.query_params.get("fragment")) and reading in ("timeline", "conversation", "steps"):
+            shown = model.first_screen(win.entries, context["at"])  # a screen; the page asks for the rest
+        context["rest"] = len(shown) < len(win.entries)
         if reading == "timeline":
-            context["rows"] = readings.timeline(win.entries, info.checkpoints, info.forks)
+            context["rows"] = readings.timeline(shown, info.checkpoints, info.forks)
         elif reading == "conversation":
-            context["bubbles"] = view_chat if view_chat is not None else readings.transcript(win.entries)
+            context["bubbles"] = view_chat if view_chat is not None else readings.transcript(shown)
         elif reading == "steps" and info.view is not None:  # a LangGraph thread's checkpoints and tasks
-            context["steps"] = threads.thread_supersteps(win.entries)
+            context["steps"] = threads.thread_supersteps(shown)
         elif reading == "steps":
-            context["steps"] = readings.supersteps(win.entries)
+            context["steps"] = readings.supersteps(shown)
         elif reading == "waterfall":
             context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base)
             context["run_totals"] = spans.run_totals(log, run_id, info.summary.info)
@@ -216,10 +221,11 @@ def create_app(
 
     def state_fragment(request: Request) -> Response:
         run_id = params.run_id(request)
+        json_route = request.scope["path"].endswith(".json")  # not request.url: see `holding`
         at = _offset(request, "at", run_id)
         view = model.view_for(log, run_id)
-        doc = model.state_doc(log, run_id, at, view)
-        if request.url.path.endswith(".json"):
+        doc = holding(model.state_doc(log, run_id, at, view))
+        if json_route:
             return _json_response(doc)
         entry = log.entry(run_id, at) if at > log.run_info(run_id).base else None
         json, size = model.pretty_or_none(doc["state"])
@@ -247,7 +253,7 @@ def create_app(
         path = params.json_path(request, render.subtree_path_max)
         lo = params.number(request, "from", 0) or 0
         hi = params.number(request, "upto")
-        state = model.fields_shown(model.state_of(log, run_id, at, model.view_for(log, run_id)))
+        state = holding(model.fields_shown(model.state_of(log, run_id, at, model.view_for(log, run_id))))
         try:
             html = render.subtree(state, path, lo, hi)
         except KeyError:
@@ -258,7 +264,7 @@ def create_app(
         run_id = params.run_id(request)
         a, b = _offset(request, "a", run_id), _offset(request, "b", run_id)
         doc = model.diff_doc(log, run_id, a, b, model.view_for(log, run_id))
-        if request.url.path.endswith(".json"):
+        if request.scope["path"].endswith(".json"):
             return _json_response(doc)
         json, size = model.pretty_or_none(doc)
         shown_max = model.diff_items_shown_max
@@ -409,6 +415,17 @@ def create_app(
         return pinned
 
     reading = threading.Lock()
+    held = threading.local()  # `holding`: the whole state a bounded handler read, freed after its answer
+    unsent: list[list[Any]] = []  # the state held for the last answer, until it is sent
+
+    def holding(value: Any) -> Any:
+        """`value` (a whole state), kept until the answer made from it is sent (`one_at_a_time`).
+
+        The handlers that hold one read nothing long-lived while it is alive (`request.url` is
+        parsed into a cache that outlives the request): what outlives a request, allocated among
+        a state's objects, would keep the allocator's blocks of that state from going back."""
+        held.state.append(value)
+        return value
 
     def one_at_a_time(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
         """`handler`, a read of a whole state (or two), run one at a time, and the memory it
@@ -417,10 +434,19 @@ def create_app(
 
         def bounded(request: Request) -> Response:
             with reading:
+                for state in unsent:  # still one state at once: one held for an answer not yet sent is dropped
+                    state.clear()
+                held.state = []
+                unsent[:] = [held.state]
                 try:
-                    return handler(request)
-                finally:
-                    model.release_memory()
+                    response = handler(request)
+                except BaseException:
+                    memory.release(log, held.state)
+                    raise
+            # After the answer is sent: the state is dropped and its memory given back then,
+            # not before the page has it (a state of 50,000 messages takes tens of ms to free).
+            response.background = BackgroundTask(memory.release, log, held.state)
+            return response
 
         return bounded
 

@@ -35,6 +35,9 @@ __all__ = [
 
 page_events = 200
 """Events on one page of a run's timeline."""
+first_screen_events = 40
+"""Events of a page drawn in the first answer of a run's page, around the selected one: a
+screen's worth. The page asks for the rest of its page once it is painted."""
 runs_page_max = 200
 """Runs on one page of the runs list."""
 history_rows_max = 50
@@ -123,30 +126,6 @@ def pretty_or_none(value: Any) -> tuple[str | None, int]:
     if len(raw) > json_inline_bytes_max:
         return None, json_inline_bytes_max + 1
     return msgspec.json.format(raw, indent=2).decode(), len(raw)
-
-
-def release_memory() -> None:
-    """Give the memory freed since to the operating system (glibc's `malloc_trim`; elsewhere
-    nothing): after the state of a long run is read and dropped, the server's resident memory
-    comes back down instead of staying at its peak."""
-    if _trim is not None:
-        _trim(0)
-
-
-def _malloc_trim() -> Any:
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-        return None
-
-
-_trim = _malloc_trim()
 
 
 def when(ns: int) -> str:
@@ -296,6 +275,16 @@ def window(log: EventLog[Any], run_id: str, head: int, base: int, after: int | N
     lo, hi = window_bounds(base, head, after, at)
     entries = list(log.read(run_id, after=lo, upto=hi)) if hi > lo else []
     return Window(run_id, base, head, lo, hi, entries)
+
+
+def first_screen(entries: list[Entry], at: int, size: int = first_screen_events) -> list[Entry]:
+    """The `size` entries of a page drawn first: those around offset `at` (the selected event,
+    which the page scrolls to), or all of them when there are no more."""
+    if len(entries) <= size:
+        return entries
+    i = next((k for k, e in enumerate(entries) if e.offset >= at), len(entries) - 1)
+    lo = max(0, min(i - size // 2, len(entries) - size))
+    return entries[lo : lo + size]
 
 
 def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = False) -> list[str]:

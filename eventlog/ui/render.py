@@ -56,6 +56,14 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+def _html(template: str, *args: Any) -> Markup:
+    """`Markup(template).format(*args)`: each argument escaped (a Markup one kept as it is, an
+    int written as the template says), through `str.format`, many times faster than Markup's
+    own formatter on the tree's thousands of items."""
+    safe = [a if type(a) is int else escape(a) for a in args]
+    return Markup(template.format(*safe))
+
+
 def _text(value: str) -> Markup:
     return escape(visible(value))
 
@@ -63,17 +71,15 @@ def _text(value: str) -> Markup:
 def _scalar(value: Any) -> Markup:
     if isinstance(value, str):
         if len(value) > tree_string_chars_max:
-            more = Markup('<span class="t-more">… {:,} more characters</span>').format(
-                len(value) - tree_string_chars_max
-            )
-            return Markup('<span class="v-str">"{}</span>{}').format(_text(value[:tree_string_chars_max]), more)
-        return Markup('<span class="v-str">"{}"</span>').format(_text(value))
+            more = _html('<span class="t-more">… {:,} more characters</span>', len(value) - tree_string_chars_max)
+            return _html('<span class="v-str">"{}</span>{}', _text(value[:tree_string_chars_max]), more)
+        return _html('<span class="v-str">"{}"</span>', _text(value))
     if value is None:
         return Markup('<span class="v-null">null</span>')
     if isinstance(value, bool):
-        return Markup('<span class="v-bool">{}</span>').format("true" if value else "false")
+        return _html('<span class="v-bool">{}</span>', "true" if value else "false")
     if isinstance(value, (int, float)):
-        return Markup('<span class="v-num">{}</span>').format(msgspec.json.encode(value).decode())
+        return _html('<span class="v-num">{}</span>', msgspec.json.encode(value).decode())
     return _text(short(value))
 
 
@@ -90,7 +96,7 @@ def _preview(value: Any) -> Markup:
     text = ", ".join(scalars)
     if len(text) > 96:
         text = text[:95] + "…"
-    return Markup('<span class="t-size">{}</span> <span class="t-peek">{}</span>').format(n, _text(text))
+    return _html('<span class="t-size">{}</span> <span class="t-peek">{}</span>', n, _text(text))
 
 
 def _items(value: dict[Any, Any] | list[Any], lo: int = 0, hi: int | None = None) -> list[tuple[Any, Any] | None]:
@@ -118,20 +124,31 @@ def _path_attr(path: tuple[Any, ...]) -> str:
 def _node(key: Any, value: Any, depth: int, path: tuple[Any, ...] | None) -> Markup:
     if isinstance(value, msgspec.Struct):
         value = msgspec.to_builtins(value)  # one item shown: converted only now
-    label = Markup('<span class="t-key">{}</span>').format(_text(str(key)))
+    label = _html('<span class="t-key">{}</span>', _text(str(key)))
     empty = value in (None, "", [], {}) or value is False or value == 0
     if isinstance(value, (dict, list)) and value and depth < tree_depth_max:
         if path is not None and depth >= tree_depth_open:  # folded: read when opened
-            return Markup('<li><details data-node="{}"><summary>{} {}</summary>{}</details></li>').format(
-                _path_attr(path), label, _preview(value), Markup('<ul class="tree lazy"><li class="t-more">…</li></ul>')
+            return _html(
+                '<li><details data-node="{}"><summary>{} {}</summary>{}</details></li>',
+                _path_attr(path),
+                label,
+                _preview(value),
+                Markup('<ul class="tree lazy"><li class="t-more">…</li></ul>'),
             )
         opened = " open" if depth < tree_depth_open else ""
-        return Markup("<li><details{}><summary>{} {}</summary>{}</details></li>").format(
-            Markup(opened), label, _preview(value), _tree(value, depth + 1, path)
+        return _html(
+            "<li><details{}><summary>{} {}</summary>{}</details></li>",
+            Markup(opened),
+            label,
+            _preview(value),
+            _tree(value, depth + 1, path),
         )
     css = ' class="t-empty"' if empty else ""
-    return Markup('<li{}>{}<span class="t-colon">:</span> {}</li>').format(
-        Markup(css), label, _scalar(value) if not isinstance(value, (dict, list)) else _text(short(value))
+    return _html(
+        '<li{}>{}<span class="t-colon">:</span> {}</li>',
+        Markup(css),
+        label,
+        _scalar(value) if not isinstance(value, (dict, list)) else _text(short(value)),
     )
 
 
@@ -149,7 +166,7 @@ def _tree(
         upto = n - (len(items) - 1 - i)  # the first of the last items shown
         hidden = upto - start
         if path is None:
-            parts.append(Markup('<li class="t-more">… {:,} more</li>').format(hidden))
+            parts.append(_html('<li class="t-more">… {:,} more</li>', hidden))
         else:
             step = min(tree_items_max, hidden)
             parts.append(
@@ -158,7 +175,7 @@ def _tree(
                     "show {:,} more of {:,}</button></li>"
                 ).format(_path_attr(path), start, upto, step, hidden)
             )
-    return Markup('<ul class="tree">{}</ul>').format(Markup("").join(parts))
+    return _html('<ul class="tree">{}</ul>', Markup("").join(parts))
 
 
 def tree(value: Any, paged: bool = False) -> Markup:
@@ -172,7 +189,7 @@ def tree(value: Any, paged: bool = False) -> Markup:
         value = msgspec.to_builtins(value)
     if isinstance(value, (dict, list)):
         return _tree(value, 0, () if paged else None)
-    return Markup('<ul class="tree"><li>{}</li></ul>').format(_scalar(value))
+    return _html('<ul class="tree"><li>{}</li></ul>', _scalar(value))
 
 
 subtree_path_max = 64

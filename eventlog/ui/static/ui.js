@@ -262,6 +262,13 @@
       el.focus({ preventScroll: true });
     }
 
+    function putPanel(html) {
+      panel.innerHTML = html;
+      const waiting = panel.querySelector("template[data-waiting]");
+      if (waiting) document.getElementById("waiting").replaceChildren(waiting.content.cloneNode(true));
+      mark();
+    }
+
     async function loadPanel(url) {
       let html;
       try {
@@ -270,15 +277,43 @@
         status.textContent = err.message;
         return false;
       }
-      panel.innerHTML = html;
-      const waiting = panel.querySelector("template[data-waiting]");
-      if (waiting) document.getElementById("waiting").replaceChildren(waiting.content.cloneNode(true));
-      mark();
+      putPanel(html);
       return true;
     }
 
+    // The page's first answer draws a screen of its events, around the selected one (the bar's
+    // data-rest: the whole page); the rest is asked for once that screen is painted, and put in
+    // place with the event at the top of the screen where it was.
+    function afterPaint() {
+      return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    }
+
+    async function fillPage() {
+      const url = bar().dataset.rest;
+      if (!url) return;
+      let html;
+      try {
+        html = await fetchHtml(url);
+      } catch (err) {
+        status.textContent = err.message;
+        return;
+      }
+      if (!bar().dataset.rest) return; // a live update drew the whole page meanwhile
+      const box = panel.getBoundingClientRect().top;
+      const anchor = items().find((el) => el.getBoundingClientRect().bottom > box + 40) || null;
+      const offset = anchor ? anchor.dataset.offset : null;
+      const top = anchor ? anchor.getBoundingClientRect().top : 0;
+      const hadFocus = panel.contains(document.activeElement);
+      putPanel(html);
+      const again = offset === null ? null : panel.querySelector(`[data-offset="${offset}"]`);
+      if (again) panel.scrollTop += again.getBoundingClientRect().top - top;
+      if (hadFocus && a !== null) focusOn(a);
+    }
+    let filled = Promise.resolve();
+
     // j/k: the next or previous event; past the page's edge, the next or previous page.
     const step = serial(async function () {
+      await filled; // the whole page first: j/k go through its events, not past the first screen's
       const delta = pending;
       pending = 0;
       if (!delta) return;
@@ -574,6 +609,7 @@
       }
     }
     const refresh = serial(async () => {
+      await filled;
       const follows = toHead;
       toHead = false;
       const head = Number(root.dataset.head);
@@ -621,7 +657,10 @@
     mark();
     const chosen = panel.querySelector(`[data-offset="${a}"]`);
     if (chosen) chosen.scrollIntoView({ block: "center" });
-    if (a !== null) select(a, b === null ? undefined : b);
+    filled = afterPaint().then(() => {
+      if (a !== null) select(a, b === null ? undefined : b);
+      return fillPage();
+    });
   }
 
   document.addEventListener("DOMContentLoaded", () => {
