@@ -49,7 +49,7 @@ def _filled(path: Path) -> eventlog.EventLog:
     return log
 
 
-def test_mapped_ranges_are_the_directorys_shared_mappings(tmp_path: Path) -> None:
+def test_mapped_ranges_are_the_read_only_maps_of_the_logs_data_file(tmp_path: Path) -> None:
     maps = tmp_path / "maps"
     maps.write_text(
         "7f0000000000-7f0000100000 r--s 00000000 08:01 12 /logs/a/data.mdb\n"
@@ -57,10 +57,14 @@ def test_mapped_ranges_are_the_directorys_shared_mappings(tmp_path: Path) -> Non
         "7f0000200000-7f0000300000 r--s 00000000 08:01 14 /logs/ab/data.mdb\n"
         "7f0000300000-7f0000400000 rw-p 00000000 00:00 0 \n"
         "7f0000400000-7f0000500000 rw-s 00000000 08:01 12 /logs/a/data.mdb\n"
+        "7f0000500000-7f0000600000 rw-s 00000000 08:01 15 /logs/a/lock.mdb\n"
+        "7f0000600000-7f0000700000 r--s 00000000 08:01 12 /logs/a/data.mdb\n"
     )
+    # only the read-only shared map of data.mdb: not another directory's, a private, a writable
+    # mapping or the lock file every process shares
     assert memory.mapped_ranges("/logs/a", str(maps)) == [
         (0x7F0000000000, 0x7F0000100000),
-        (0x7F0000400000, 0x7F0000500000),
+        (0x7F0000600000, 0x7F0000700000),
     ]
     assert memory.mapped_ranges("/logs/a", str(tmp_path / "missing")) == []
 

@@ -70,8 +70,10 @@ def test_the_waterfall_of_a_conversation(page: Any, url: str, demo_log: eventlog
     rows = page.eval_on_selector_all(
         ".waterfall .wf-row[data-offset]",
         """rows => rows.map(r => {
-          const rect = r.querySelector('rect'), box = r.querySelector('svg').getBoundingClientRect();
-          const bar = rect.getBoundingClientRect();
+          const box = r.querySelector('.wf-track').getBoundingClientRect();
+          const parts = [...r.querySelectorAll('.wf-track rect')].map(p => p.getBoundingClientRect());
+          const bar = {left: Math.min(...parts.map(p => p.left)), width: 0};
+          bar.width = Math.max(...parts.map(p => p.right)) - bar.left;
           return {offset: +r.dataset.offset, kind: r.className.match(/k-(\\w+)/)[1],
                   depth: +r.querySelector('.wf-label').className.match(/d(\\d)/)[1],
                   left: bar.left - box.left, width: bar.width, track: box.width,
@@ -84,10 +86,11 @@ def test_the_waterfall_of_a_conversation(page: Any, url: str, demo_log: eventlog
     kinds = [r["kind"] for r in rows]
     assert kinds.count("turn") == 3 and kinds.count("llm") == 5 and kinds.count("tool") == 2
     assert all(r["depth"] == 1 for r in rows if r["kind"] != "turn")
-    # on one time axis: a bar starts at or after the one before it, and none leaves its track
+    # on one time axis: a bar starts at or after the one before it, none is too thin to see (2 px
+    # at least, whatever the track's width), and none leaves its track
     lefts = [r["left"] for r in rows]
     assert lefts == sorted(lefts) and lefts[-1] > 0.5 * rows[0]["track"]
-    assert all(r["width"] >= 1 and r["left"] + r["width"] <= r["track"] + 1 for r in rows)
+    assert all(r["width"] >= 2 - 0.01 and r["left"] + r["width"] <= r["track"] + 0.01 for r in rows)
     # tokens: each call's, each turn's its calls' sum, and the page's and the run's totals
     llm, tool, tokens_in, tokens_out = calls_of(demo_log, run_id)
     assert sum(int(r["tokens"].split(" → ")[0].replace(",", "")) for r in rows if r["kind"] == "turn") == tokens_in

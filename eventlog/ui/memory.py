@@ -61,18 +61,21 @@ def log_directory(log: EventLog[Any]) -> str | None:
 
 
 def mapped_ranges(directory: str, maps: str = _MAPS) -> list[tuple[int, int]]:
-    """(start, end) of this process's shared mappings of files in `directory` (from /proc/self/maps)."""
+    """(start, end) of this process's shared, read-only mappings of the log's `data.mdb` in
+    `directory` (from /proc/self/maps): the map LMDB reads through. Nothing else is given back:
+    not `lock.mdb` (the readers' table and locks every process shares), not a private mapping
+    (its pages may be the process's own), not a writable one."""
     try:
         with open(maps) as f:
             lines = f.readlines()
     except OSError:
         return []
-    prefix = directory.rstrip("/") + "/"
+    data = directory.rstrip("/") + "/data.mdb"
     out = []
     for line in lines:
         parts = line.split(maxsplit=5)
-        if len(parts) < 6 or not parts[5].rstrip("\n").startswith(prefix) or parts[1][3:4] != "s":
-            continue  # not a file in the directory, or a private mapping (its pages may be the process's own)
+        if len(parts) < 6 or parts[5].rstrip("\n") != data or parts[1][1:2] != "-" or parts[1][3:4] != "s":
+            continue
         start, _, end = parts[0].partition("-")
         out.append((int(start, 16), int(end, 16)))
     return out

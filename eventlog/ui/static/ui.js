@@ -657,10 +657,12 @@
     mark();
     const chosen = panel.querySelector(`[data-offset="${a}"]`);
     if (chosen) chosen.scrollIntoView({ block: "center" });
-    filled = afterPaint().then(() => {
-      if (a !== null) select(a, b === null ? undefined : b);
-      return fillPage();
-    });
+    // The state is asked for once the whole page is in: what the inspector shows, the panel holds.
+    filled = afterPaint()
+      .then(fillPage)
+      .then(() => {
+        if (a !== null) select(a, b === null ? undefined : b);
+      });
   }
 
   document.addEventListener("DOMContentLoaded", () => {
