@@ -39,6 +39,12 @@ T = TypeVar("T")
 
 DURABILITY = ("sync", "batch", "none")
 
+_APPENDED = frozenset({"events", "feed", "run_numbers", "checkpoints", "snapshots"})
+"""Tables whose keys are mostly written in increasing order (docs/architecture.md, "The key space":
+a run number, then an offset or a sequence; a feed position). A key past a table's last is put
+with MDB_APPEND: the leaf it ends stays full and the key starts a new one, where a plain put
+splits the leaf in half and leaves the lower half half empty for good."""
+
 
 class _LMDBTxn:
     __slots__ = ("_dbs", "_txn", "_write")
@@ -73,7 +79,10 @@ class _LMDBTxn:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")
-        self._txn.put(key, value, db=self._dbs[table])
+        db = self._dbs[table]
+        if table in _APPENDED and self._txn.put(key, value, db=db, append=True):
+            return  # False: the key is not past the last one (another run's, or one put again)
+        self._txn.put(key, value, db=db)
 
     def insert(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
