@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import eventlog
 from eventlog import CheckpointPolicy
 from eventlog import events as ev
-from eventlog._limits import snapshot_event_bytes_ratio
+from eventlog._limits import snapshot_event_bytes_min, snapshot_event_bytes_ratio
 
 # -- strategies over the standard kinds ----------------------------------------------------
 
@@ -591,14 +591,15 @@ def test_checkpoint_at_every_step_keeps_snapshots_below_events(tmp_path: Path, b
     events, snapshots = table_bytes(log, "events"), table_bytes(log, "snapshots")
     assert snapshots <= events + (first_snapshot or 0), (snapshots, events)
     assert log.stats()["snapshots"] < 300 // 2
-    # a restore folds no more event bytes than `snapshot_event_bytes_ratio` times the snapshot it starts from
+    # a restore folds no more event bytes than `snapshot_event_bytes_ratio` times the snapshot it starts
+    # from, or than `snapshot_event_bytes_min` when that is more
     sizes = log.store.read(
         lambda txn: [(int.from_bytes(k[8:16], "big"), len(v)) for k, v in txn.scan("snapshots", b"", None)]
     )
     event_sizes = log.store.read(lambda txn: [len(v) for _, v in txn.scan("events", b"", None)])
     for k in range(1, 301):
         start, size = max((o, n) for o, n in sizes if o <= k)
-        assert sum(event_sizes[start:k]) <= size * snapshot_event_bytes_ratio, k
+        assert sum(event_sizes[start:k]) <= max(size * snapshot_event_bytes_ratio, snapshot_event_bytes_min), k
     # every checkpoint still restores the exact state
     for cp in log.checkpoints.list("chat")[::37]:
         assert len(cp.state.messages) == cp.offset

@@ -11,11 +11,11 @@ from ..core._replay import Replay, snapshot_due
 from ..core._runs import Runs
 from ..core.fold import Reducer, reducer_tag
 from ..errors import ReducerError, RunReplacedError
-from ..record._keys import check_id, check_run_id
+from ..record._keys import check_run_id
 from ..record._records import RunRecord
 from ..record.kinds import Event
 from ..store._base import Store, Txn
-from .checkpoints import Checkpoint, Checkpoints, Pending
+from .checkpoints import Checkpoint, Checkpoints
 
 __all__ = ["Policy", "RunWriter"]
 
@@ -137,38 +137,6 @@ class RunWriter(Generic[S]):
         """Append events atomically, fold them, and checkpoint once after them if the policy asks.
 
         `checkpoint_metadata` goes on that checkpoint, if one is taken."""
-        return self._commit(events, event_ids, meta, checkpoint_metadata, None)[0]
-
-    def append_checkpointed(
-        self,
-        events: Sequence[Event],
-        *,
-        metadata: dict[str, Any] | None = None,
-        checkpoint_id: str | None = None,
-        event_ids: Sequence[str | None] | None = None,
-        meta: dict[str, Any] | None = None,
-    ) -> Checkpoint[S]:
-        """Append events atomically and save a checkpoint of the state after them in the same
-        transaction, whatever the policy says: one commit instead of `append_many` then
-        `checkpoint()`, and the state saved is the one this writer folded (no fold from a snapshot).
-
-        A `checkpoint_id` the run holds already is refused (DuplicateIdError) with nothing written."""
-        if checkpoint_id is not None:
-            check_id("checkpoint_id", checkpoint_id)
-        _, saved = self._commit(events, event_ids, meta, metadata, checkpoint_id or "")
-        if saved is None:  # pragma: no cover - the hook runs in every commit that writes the request
-            raise AssertionError("a checkpoint was asked for and not written")
-        return saved
-
-    def _commit(
-        self,
-        events: Sequence[Event],
-        event_ids: Sequence[str | None] | None,
-        meta: dict[str, Any] | None,
-        checkpoint_metadata: dict[str, Any] | None,
-        checkpoint_id: str | None,
-    ) -> tuple[list[int], Checkpoint[S] | None]:
-        """`checkpoint_id` None: checkpoint when the policy asks; a str: always ("" draws one)."""
         if not isinstance(events, (str, bytes)):
             events = list(events)  # folded below as well as encoded: an iterator is read once
         request = self._writer.request(
@@ -178,9 +146,7 @@ class RunWriter(Generic[S]):
         cp_meta = self._checkpoints.check_metadata(checkpoint_metadata)
         known = self._known(request.ids)
         state, wants, since_after = self._fold(events, known)
-        wants = wants or checkpoint_id is not None
         written_checkpoint: list[int] = []
-        saved: list[tuple[Pending, int]] = []  # the checkpoint written, and the run number it is of
 
         def hook(txn: Txn, rec: RunRecord, written: int) -> bool:
             if not wants:
@@ -188,12 +154,10 @@ class RunWriter(Generic[S]):
             since = self._bytes_since + written
             materialize = snapshot_due(self._snapshot_bytes, since)
             pending = self._checkpoints.pending(
-                rec.head, state, self.reducer, metadata=cp_meta, checkpoint_id=checkpoint_id or None,
-                materialize=materialize,
-            )  # fmt: skip
+                rec.head, state, self.reducer, metadata=cp_meta, checkpoint_id=None, materialize=materialize
+            )
             self._checkpoints.put(txn, rec, pending)
             written_checkpoint[:] = [len(pending.snapshot) if pending.snapshot is not None else -1]
-            saved[:] = [(pending, rec.number)]
             return True
 
         request.checkpoint = hook
@@ -203,14 +167,10 @@ class RunWriter(Generic[S]):
             self._reload()
             raise
         self._number = request.number
-        cp = None
-        if saved:  # its state, when read, is folded again: the writer's own goes on changing
-            pending, number = saved[0]
-            cp = self._checkpoints._wrap(self.run_id, number, pending.record, self.reducer)
         fresh = [o for i, o in enumerate(request.offsets) if i not in known]
         if fresh != list(range(self.offset + 1, self.offset + 1 + len(fresh))):
             self._reload()  # the log wrote other events than were folded (an id became known meanwhile)
-            return request.offsets, cp
+            return request.offsets
         self.state = state
         self.offset = fresh[-1] if fresh else self.offset
         self._bytes_since += request.written
@@ -220,7 +180,7 @@ class RunWriter(Generic[S]):
                 self._snapshot_bytes, self._bytes_since = written_checkpoint[0], 0
         else:
             self._since = since_after
-        return request.offsets, cp
+        return request.offsets
 
     def _fold(self, events: Sequence[Event], known: set[int]) -> tuple[S, bool, Any]:
         """The state after the events not yet in the run, and whether the policy wants a checkpoint."""
@@ -258,14 +218,20 @@ class RunWriter(Generic[S]):
         return self._store.read(known)
 
     def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint[S]:
-        """Save a checkpoint of the writer's state at its offset now."""
-        cp = self._checkpoints.save(
-            self.run_id,
-            self.offset,
-            metadata=metadata,
-            checkpoint_id=checkpoint_id,
-            reducer=self.reducer,
-            run_number=self._number,
-        )
+        """Save a checkpoint of the writer's state at its offset now: the state it holds, not
+        one folded again from a snapshot, materialized by the writer's own count of the bytes
+        since its last snapshot (as the checkpoints a policy asks for)."""
+        if self._number is None:  # no run yet: `save` names what is missing
+            cp: Checkpoint[S] = self._checkpoints.save(
+                self.run_id, self.offset, metadata=metadata, checkpoint_id=checkpoint_id, reducer=self.reducer
+            )
+            self._since = None
+            return cp
+        cp, size = self._checkpoints.save_state(
+            self.run_id, self._number, self.offset, self.state, self.reducer, metadata=metadata,
+            checkpoint_id=checkpoint_id, materialize=snapshot_due(self._snapshot_bytes, self._bytes_since),
+        )  # fmt: skip
+        if size >= 0:
+            self._snapshot_bytes, self._bytes_since = size, 0
         self._since = None
         return cp

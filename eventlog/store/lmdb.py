@@ -31,19 +31,13 @@ from ..errors import (
     ReadOnlyError,
     named_os_error,
 )
-from ._base import TABLES, KeyExistsError
+from ._base import APPENDED, TABLES, KeyExistsError
 from ._gate import Gate
 from ._lmdb_files import check_directory, is_errno, translate
 
 T = TypeVar("T")
 
 DURABILITY = ("sync", "batch", "none")
-
-_APPENDED = frozenset({"events", "feed", "run_numbers", "checkpoints", "snapshots"})
-"""Tables whose keys are mostly written in increasing order (docs/architecture.md, "The key space":
-a run number, then an offset or a sequence; a feed position). A key past a table's last is put
-with MDB_APPEND: the leaf it ends stays full and the key starts a new one, where a plain put
-splits the leaf in half and leaves the lower half half empty for good."""
 
 
 class _LMDBTxn:
@@ -79,10 +73,9 @@ class _LMDBTxn:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")
-        db = self._dbs[table]
-        if table in _APPENDED and self._txn.put(key, value, db=db, append=True):
-            return  # False: the key is not past the last one (another run's, or one put again)
-        self._txn.put(key, value, db=db)
+        if table in APPENDED and self._txn.put(key, value, db=self._dbs[table], append=True):
+            return  # MDB_APPEND; False when the key is not past the table's last (another run's, or put again)
+        self._txn.put(key, value, db=self._dbs[table])
 
     def insert(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:

@@ -236,9 +236,8 @@ class CheckpointedConversation:
             md["status_type"] = status
         md.update(extra or {})
         md.update(metadata or {})
-        # The events and the checkpoint in one transaction: one commit per save, and the state
-        # saved is the one the writer folded (docs/guides/wayflow.md, "What the log holds").
-        cp = self._rec.append_checkpointed([*before, snapshot], metadata=md, checkpoint_id=cid)
+        self._rec.append_many([*before, snapshot])
+        cp = self._rec.checkpoint(metadata=md, checkpoint_id=cid)  # the state the writer folded: no fold again
         self._sequence = sequence + 1
         self.checkpoint_id = cid
         return self.checkpointer._public(self.conversation_id, self._rec.state, cp)
