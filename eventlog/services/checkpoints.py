@@ -259,50 +259,17 @@ class Checkpoints(Generic[S]):
             checkpoint_id=checkpoint_id,
             materialize=self._replay.snapshot_due(run_id, target, reducer),
         )
-        self._write(run_id, number, pending)
-        return self._wrap(run_id, number, pending.record, reducer, state)
-
-    def save_state(
-        self,
-        run_id: str,
-        number: int,
-        offset: int,
-        state: Any,
-        reducer: Reducer[Any],
-        *,
-        metadata: dict[str, Any] | None,
-        checkpoint_id: str | None,
-        materialize: bool,
-    ) -> tuple[Checkpoint[Any], int]:
-        """`save` of a state the caller folded (a run writer's: the state of life `number` of the
-        run at `offset`), not folded again; `materialize` says whether its snapshot is due.
-        Returns the checkpoint and its snapshot's stored bytes (-1: none was written). The
-        checkpoint's `state` is folded again when read: the caller's object may change."""
-        meta = self.check_metadata(metadata)
-        if checkpoint_id is not None:
-            check_id("checkpoint_id", checkpoint_id)
-            updated = self._update_metadata(run_id, checkpoint_id, meta, reducer, number)
-            if updated is not None:
-                return updated, -1
-        pending = self.pending(
-            offset, state, reducer, metadata=meta, checkpoint_id=checkpoint_id, materialize=materialize
-        )
-        self._write(run_id, number, pending)
-        size = -1 if pending.snapshot is None else len(pending.snapshot)
-        return self._wrap(run_id, number, pending.record, reducer), size
-
-    def _write(self, run_id: str, number: int, pending: Pending) -> None:
-        """Write a pending checkpoint of life `number` of the run in a transaction of its own."""
 
         def write(txn: Txn) -> None:
             rec = self._runs.require(txn, run_id, number, "a checkpoint of it was saved")
-            if pending.record.offset < rec.base:
-                raise PrunedError(run_id, pending.record.offset, rec.base)
+            if target < rec.base:
+                raise PrunedError(run_id, target, rec.base)
             self.put(txn, rec, pending)
             self._runs.put(txn, run_id, rec)
 
         self._store.write(write)
         at_checkpoint(self._store)
+        return self._wrap(run_id, number, pending.record, reducer, state)
 
     def _plan(self, txn: Txn, run_id: str, offset: int | None, number: int | None) -> tuple[int, int]:
         rec = self._runs.require(txn, run_id, number, "a checkpoint of it was saved")
