@@ -10,11 +10,12 @@ from ..core._commit import GroupCommit
 from ..core._replay import Replay, snapshot_due
 from ..core._runs import Runs
 from ..core.fold import Reducer, reducer_tag
-from ..errors import ReducerError, RunReplacedError
-from ..record._keys import check_run_id
+from ..errors import PrunedError, ReducerError, RunReplacedError
+from ..record._keys import check_id, check_run_id
 from ..record._records import RunRecord
 from ..record.kinds import Event
-from ..store._base import Store, Txn
+from ..record.tables import CHECKPOINT_IDS
+from ..store._base import Store, Txn, at_checkpoint
 from .checkpoints import Checkpoint, Checkpoints
 
 __all__ = ["Policy", "RunWriter"]
@@ -217,14 +218,45 @@ class RunWriter(Generic[S]):
         return self._store.read(known)
 
     def checkpoint(self, metadata: dict[str, Any] | None = None, checkpoint_id: str | None = None) -> Checkpoint[S]:
-        """Save a checkpoint of the writer's state at its offset now."""
-        cp = self._checkpoints.save(
-            self.run_id,
-            self.offset,
-            metadata=metadata,
-            checkpoint_id=checkpoint_id,
-            reducer=self.reducer,
-            run_number=self._number,
+        """Save a checkpoint of the writer's state at its offset now: the state it holds, not one
+        folded again from a snapshot, materialized by the writer's own count of the bytes since
+        its last snapshot (as the checkpoints a policy asks for). An id the run holds already
+        has its metadata updated (`Checkpoints.save`)."""
+        number, offset, checkpoints = self._number, self.offset, self._checkpoints
+        if checkpoint_id is not None:
+            check_id("checkpoint_id", checkpoint_id)
+        if number is None:  # no run yet: `save` names what is missing
+            return self._saved(checkpoints.save(self.run_id, offset, metadata=metadata, reducer=self.reducer))
+        materialize = snapshot_due(self._snapshot_bytes, self._bytes_since)
+        pending = checkpoints.pending(
+            offset, self.state, self.reducer, metadata=metadata, checkpoint_id=checkpoint_id, materialize=materialize
         )
+
+        def write(txn: Txn) -> bool:
+            rec = self._runs.require(txn, self.run_id, number, "a checkpoint of it was saved")
+            key = None if checkpoint_id is None else CHECKPOINT_IDS.key(number, checkpoint_id)
+            if key is not None and txn.get(CHECKPOINT_IDS, key) is not None:
+                return False  # an id the run holds
+            if offset < rec.base:
+                raise PrunedError(self.run_id, offset, rec.base)
+            checkpoints.put(txn, rec, pending)
+            self._runs.put(txn, self.run_id, rec)
+            return True
+
+        if not self._store.write(write):
+            return self._saved(
+                checkpoints.save(self.run_id, offset, metadata=metadata, checkpoint_id=checkpoint_id,
+                                 reducer=self.reducer, run_number=number)
+            )  # fmt: skip
+        at_checkpoint(self._store)
+        if pending.snapshot is not None:
+            self._snapshot_bytes, self._bytes_since = len(pending.snapshot), 0
+        replay, run_id, reducer = self._replay, self.run_id, self.reducer
+        # its state is folded when read: the writer's own object goes on changing
+        return self._saved(
+            Checkpoint(run_id, pending.record, lambda: replay.state_at(run_id, offset, reducer, number), None, number)
+        )
+
+    def _saved(self, cp: Checkpoint[S]) -> Checkpoint[S]:
         self._since = None
         return cp

@@ -27,6 +27,12 @@ TABLES = (
 )  # fmt: skip
 """Every table a store holds, by name."""
 
+APPENDED = frozenset({"events", "feed", "run_numbers", "checkpoints", "snapshots"})
+"""Tables whose keys are mostly written in increasing order (docs/architecture.md, "The key space":
+a run number, then an offset or a sequence; a feed position). The LMDB store puts a key past a
+table's last one as an append: the leaf it ends stays full and the key starts a new one, where a
+plain put may split the leaf in half and leave its lower half half empty for good."""
+
 
 class Txn(Protocol):
     """A transaction: a consistent view of every table; a write transaction also changes them."""

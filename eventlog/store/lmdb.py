@@ -31,7 +31,7 @@ from ..errors import (
     ReadOnlyError,
     named_os_error,
 )
-from ._base import TABLES, KeyExistsError
+from ._base import APPENDED, TABLES, KeyExistsError
 from ._gate import Gate
 from ._lmdb_files import check_directory, is_errno, translate
 
@@ -75,6 +75,8 @@ class _LMDBTxn:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ReadOnlyError("put in a read transaction")
+        if table in APPENDED and self._txn.put(key, value, db=self._dbs[table], append=True):
+            return  # MDB_APPEND; False when the key is not past the table's last (another run's, or put again)
         self._txn.put(key, value, db=self._dbs[table])
 
     def insert(self, table: str, key: bytes, value: bytes) -> None:

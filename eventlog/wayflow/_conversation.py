@@ -223,15 +223,12 @@ class CheckpointedConversation:
         state: WayflowState = self._rec.state  # `before` (a turn's end) carries no text the snapshot may name
         delta, texts = refer_texts(diff(state.conversation, data), state.texts)
         snapshot = Snapshot(checkpoint_id=cid, delta=delta, status=status, reason=reason, texts=texts)
-        self._rec.append_many([*before, snapshot])
-        if self._sequence is None:
-            self._sequence = self.checkpointer._last_sequence(self.conversation_id)
-        self._sequence += 1
+        sequence = self.checkpointer._last_sequence(self.conversation_id) if self._sequence is None else self._sequence
         step = conversation.current_step_name
         md: dict[str, Any] = {
             "save_reason": reason,
-            "save_sequence": self._sequence,
-            "turn": int(self._rec.state.turn),
+            "save_sequence": sequence + 1,
+            "turn": int(state.turn),  # neither `before` nor the snapshot starts a turn
             "message_count": len(self._messages()),
             "current_step_name": step if step is None or isinstance(step, str) else str(step),
         }
@@ -239,7 +236,9 @@ class CheckpointedConversation:
             md["status_type"] = status
         md.update(extra or {})
         md.update(metadata or {})
-        cp = self._rec.checkpoint(metadata=md, checkpoint_id=cid)
+        self._rec.append_many([*before, snapshot])
+        cp = self._rec.checkpoint(metadata=md, checkpoint_id=cid)  # the state the writer folded: no fold again
+        self._sequence = sequence + 1
         self.checkpoint_id = cid
         return self.checkpointer._public(self.conversation_id, self._rec.state, cp)
 

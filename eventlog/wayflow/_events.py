@@ -25,7 +25,7 @@ from ..events import (
     UserMessage,
     register,
 )
-from ._diff import patch, same
+from ._diff import copied, patch, same
 from ._types import WayflowCheckpointError
 
 __all__ = [
@@ -138,8 +138,10 @@ class WayflowReducer:
             s.component_id, s.component_type = event.component_id, event.component_type
             s.shape = copy.deepcopy(event.shape)
         elif isinstance(event, Snapshot):
-            delta = resolve_texts(event.delta, s.texts) if event.texts else event.delta
-            s.conversation = patch(s.conversation, delta)
+            if event.texts:  # resolved into a copy: patched in without another
+                s.conversation = patch(s.conversation, resolve_texts(event.delta, s.texts), fresh=True)
+            else:
+                s.conversation = patch(s.conversation, event.delta)
             s.checkpoint_id, s.status, s.texts = event.checkpoint_id, event.status, []
         elif isinstance(event, Rewound):
             s.conversation = patch(s.conversation, event.delta)
@@ -207,14 +209,17 @@ def refer_texts(delta: Any, texts: Sequence[str]) -> tuple[Any, bool]:
 
 
 def resolve_texts(delta: Any, texts: Sequence[str]) -> Any:
-    """The reverse of `refer_texts`."""
-    if isinstance(delta, list):
-        return [resolve_texts(x, texts) for x in delta]
-    if isinstance(delta, dict):
+    """The reverse of `refer_texts`: a copy of `delta` (it shares no container with it)."""
+    if type(delta) is list:
+        return [x if type(x) not in _CONTAINERS else resolve_texts(x, texts) for x in delta]
+    if type(delta) is dict:
         if len(delta) == 1 and "$text" in delta:
             i = delta["$text"]
             if not isinstance(i, int) or not 0 <= i < len(texts):
                 raise WayflowCheckpointError(f"a snapshot names text {i!r}, which the events before it do not carry")
             return texts[i]
-        return {k: resolve_texts(v, texts) for k, v in delta.items()}
-    return delta
+        return {k: v if type(v) not in _CONTAINERS else resolve_texts(v, texts) for k, v in delta.items()}
+    return copied(delta)
+
+
+_CONTAINERS = (list, dict)
