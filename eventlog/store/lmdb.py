@@ -52,13 +52,11 @@ class _LMDBTxn:
     # No `cast` on the paths every append takes: it is a Python call each time.
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        value: bytes | None = self._txn.get(key, db=self._dbs[table])  # type: ignore[assignment]
-        return value
+        return self._txn.get(key, db=self._dbs[table])  # type: ignore[return-value]
 
     def get_many(self, table: str, keys: list[bytes]) -> list[bytes | None]:
         get, db = self._txn.get, self._dbs[table]
-        found: list[bytes | None] = [get(k, db=db) for k in keys]  # type: ignore[misc]
-        return found
+        return [get(k, db=db) for k in keys]  # type: ignore[misc]
 
     def fetch(self, gets: list[tuple[str, bytes]], lasts: list[str]) -> tuple[list[bytes | None], list[bytes | None]]:
         get, dbs = self._txn.get, self._dbs
