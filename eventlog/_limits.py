@@ -95,11 +95,6 @@ half the event bytes since the one before plus what the state grew by in between
 snapshot bytes stay linear in event bytes, and a restore folds events of at most twice the
 size of the snapshot it starts from."""
 
-snapshot_event_bytes_min = 128 * 1024
-"""Nor before the events since the nearest snapshot take this many stored bytes: a fold of
-fewer is cheap whatever the snapshot's size (a few milliseconds), while each snapshot of a
-short run is a copy of its whole state, stored in pages of its own."""
-
 map_size_bytes_initial = 64 * 1024 * 1024
 """Initial LMDB map size; the map grows by doubling when full."""
 

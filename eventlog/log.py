@@ -302,24 +302,34 @@ class EventLog(Generic[S]):
         return self._replay.state_at(run_id, offset, self._reducer(reducer))
 
     @overload
-    def writer(self, run_id: str, *, reducer: None = None, policy: Policy | None = None) -> RunWriter[S]: ...
+    def writer(
+        self, run_id: str, *, reducer: None = None, policy: Policy | None = None, snapshot_bytes_min: int = 0
+    ) -> RunWriter[S]: ...
 
     @overload
-    def writer(self, run_id: str, *, reducer: Reducer[T], policy: Policy | None = None) -> RunWriter[T]: ...
+    def writer(
+        self, run_id: str, *, reducer: Reducer[T], policy: Policy | None = None, snapshot_bytes_min: int = 0
+    ) -> RunWriter[T]: ...
 
     def writer(
-        self, run_id: str, *, reducer: Reducer[Any] | None = None, policy: Policy | None = None
+        self,
+        run_id: str,
+        *,
+        reducer: Reducer[Any] | None = None,
+        policy: Policy | None = None,
+        snapshot_bytes_min: int = 0,
     ) -> RunWriter[Any]:
         """A writer for one run that keeps its folded state and checkpoints by `policy`
         (default: the log's `policy`; `eventlog.open`: after every event).
 
         It starts from the exact state at the run's head (a resume), and fences its appends
-        with the offset it knows.
+        with the offset it knows. `snapshot_bytes_min`: see `RunWriter.snapshot_bytes_min`.
         """
         _check_policy(policy)
+        check_int("snapshot_bytes_min", snapshot_bytes_min, 0)
         return RunWriter(
             self.store, self._runs, self._commit, self._replay, self.checkpoints, run_id, self._reducer(reducer),
-            policy or self.policy,
+            policy or self.policy, snapshot_bytes_min,
         )  # fmt: skip
 
     def _reducer(self, reducer: Reducer[Any] | None) -> Reducer[Any]:

@@ -20,7 +20,6 @@ import lmdb
 import pytest
 
 import eventlog
-from eventlog import _limits
 from eventlog.errors import CorruptRecordError
 from eventlog.events import AssistantMessage, StepCompleted, UserMessage
 from eventlog.record._keys import u64
@@ -55,11 +54,9 @@ def _make_log(path: Path) -> None:
 
 
 @pytest.fixture
-def path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def path(tmp_path: Path) -> Path:
     p = tmp_path / "log"
-    with monkeypatch.context() as m:  # no floor: both checkpoints of each run materialize a snapshot
-        m.setattr(_limits, "snapshot_event_bytes_min", 0)
-        _make_log(p)
+    _make_log(p)
     return p
 
 

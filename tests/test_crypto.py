@@ -11,7 +11,6 @@ import msgspec
 import pytest
 
 import eventlog
-from eventlog import _limits
 from eventlog.events import StepCompleted, UserMessage
 from eventlog.record._keys import u64
 from eventlog.record.codec import RAW, SEALED, frame, unframe
@@ -198,12 +197,10 @@ def _number(log: eventlog.EventLog[Any], run_id: str) -> int:
 def _sealed_pair(open_log: Callable[..., eventlog.EventLog[Any]]) -> eventlog.EventLog[Any]:
     """A sealed log with runs "a" and "b", each with checkpoints and at least two snapshots."""
     log = open_log(key=KEY)
-    with pytest.MonkeyPatch.context() as m:  # no floor: snapshots in so short a run
-        m.setattr(_limits, "snapshot_event_bytes_min", 0)
-        for run_id in ("a", "b"):
-            w = log.writer(run_id, policy=eventlog.CheckpointPolicy.every(2))
-            for i in range(1, 9):
-                w.append(UserMessage(content=f"{run_id} {i}"), meta={"pad": os.urandom(400).hex()})
+    for run_id in ("a", "b"):
+        w = log.writer(run_id, policy=eventlog.CheckpointPolicy.every(2))
+        for i in range(1, 9):
+            w.append(UserMessage(content=f"{run_id} {i}"), meta={"pad": os.urandom(400).hex()})
     return log
 
 

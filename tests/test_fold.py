@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import eventlog
 from eventlog import CheckpointPolicy
 from eventlog import events as ev
-from eventlog._limits import snapshot_event_bytes_min, snapshot_event_bytes_ratio
+from eventlog._limits import snapshot_event_bytes_ratio
 
 # -- strategies over the standard kinds ----------------------------------------------------
 
@@ -592,26 +592,31 @@ def test_checkpoint_at_every_step_keeps_snapshots_below_events(tmp_path: Path, b
     events, snapshots = table_bytes(log, "events"), table_bytes(log, "snapshots")
     assert snapshots <= events + (first_snapshot or 0), (snapshots, events)
     assert log.stats()["snapshots"] < 300 // 2
-    # a restore folds no more event bytes than `snapshot_event_bytes_ratio` times the snapshot it starts
-    # from, or than `snapshot_event_bytes_min` when that is more
+    # a restore folds no more event bytes than `snapshot_event_bytes_ratio` times the snapshot it starts from
     sizes = log.store.read(
         lambda txn: [(int.from_bytes(k[8:16], "big"), len(v)) for k, v in txn.scan("snapshots", b"", None)]
     )
     event_sizes = log.store.read(lambda txn: [len(v) for _, v in txn.scan("events", b"", None)])
     for k in range(1, 301):
         start, size = max((o, n) for o, n in sizes if o <= k)
-        assert sum(event_sizes[start:k]) <= max(size * snapshot_event_bytes_ratio, snapshot_event_bytes_min), k
+        assert sum(event_sizes[start:k]) <= size * snapshot_event_bytes_ratio, k
     # every checkpoint still restores the exact state
     for cp in log.checkpoints.list("chat")[::37]:
         assert len(cp.state.messages) == cp.offset
     log.close()
 
 
-def test_a_short_run_keeps_one_snapshot_until_the_floor(tmp_path: Path) -> None:
-    """No snapshot after the first before `snapshot_event_bytes_min` bytes of events since it;
-    a run writer's `checkpoint()` saves the state it holds, without folding it again."""
+def test_a_writer_with_a_snapshot_floor_keeps_one_snapshot_until_it(tmp_path: Path) -> None:
+    """No snapshot after the first before `snapshot_bytes_min` bytes of events since it; a run
+    writer's `checkpoint()` saves the state it holds, without folding it again."""
+    floor = 64 * 1024
     log = eventlog.open(tmp_path / "log", durability="none")
-    rec = log.writer("chat", policy=CheckpointPolicy.every(1))
+    plain = log.writer("plain", policy=CheckpointPolicy.every(1))
+    for turn in range(40):
+        plain.append(ev.UserMessage(content=f"turn {turn} " * 20))
+    assert log.stats()["snapshots"] > 2  # the log's own rule alone: a snapshot every so often
+    log.delete_run("plain")
+    rec = log.writer("chat", policy=CheckpointPolicy.every(1), snapshot_bytes_min=floor)
     for turn in range(40):
         rec.append(ev.UserMessage(content=f"turn {turn} " * 20))
     assert log.stats()["snapshots"] == 1 and log.run_info("chat").checkpoints == 40
@@ -625,7 +630,7 @@ def test_a_short_run_keeps_one_snapshot_until_the_floor(tmp_path: Path) -> None:
         rec.append(ev.UserMessage(content="".join(hashlib.sha256(f"{i} {j}".encode()).hexdigest() for j in range(10))))
         if log.stats()["snapshots"] == 2:
             break
-    assert log.stats()["snapshots"] == 2 and table_bytes(log, "events") >= snapshot_event_bytes_min
+    assert log.stats()["snapshots"] == 2 and table_bytes(log, "events") >= floor
     log.close()
 
 

@@ -82,7 +82,7 @@ class Replay:
             snap_offset, _, value = found
             if snap_offset == offset:
                 return False
-            cap = max(len(value) * _limits.snapshot_event_bytes_ratio, _limits.snapshot_event_bytes_min)
+            cap = len(value) * _limits.snapshot_event_bytes_ratio
             return snapshot_due(len(value), self.bytes_since(txn, run_id, rec, snap_offset, offset, cap))
 
         return self._store.read(due)
@@ -222,10 +222,9 @@ class Replay:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def snapshot_due(snapshot_bytes: int, bytes_since: int) -> bool:
+def snapshot_due(snapshot_bytes: int, bytes_since: int, bytes_min: int = 0) -> bool:
     """The snapshot schedule, in one place: a checkpoint materializes its state when there is no
     snapshot below it (`snapshot_bytes` 0) or when the events since the nearest one take
     `snapshot_event_bytes_ratio` times its bytes, so snapshot bytes stay linear in event bytes,
-    and at least `snapshot_event_bytes_min`, so a short run does not store its state again and again."""
-    due = max(snapshot_bytes * _limits.snapshot_event_bytes_ratio, _limits.snapshot_event_bytes_min)
-    return snapshot_bytes == 0 or bytes_since >= due
+    and at least `bytes_min` (a run writer's `snapshot_bytes_min`)."""
+    return snapshot_bytes == 0 or bytes_since >= max(snapshot_bytes * _limits.snapshot_event_bytes_ratio, bytes_min)

@@ -61,6 +61,7 @@ class RunWriter(Generic[S]):
         run_id: str,
         reducer: Reducer[S],
         policy: Policy,
+        snapshot_bytes_min: int = 0,
     ) -> None:
         check_run_id(run_id)
         self._store, self._runs, self._writer, self._replay, self._checkpoints = (
@@ -76,6 +77,11 @@ class RunWriter(Generic[S]):
         """The reducer that folds `state`."""
         self.policy = policy
         """When checkpoints are taken."""
+        self.snapshot_bytes_min = snapshot_bytes_min
+        """A checkpoint after the first materializes its state only once the events since the
+        nearest snapshot take this many stored bytes, besides the log's own rule (0: that rule
+        alone). A run that is short and seldom read back keeps fewer copies of its state; each
+        read of it folds up to this many bytes of events more."""
         self.offset = 0
         """Offset of the last event appended (the run's head, as this writer knows it)."""
         self.state: S = reducer.initial()
@@ -153,7 +159,7 @@ class RunWriter(Generic[S]):
             if not wants:
                 return False
             since = self._bytes_since + written
-            materialize = snapshot_due(self._snapshot_bytes, since)
+            materialize = snapshot_due(self._snapshot_bytes, since, self.snapshot_bytes_min)
             pending = self._checkpoints.pending(
                 rec.head, state, self.reducer, metadata=cp_meta, checkpoint_id=None, materialize=materialize
             )
@@ -227,7 +233,7 @@ class RunWriter(Generic[S]):
             check_id("checkpoint_id", checkpoint_id)
         if number is None:  # no run yet: `save` names what is missing
             return self._saved(checkpoints.save(self.run_id, offset, metadata=metadata, reducer=self.reducer))
-        materialize = snapshot_due(self._snapshot_bytes, self._bytes_since)
+        materialize = snapshot_due(self._snapshot_bytes, self._bytes_since, self.snapshot_bytes_min)
         pending = checkpoints.pending(
             offset, self.state, self.reducer, metadata=metadata, checkpoint_id=checkpoint_id, materialize=materialize
         )

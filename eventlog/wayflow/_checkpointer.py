@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agent.policy import CheckpointPolicy
 from ..errors import CheckpointNotFoundError
 from ..events import Event
 from ..log import EventLog
 from ..services.checkpoints import Checkpoint
 from ._conversation import CheckpointedConversation
 from ._diff import diff
-from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState
+from ._events import ConversationStarted, Snapshot, WayflowReducer, WayflowState, conversation_writer
 from ._native import NATIVE, is_native, native_text, save_native, store_native
 from ._portable import read_state_text, state_text
 from ._serialize import check_stored_types
@@ -237,7 +236,7 @@ class EventLogCheckpointer(_Base):
         if recorded != found["component_id"]:
             found["shape"] = {**found["shape"], "id": recorded}
         md = {**checkpoint.metadata, **(metadata or {})}
-        recorder = self.log.writer(conversation_id, reducer=self.reducer, policy=CheckpointPolicy.never())
+        recorder = conversation_writer(self.log, conversation_id, self.reducer)
         head: WayflowState = recorder.state
         events: list[Event] = []
         if recorder.offset == 0:

@@ -18,10 +18,9 @@ from typing import Any
 
 import msgspec
 
-from ..agent.policy import CheckpointPolicy
 from ._conversation import PendingRewind, rewind
 from ._diff import diff, same
-from ._events import ConversationStarted, Snapshot, WayflowState
+from ._events import ConversationStarted, Snapshot, WayflowState, conversation_writer
 from ._types import ConversationCheckpoint, WayflowCheckpointError, shipped_checkpointing
 
 __all__ = ["NATIVE", "is_native", "native_text", "save_native", "store_native"]
@@ -55,7 +54,7 @@ def save_native(
     shipped = shipped_checkpointing()
     assert shipped is not None, "save_native is reached only when wayflowcore ships its checkpointing"
     log, conversation_id = checkpointer.log, str(conversation.id)
-    rec = log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    rec = conversation_writer(log, conversation_id, checkpointer.reducer)
     head: WayflowState = rec.state
     if rec.offset and head.shape.get("format") != NATIVE:
         raise WayflowCheckpointError(
@@ -103,7 +102,7 @@ def store_native(checkpointer: Any, checkpoint: Any) -> None:
             f"conversation {conversation_id!r}: checkpoint {cid!r} is not one of wayflowcore's own ({_ENVELOPE!r})"
         )
     log = checkpointer.log
-    rec = log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    rec = conversation_writer(log, conversation_id, checkpointer.reducer)
     head: WayflowState = rec.state
     events: list[Any] = []
     if rec.offset == 0:

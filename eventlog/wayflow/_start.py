@@ -6,11 +6,10 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..agent.policy import CheckpointPolicy
 from ..errors import CheckpointNotFoundError
 from ._checkpointer import EventLogCheckpointer
 from ._conversation import CheckpointedConversation, PendingRewind
-from ._events import WayflowState
+from ._events import WayflowState, conversation_writer
 from ._native import NATIVE
 from ._serialize import RANDOM_ID, check_compatible, load_conversation, shape_of
 from ._support import check_supported
@@ -78,7 +77,7 @@ def start_conversation(
             f"process cannot restore its checkpoints unless it is built with the same id: pass id=...",
             stacklevel=2,
         )
-    recorder = log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    recorder = conversation_writer(log, conversation_id, checkpointer.reducer)
     head_state: WayflowState = recorder.state
     checkpoint = None
     if recorder.offset:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..agent.policy import CheckpointPolicy
 from ._conversation import CheckpointedConversation, Keeper
-from ._events import WayflowState
+from ._events import WayflowState, conversation_writer
 from ._serialize import check_compatible, components_of, shape_of
 from ._types import NotAWayflowConversationError, UnsupportedComponentError
 
@@ -62,7 +61,7 @@ def adopt(
     shape = shape_of(component)
     if component_id is not None:
         shape["id"] = component_id
-    recorder = checkpointer.log.writer(conversation_id, reducer=checkpointer.reducer, policy=CheckpointPolicy.never())
+    recorder = conversation_writer(checkpointer.log, conversation_id, checkpointer.reducer)
     head: WayflowState = recorder.state
     if recorder.offset:
         if not head.component_id:
