@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import serving, shoot
+from ui_support import draft_then_review, serving, shoot
 
 import eventlog
 from eventlog.events import UserMessage
@@ -83,17 +83,10 @@ def test_live_mode_follows_the_tail_and_does_not_steal_an_older_selection(page: 
 def paused_thread(log: eventlog.EventLog, thread_id: str) -> Any:
     """A LangGraph thread paused by `interrupt()` in its `review` node; returns a resume function."""
     pytest.importorskip("langgraph")
-    from typing import Annotated
-
     from langchain_core.messages import AIMessage, HumanMessage
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.graph.message import add_messages
     from langgraph.types import Command, interrupt
-    from typing_extensions import TypedDict
 
     from eventlog.langgraph import EventLogSaver
-
-    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages]})  # noqa: UP013
 
     def draft(state: Any) -> dict[str, Any]:
         return {"messages": [AIMessage(content="<b>draft</b> answer")]}
@@ -102,13 +95,7 @@ def paused_thread(log: eventlog.EventLog, thread_id: str) -> Any:
         verdict = interrupt({"question": "Send this?", "draft": state["messages"][-1].content})
         return {"messages": [AIMessage(content=str(verdict))]}
 
-    builder = StateGraph(Chat)
-    builder.add_node("draft", draft)
-    builder.add_node("review", review)
-    builder.add_edge(START, "draft")
-    builder.add_edge("draft", "review")
-    builder.add_edge("review", END)
-    graph = builder.compile(checkpointer=EventLogSaver(log))
+    graph = draft_then_review(draft, review, EventLogSaver(log))
     config = {"configurable": {"thread_id": thread_id}}
     graph.invoke({"messages": [HumanMessage(content="hi")]}, config)
     return lambda value: graph.invoke(Command(resume=value), config)

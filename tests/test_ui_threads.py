@@ -21,7 +21,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from ui_support import get, serving, shoot, write_langgraph_thread
+from ui_support import draft_then_review, get, serving, shoot, write_langgraph_thread
 
 import eventlog
 from eventlog.ui import model, threads
@@ -49,14 +49,7 @@ def time_travel(log: eventlog.EventLog) -> None:
 
 
 def _graph(saver: Any) -> Any:
-    from typing import Annotated
-
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.graph.message import add_messages
     from langgraph.types import interrupt
-    from typing_extensions import TypedDict
-
-    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages], "approved": bool})  # noqa: UP013
 
     def draft(state: Any) -> dict[str, Any]:
         return {}
@@ -65,13 +58,7 @@ def _graph(saver: Any) -> Any:
         interrupt({})
         return {}
 
-    builder = StateGraph(Chat)
-    builder.add_node("draft", draft)
-    builder.add_node("review", review)
-    builder.add_edge(START, "draft")
-    builder.add_edge("draft", "review")
-    builder.add_edge("review", END)
-    return builder.compile(checkpointer=saver)
+    return draft_then_review(draft, review, saver)
 
 
 @pytest.fixture(scope="module")

@@ -159,20 +159,12 @@ def keep(path: Path) -> None:
 def write_langgraph_thread(log: eventlog.EventLog, thread_id: str = "lg-thread") -> str | None:
     """A LangGraph chat thread that paused for a human and was resumed (None without langgraph)."""
     try:
-        from typing import Annotated
-
         from langchain_core.messages import AIMessage, HumanMessage
-        from langgraph.graph import END, START, StateGraph
-        from langgraph.graph.message import add_messages
         from langgraph.types import Command, interrupt
-        from typing_extensions import TypedDict
 
         from eventlog.langgraph import EventLogSaver
     except ImportError:
         return None
-
-    # The functional form: its annotations are read now, where the names are in scope.
-    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages], "approved": bool})  # noqa: UP013
 
     def draft(state: Any) -> dict[str, Any]:
         return {"messages": [AIMessage(content=f"Draft answer to: {state['messages'][-1].content}")]}
@@ -181,13 +173,7 @@ def write_langgraph_thread(log: eventlog.EventLog, thread_id: str = "lg-thread")
         verdict = interrupt({"draft": state["messages"][-1].content})
         return {"approved": True, "messages": [] if verdict == "ok" else [AIMessage(content=verdict)]}
 
-    builder = StateGraph(Chat)
-    builder.add_node("draft", draft)
-    builder.add_node("review", review)
-    builder.add_edge(START, "draft")
-    builder.add_edge("draft", "review")
-    builder.add_edge("review", END)
-    graph = builder.compile(checkpointer=EventLogSaver(log))
+    graph = draft_then_review(draft, review, EventLogSaver(log))
     config = {"configurable": {"thread_id": thread_id}}
     graph.invoke({"messages": [HumanMessage(content="Why is the sea salty?")]}, config)
     graph.invoke(Command(resume="Rivers carry salts from rocks to the sea."), config)
@@ -226,3 +212,23 @@ def checked_page(browser: Any, *, dialogs_fail: bool = False) -> Iterator[Any]:
     yield page
     page.close()
     assert not errors, errors
+
+
+def draft_then_review(draft: Any, review: Any, checkpointer: Any) -> Any:
+    """The LangGraph chat the UI's thread tests draw: a `draft` node, then a `review` node that
+    may pause for a human, compiled on `checkpointer`."""
+    from typing import Annotated
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+    from typing_extensions import TypedDict
+
+    # The functional form: its annotations are read now, where the names are in scope.
+    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages], "approved": bool})  # noqa: UP013
+    builder = StateGraph(Chat)
+    builder.add_node("draft", draft)
+    builder.add_node("review", review)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", END)
+    return builder.compile(checkpointer=checkpointer)
