@@ -106,3 +106,24 @@ def test_the_sync_and_async_faces_committing_at_once_lose_nothing(open_log: Open
     for node in ("sync", "async"):
         assert sorted(e.event.superstep for e in entries if e.event.node == node) == list(range(per_side))
     _feed_is_whole(log, 2 * per_side)
+
+
+def test_a_drawn_checkpoint_id_a_caller_took_first_is_drawn_again(open_log: OpenLog) -> None:
+    """A writer's checkpoint takes an id from the log's own source without looking it up; when a
+    caller saved a checkpoint under the id the source gives next, the index refuses it and the
+    commit is made again, looking ids up: both checkpoints are kept, and the events once."""
+    log = open_log()
+    w = log.writer("r", policy=eventlog.CheckpointPolicy.every(1))
+    w.append(UserMessage(content="one"))
+    (first,) = log.checkpoints.list("r")
+    drawn = first.checkpoint_id
+    assert drawn[-8:] == "00000001", drawn  # the own source: a prefix, then an 8-digit counter
+    taken = f"{drawn[:-8]}{2:08x}"
+    log.checkpoints.save("r", 1, checkpoint_id=taken, metadata={"by": "caller"})
+    w.append(UserMessage(content="two"))
+    assert _contents(log, "r") == ["one", "two"]
+    by_id = {cp.checkpoint_id: cp for cp in log.checkpoints.list("r")}
+    assert set(by_id) == {drawn, taken, f"{drawn[:-8]}{3:08x}"}
+    assert by_id[taken].offset == 1 and by_id[taken].metadata == {"by": "caller"}
+    assert by_id[f"{drawn[:-8]}{3:08x}"].offset == 2
+    assert log.verify().ok

@@ -37,9 +37,11 @@ from ._runs import After, Held, Runs
 _event_key = EVENTS.key  # `struct` calls, without a Python call of their own (the append path)
 _feed_key = FEED.key
 
-CheckpointHook = Callable[[Txn, RunRecord, int], bool]
-"""`hook(txn, run record, bytes written)`, called in the transaction after an append's events
-are written (the record's head is the last offset); returns True when it wrote a checkpoint."""
+CheckpointHook = Callable[[Txn, RunRecord, int, bool], bool]
+"""`hook(txn, run record, bytes written, checked)`, called in the transaction after an append's
+events are written (the record's head is the last offset); returns True when it wrote a
+checkpoint. `checked`: the commit is made again because the index refused a drawn id, so ids
+the hook draws are looked up before they are written (`GroupCommit.commit_batch`)."""
 
 
 class Append(msgspec.Struct, frozen=True):
@@ -411,7 +413,7 @@ class GroupCommit:
         else:
             slot.offsets = list(range(head + 1, offset + 1))
         slot.written, slot.number = written, number
-        wrote = slot.checkpoint(txn, rec, written) if slot.checkpoint is not None else False
+        wrote = slot.checkpoint(txn, rec, written, checked) if slot.checkpoint is not None else False
         slot.stored = (self._runs.put(txn, run_id, rec), replace(rec))
         records[run_id] = rec
         return position, wrote

@@ -179,28 +179,31 @@ class Checkpoints(Generic[S]):
         self._codec.encode_checked("checkpoint metadata", meta, dict[str, Any], bounded=True)
         return dict(meta)
 
-    def put(self, txn: Txn, rec: RunRecord, pending: Pending) -> None:
+    def put(self, txn: Txn, rec: RunRecord, pending: Pending, *, look_up: bool = True) -> None:
         """Write a pending checkpoint in the caller's transaction (the caller puts `rec` after).
 
         A checkpoint id the run holds already is refused (a caller's id) or drawn again (the
-        log's own id source); raises before anything is written."""
+        log's own id source); raises before anything is written. Without `look_up`, an id of
+        the log's own source (unique for the open log) is not looked up: a caller's id of its
+        form is refused by the index (KeyExistsError, here or at the commit), and the commit is
+        made again with `look_up` (`GroupCommit.commit_batch`)."""
         record = pending.record
         if not record.checkpoint_id:
-            record.checkpoint_id = self._free_id(txn, rec.number)
+            record.checkpoint_id = self._free_id(txn, rec.number, look_up or self._ids.injected)
         elif txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, record.checkpoint_id)) is not None:
             raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
         rec.checkpoint_seq += 1
         key = u64(rec.number) + u64(rec.checkpoint_seq)
         txn.put(CHECKPOINTS, key, self._codec.encode_value(record, (CHECKPOINTS, key)))
-        txn.put(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
+        txn.insert(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, record.checkpoint_id), u64(rec.checkpoint_seq))
         if pending.snapshot is not None:
             key = SNAPSHOTS.key(rec.number, record.offset, pending.tag)
             txn.put(SNAPSHOTS, key, self._codec.place_frame(pending.snapshot, (SNAPSHOTS, key)))
 
-    def _free_id(self, txn: Txn, number: int) -> str:
+    def _free_id(self, txn: Txn, number: int, look_up: bool) -> str:
         for _ in range(_limits.id_draws_max):
             candidate = self._ids.draw("checkpoint_id")
-            if txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(number, candidate)) is None:
+            if not look_up or txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(number, candidate)) is None:
                 return candidate
             self._ids.taken(candidate, "a checkpoint id")
         raise self._ids.exhausted()

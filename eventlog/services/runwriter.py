@@ -155,7 +155,7 @@ class RunWriter(Generic[S]):
         state, wants, since_after = self._fold(events, known)
         written_checkpoint: list[int] = []
 
-        def hook(txn: Txn, rec: RunRecord, written: int) -> bool:
+        def hook(txn: Txn, rec: RunRecord, written: int, checked: bool) -> bool:
             if not wants:
                 return False
             since = self._bytes_since + written
@@ -163,7 +163,7 @@ class RunWriter(Generic[S]):
             pending = self._checkpoints.pending(
                 rec.head, state, self.reducer, metadata=cp_meta, checkpoint_id=None, materialize=materialize
             )
-            self._checkpoints.put(txn, rec, pending)
+            self._checkpoints.put(txn, rec, pending, look_up=checked)
             written_checkpoint[:] = [len(pending.snapshot) if pending.snapshot is not None else -1]
             return True
 

@@ -5,6 +5,9 @@ or commit; values read or written are remembered, so a key is read at most once.
 transaction locks every `runs` row it reads (`FOR UPDATE`): appends, checkpoints, prunes and
 deletes of one run serialize on that row, those of different runs never wait for each other
 (docs/architecture.md, "PostgreSQL without a global lock").
+
+Each round trip is one message (`Session.run`): the BEGIN goes with the first statement, the
+COMMIT with the last, so an append that reads is two round trips and one that does not is one.
 """
 
 from __future__ import annotations
@@ -13,19 +16,20 @@ from typing import Any
 
 from ..errors import EventLogError, ReadOnlyError
 from ._base import KeyExistsError
-from ._pg_layout import POSITION_SHIFT, TABLES, horizon_sql, writers_lock
+from ._pg_layout import POSITION_SHIFT, TABLES, horizon_sql
+from ._pg_session import Session
 
 _ABSENT = object()
 
 
 class PgTxn:
-    """One transaction on one connection; `write` transactions also change the tables."""
+    """One transaction of a `Session`; `write` transactions also change the tables."""
 
     dense = False
 
-    def __init__(self, conn: Any, schema: str, xid_offset: int, write: bool) -> None:
-        self._conn, self._s, self._write, self._xid_offset = conn, schema, write, xid_offset
-        self._cur = conn.cursor()
+    def __init__(self, session: Session, schema: str, xid_offset: int, write: bool) -> None:
+        self._session, self._s, self._write, self._xid_offset = session, schema, write, xid_offset
+        self._run = session.run
         self._xid: int | None = None  # the transaction id, read with the first fetch of a write
         self._puts: dict[tuple[str, bytes], bytes] = {}
         self._inserts: dict[tuple[str, bytes], bytes] = {}
@@ -46,12 +50,19 @@ class PgTxn:
     # -- writes ------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send the buffered inserts and puts in one statement: an INSERT per table (an upsert for
-        puts), joined as data-modifying CTEs when there are several. A key is buffered once. The
-        statement's text depends only on the tables and row counts (one append: the same text
-        every time, prepared by psycopg after a few uses), so it is built once per shape."""
+        """Send the buffered inserts and puts (`_flush_statement`)."""
+        statement = self._flush_statement()
+        if statement is not None:
+            self._run(*statement)
+
+    def _flush_statement(self) -> tuple[str, list[Any]] | None:
+        """The buffered inserts and puts as one statement, taken from the buffers: an INSERT per
+        table (an upsert for puts), joined as data-modifying CTEs when there are several. A key
+        is buffered once. The statement's text depends only on the tables and row counts (one
+        append: the same text every time, prepared once per connection), so it is built once
+        per shape. None when nothing is buffered."""
         if not self._inserts and not self._puts:
-            return
+            return None
         shape: list[tuple[bool, str, int]] = []
         params: list[Any] = []
         for rows, upsert in ((self._inserts, False), (self._puts, True)):
@@ -76,36 +87,17 @@ class PgTxn:
         if sql is None:
             if len(_FLUSH_SQL) >= _SQL_HELD:
                 _FLUSH_SQL.clear()
-            sql = _FLUSH_SQL[at] = self._flush_sql(shape)
-        self._cur.execute(sql, params)
-
-    def _flush_sql(self, shape: list[tuple[bool, str, int]]) -> str:
-        parts: list[str] = []
-        for upsert, table, one in shape:
-            t = TABLES[table]
-            names = t.columns + t.value_columns
-            if one:
-                rows = "VALUES (" + ", ".join(f"%s::{ty}" for ty in t.types()) + ")"
-            else:
-                rows = "SELECT * FROM unnest(" + ", ".join(f"%s::{ty}[]" for ty in t.types()) + ")"
-            sql = f"INSERT INTO {self._t(table)} ({', '.join(names)}) {rows}"
-            if upsert:
-                sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
-                sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
-            parts.append(sql)
-        if len(parts) == 1:
-            return parts[0]
-        return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " SELECT 1"
-
-    def begin(self) -> None:
-        """Begin (pipelined with the first read); the writers lock before any id (`horizon_sql`)."""
-        self._cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        self._cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", writers_lock(self._s))
+            sql = _FLUSH_SQL[at] = _flush_sql(self._s, shape)
+        return sql, params
 
     def commit(self) -> None:
-        """Send the buffered writes and the COMMIT (pipelined: one round trip)."""
-        self.flush()
-        self._cur.execute("COMMIT")
+        """Send the buffered writes with the COMMIT: one round trip (none when nothing was sent
+        or buffered)."""
+        statement = self._flush_statement()
+        if statement is not None:
+            self._run(*statement, then="COMMIT")
+        else:
+            self._session.end()
 
     def _writing(self, what: str) -> None:
         if not self._write:
@@ -174,7 +166,7 @@ class PgTxn:
 
     def _deleted(self, sql: str, params: Any) -> int:
         """Run a DELETE; how many rows went (read from its rows: a pipeline has no row count yet)."""
-        row = self._cur.execute(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
+        row = self._run(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
         return int(row[0])
 
     def generation(self) -> int | None:  # writers to different runs commit side by side: not numbered
@@ -185,14 +177,14 @@ class PgTxn:
             if not self._write:
                 raise ReadOnlyError("feed positions are given in write transactions only")
             if self._xid is None:
-                (xid,) = self._cur.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+                (xid,) = self._run("SELECT pg_current_xact_id()::text::bigint").fetchone()
                 self._xid = int(xid)
             self._base = (self._xid + self._xid_offset) << POSITION_SHIFT
         return self._base
 
     def run_number(self, last: int) -> int:
         self._writing("run_number")
-        row = self._cur.execute(f"SELECT nextval('\"{self._s}\".run_number')").fetchone()
+        row = self._run(f"SELECT nextval('\"{self._s}\".run_number')").fetchone()
         return int(row[0])
 
     # -- reads -------------------------------------------------------------------------
@@ -214,7 +206,7 @@ class PgTxn:
             for found in missing:
                 known[found] = None
             sql, params = self._fetch_sql(missing, lasts)
-            for kind, name, key, value in self._cur.execute(sql, params):
+            for kind, name, key, value in self._run(sql, params):
                 if kind == 1:
                     known[(name, bytes(key))] = bytes(value)
                 elif kind == 3:
@@ -299,7 +291,7 @@ class PgTxn:
             f"ORDER BY {t.order(reverse)} LIMIT %s"
         )
         out: list[tuple[bytes, bytes]] = []
-        for row in self._cur.execute(sql, [*params, limit]):
+        for row in self._run(sql, [*params, limit]):
             if settle and row[2]:
                 self.held = max(self.held, int.from_bytes(row[0], "big"))
                 break
@@ -313,7 +305,7 @@ class PgTxn:
         t = TABLES[table]
         where, params = t.where_range(start, stop)
         sql = f"SELECT {t.key_sql()} FROM {self._t(table)} WHERE {where} ORDER BY {t.order()} LIMIT %s"
-        return [bytes(k) for (k,) in self._cur.execute(sql, [*params, max(limit, 0)])]
+        return [bytes(k) for (k,) in self._run(sql, [*params, max(limit, 0)])]
 
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=max(count, 0))
@@ -328,6 +320,26 @@ _FLUSH_SQL: dict[tuple[str, tuple[tuple[bool, str, int], ...]], str] = {}
 
 _FETCH_SQL: dict[tuple[str, int, tuple[tuple[str, bool], ...], tuple[str, ...], bool, bool], str] = {}
 """Read statements by (schema, xid offset, tables and whether one key each, lasts, write, reads the xid)."""
+
+
+def _flush_sql(schema: str, shape: list[tuple[bool, str, int]]) -> str:
+    """The write statement of a flush of this shape: (upsert, table, one row) per table."""
+    parts: list[str] = []
+    for upsert, table, one in shape:
+        t = TABLES[table]
+        names = t.columns + t.value_columns
+        if one:
+            rows = "VALUES (" + ", ".join(f"%s::{ty}" for ty in t.types()) + ")"
+        else:
+            rows = "SELECT * FROM unnest(" + ", ".join(f"%s::{ty}[]" for ty in t.types()) + ")"
+        sql = f'INSERT INTO "{schema}".{t.name} ({", ".join(names)}) {rows}'
+        if upsert:
+            sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
+            sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
+        parts.append(sql)
+    if len(parts) == 1:
+        return parts[0]
+    return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " SELECT 1"
 
 
 def _type(kind: str) -> str:

@@ -37,6 +37,7 @@ from ..errors import (
 from ._base import KeyExistsError
 from ._pg_channel import Channel
 from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, migrate_kv_sql, schema_sql
+from ._pg_session import READ_BEGIN, Session, write_begin
 from ._pg_txn import PgTxn
 
 T = TypeVar("T")
@@ -122,11 +123,12 @@ class PostgresStore:
         """Connections kept open at most."""
         self._partitions = partitions
         self._xid_offset = 0
-        self._local = threading.local()  # the connection of a write in progress on this thread
+        self._local = threading.local()  # the session of a write in progress on this thread
         self._channel = f"eventlog_{schema}"[: _limits.pg_identifier_size_bytes_max]
         self._channel_io = Channel(self._psycopg, dsn, self._channel, schema, _translate)
         self._closed = False
         self._lock_id = zlib.crc32(f"eventlog:{schema}".encode())
+        self._write_begin = write_begin(schema)
         try:
             import psycopg_pool
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -136,7 +138,8 @@ class PostgresStore:
             dsn,
             min_size=1,
             max_size=size,
-            kwargs={"autocommit": True},  # transactions are begun and ended explicitly
+            # transactions are begun and ended explicitly, statements prepared by name (_pg_txn.Session)
+            kwargs={"autocommit": True, "prepare_threshold": None},
             configure=_configure,
             open=False,
             timeout=_POOL_TIMEOUT_SECONDS,
@@ -230,24 +233,33 @@ class PostgresStore:
         transaction still in flight (which may yet commit a smaller one), it waits up to
         `_SETTLE_SECONDS` for those to settle and runs again; past that it returns what was settled."""
         self._check_open()
-        current = getattr(self._local, "conn", None)
+        current: Session | None = getattr(self._local, "session", None)
         if current is not None:  # a read inside this thread's write: see that transaction
             return fn(PgTxn(current, self.schema, self._xid_offset, write=False))
         deadline = time.monotonic() + _SETTLE_SECONDS
         try:
             with self._pool.connection() as conn:
                 while True:
-                    conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
-                    conn.read_only = True
-                    with conn.transaction():
-                        txn = PgTxn(conn, self.schema, self._xid_offset, write=False)
+                    session = Session(self._psycopg.ClientCursor(conn), READ_BEGIN)
+                    txn = PgTxn(session, self.schema, self._xid_offset, write=False)
+                    try:
                         result = fn(txn)
+                        session.end()
+                    except BaseException:
+                        self._rollback(conn)
+                        raise
                     if not txn.held or not self._settle(conn, txn.held, deadline):
                         return result
         except self._psycopg.Error as exc:
             raise _translate(self._psycopg, exc) from None
         except self._pool_errors as exc:
             raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
+
+    def _rollback(self, conn: Any) -> None:
+        """End a transaction a failure left open (a broken connection leaves the pool)."""
+        if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(self._psycopg.Error):
+                conn.execute("ROLLBACK")
 
     def _settle(self, conn: Any, position: int, deadline: float) -> bool:
         """Wait until every writer of the log that could give a position below `position` ended;
@@ -286,26 +298,23 @@ class PostgresStore:
 
     def _write_once(self, fn: Callable[[PgTxn], T]) -> T:
         with self._pool.connection() as conn:
-            self._local.conn = conn
+            session = Session(self._psycopg.ClientCursor(conn), self._write_begin)
+            self._local.session = session
             try:
                 try:
-                    # Pipelined: the BEGIN goes with the first read (which also reads the
-                    # transaction id), the buffered writes (one statement) with the COMMIT.
-                    with conn.pipeline():
-                        txn = PgTxn(conn, self.schema, self._xid_offset, write=True)
-                        txn.begin()
-                        result = fn(txn)
-                        txn.commit()
+                    # The BEGIN goes with the first statement (a read, or the writes of a
+                    # transaction that reads nothing), the buffered writes with the COMMIT.
+                    txn = PgTxn(session, self.schema, self._xid_offset, write=True)
+                    result = fn(txn)
+                    txn.commit()
                 except BaseException:
-                    if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
-                        with contextlib.suppress(self._psycopg.Error):  # a broken connection leaves the pool
-                            conn.execute("ROLLBACK")
+                    self._rollback(conn)
                     raise
                 if txn.wrote:
                     self._channel_io.notify_soon()
                 return result
             finally:
-                self._local.conn = None
+                self._local.session = None
 
     def sync(self) -> None:
         self._check_open()

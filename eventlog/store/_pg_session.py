@@ -1,0 +1,111 @@
+"""The PostgreSQL store's messages: one per round trip, each statement prepared once per
+connection and then executed by name (docs/architecture.md, "PostgreSQL without a global lock")."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from ._pg_layout import writers_lock
+
+_STATEMENTS_HELD = 1024
+"""SQL texts whose names and PREPARE statements are kept before the cache starts again."""
+
+_PREPARED_HELD = 512
+"""Statements a connection keeps prepared before they are all deallocated and prepared anew."""
+
+_PERCENT = re.compile(r"%[s%]?")
+
+
+class _Prepared:
+    """The statements prepared on one connection, by name (the pool's connections leave
+    preparing to this: `prepare_threshold=None`)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.unsure = False
+        """A message failed: which statements it prepared is not known, so all are deallocated
+        at the next use and prepared again."""
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Any, _Prepared] = weakref.WeakKeyDictionary()
+_STATEMENTS: dict[str, tuple[str, str]] = {}
+"""SQL text -> (its name, its PREPARE statement), for the texts this process built."""
+
+
+def _statement(sql: str) -> tuple[str, str]:
+    found = _STATEMENTS.get(sql)
+    if found is None:
+        if len(_STATEMENTS) >= _STATEMENTS_HELD:
+            _STATEMENTS.clear()
+        name = "eventlog_" + hashlib.blake2b(sql.encode(), digest_size=10).hexdigest()
+        n = iter(range(1, 1 << 16))
+
+        def numbered(m: re.Match[str]) -> str:  # `%s` -> `$1`, `$2`, ...; a bare `%` kept one
+            return f"${next(n)}" if m[0] == "%s" else "%%"
+
+        found = _STATEMENTS[sql] = (name, f"PREPARE {name} AS " + _PERCENT.sub(numbered, sql))
+    return found
+
+
+def write_begin(schema: str) -> tuple[str, ...]:
+    """The statements that begin a write transaction of the log in `schema`: the writers lock is
+    taken before any transaction id (`horizon_sql`)."""
+    cls, obj = writers_lock(schema)
+    return "BEGIN ISOLATION LEVEL READ COMMITTED", f"SELECT pg_advisory_xact_lock_shared({cls}, {obj})"
+
+
+READ_BEGIN = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",)
+
+
+class Session:
+    """One transaction's messages on one connection (a ClientCursor: parameters are bound into
+    the message). `begin` is sent with the first statement; a message that fails leaves the
+    transaction to the caller's ROLLBACK."""
+
+    def __init__(self, cursor: Any, begin: tuple[str, ...]) -> None:
+        self.cursor, self._begin = cursor, begin
+        self.begun = False
+        prepared = _SESSIONS.get(cursor.connection)
+        if prepared is None:
+            prepared = _SESSIONS[cursor.connection] = _Prepared()
+        self._prepared = prepared
+
+    def run(self, sql: str, params: Sequence[Any] = (), then: str = "") -> Any:
+        """Send the statement `sql` (prepared once on the connection, then executed by name)
+        after the BEGIN when none was sent yet, followed by `then` (e.g. "COMMIT"); returns the
+        cursor at the statement's rows."""
+        parts: list[str] = []
+        if not self.begun and self._begin:
+            parts.extend(self._begin)
+        self.begun = True
+        prepared = self._prepared
+        if prepared.unsure or len(prepared.names) >= _PREPARED_HELD:
+            parts.append("DEALLOCATE ALL")
+            prepared.names.clear()
+            prepared.unsure = False
+        name, prepare = _statement(sql)
+        if name not in prepared.names:
+            parts.append(prepare)
+            prepared.names.add(name)
+        parts.append(f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}")
+        at = len(parts) - 1
+        if then:
+            parts.append(then)
+        cur = self.cursor
+        try:
+            cur.execute("; ".join(parts), params)
+        except BaseException:
+            prepared.unsure = True
+            raise
+        for _ in range(at):
+            cur.nextset()
+        return cur
+
+    def end(self) -> None:
+        """COMMIT what was begun (nothing when no statement was sent)."""
+        if self.begun:
+            self.cursor.execute("COMMIT")
