@@ -182,3 +182,27 @@ def test_the_command_line_refuses_a_schema_of_another_program(url: str) -> None:
         )
         assert p.returncode != 0 and "invoices" in p.stderr and "another program" in p.stderr, p.stderr
     assert [name for name, _ in _relations(schema)] == ["invoices"]
+
+
+def test_statements_deallocated_behind_the_store_are_prepared_again(url: str) -> None:
+    """The store prepares each statement once per connection; a session reset behind it
+    (`DISCARD ALL`, as a pooler may send) costs the next read and write a retry, not an error."""
+    from eventlog.store.postgres import PostgresStore, split_dsn
+
+    dsn, schema = split_dsn(url)
+    store = PostgresStore(dsn, schema=schema, pool_size=1)
+    log = eventlog.open(store)
+    try:
+        log.append("r", UserMessage(content="one"))
+        assert [e.event.content for e in log.read("r")] == ["one"]
+        for then in ("read", "write"):
+            with store._pool.connection() as conn:
+                conn.execute("DISCARD ALL")
+            if then == "read":
+                assert [e.event.content for e in log.read("r")] == ["one"]
+            else:
+                log.append("r", UserMessage(content="two"))
+        assert [e.event.content for e in log.read("r")] == ["one", "two"]
+        assert log.verify().ok
+    finally:
+        log.close()

@@ -237,14 +237,22 @@ class PostgresStore:
         if current is not None:  # a read inside this thread's write: see that transaction
             return fn(PgTxn(current, self.schema, self._xid_offset, write=False))
         deadline = time.monotonic() + _SETTLE_SECONDS
+        gone = self._psycopg.errors.InvalidSqlStatementName
         try:
             with self._pool.connection() as conn:
+                again = True
                 while True:
                     session = Session(self._psycopg.ClientCursor(conn), READ_BEGIN)
                     txn = PgTxn(session, self.schema, self._xid_offset, write=False)
                     try:
                         result = fn(txn)
                         session.end()
+                    except gone:  # deallocated behind the store (DISCARD ALL): prepared again once
+                        self._rollback(conn)
+                        if not again:
+                            raise
+                        again = False
+                        continue
                     except BaseException:
                         self._rollback(conn)
                         raise
@@ -283,7 +291,8 @@ class PostgresStore:
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 return self._write_once(fn)
-            except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
+            except (errors.DeadlockDetected, errors.SerializationFailure, errors.InvalidSqlStatementName) as exc:
+                # made again; a statement deallocated behind the store is prepared again (`Session.run`)
                 failure: Exception = exc
             except errors.UniqueViolation as exc:
                 if exc.diag.table_name != "runs":
