@@ -47,11 +47,32 @@ def _statement(sql: str) -> tuple[str, str]:
         name = "eventlog_" + hashlib.blake2b(sql.encode(), digest_size=10).hexdigest()
         n = iter(range(1, 1 << 16))
 
-        def numbered(m: re.Match[str]) -> str:  # `%s` -> `$1`, `$2`, ...; a bare `%` kept one
-            return f"${next(n)}" if m[0] == "%s" else "%%"
+        def numbered(m: re.Match[str]) -> str:  # `%s` -> `$1`, `$2`, ...; `%%` -> `%`
+            return f"${next(n)}" if m[0] == "%s" else "%"
 
         found = _STATEMENTS[sql] = (name, f"PREPARE {name} AS " + _PERCENT.sub(numbered, sql))
     return found
+
+
+def _literal(value: Any, conn: Any) -> str:
+    """A parameter as an SQL literal, for a message whose text is sent as it is (the pool's
+    connections set `standard_conforming_strings`): ints, bytes (bytea's hex input), None, and
+    lists of those written here; anything else by psycopg."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if isinstance(value, bytes):
+        return "'\\x" + value.hex() + "'"
+    if value is None:
+        return "NULL"
+    if kind is list:
+        if all(type(x) is int for x in value):
+            return "'{" + ",".join(map(str, value)) + "}'"
+        if all(x is None or type(x) is bytes for x in value):
+            return "'{" + ",".join("NULL" if x is None else '"\\\\x' + x.hex() + '"' for x in value) + "}'"
+    from psycopg import sql  # a type this store does not bind itself
+
+    return str(sql.Literal(value).as_string(conn))
 
 
 def write_begin(schema: str) -> tuple[str, ...]:
@@ -65,14 +86,13 @@ READ_BEGIN = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",)
 
 
 class Session:
-    """One transaction's messages on one connection (a ClientCursor: parameters are bound into
-    the message). `begin` is sent with the first statement; a message that fails leaves the
-    transaction to the caller's ROLLBACK."""
+    """One transaction's messages on one connection, each sent as one text: its parameters are
+    written into it as literals (`_literal`). `begin` is sent with the first statement; a
+    message that fails leaves the transaction to the caller's ROLLBACK."""
 
     def __init__(self, cursor: Any, begin: tuple[str, ...]) -> None:
         self.cursor, self._begin = cursor, begin
         self.begun = False
-        self._binary: Any = None
         prepared = _SESSIONS.get(cursor.connection)
         if prepared is None:
             prepared = _SESSIONS[cursor.connection] = _Prepared()
@@ -80,8 +100,8 @@ class Session:
 
     def run(self, sql: str, params: Sequence[Any] = (), then: str = "") -> Any:
         """Send the statement `sql` (prepared once on the connection, then executed by name)
-        after the BEGIN when none was sent yet, followed by `then` (e.g. "COMMIT"); returns the
-        cursor at the statement's rows. A statement with many rows in its arrays goes by itself,
+        after the BEGIN when none was sent yet, followed by `then` (e.g. "COMMIT", after which
+        the statement's rows are not read); returns the cursor at the statement's rows. A statement with many rows in its arrays goes by itself,
         its parameters in binary (`_run_binary`)."""
         if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
             return self._run_binary(sql, params, then)
@@ -98,13 +118,17 @@ class Session:
         if name not in prepared.names:
             parts.append(prepare)
             prepared.names.add(name)
-        parts.append(f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}")
+        if params:
+            conn = self.cursor.connection
+            parts.append(f"EXECUTE {name}({', '.join([_literal(p, conn) for p in params])})")
+        else:
+            parts.append(f"EXECUTE {name}")
         at = len(parts) - 1
         if then:
             parts.append(then)
         cur = self.cursor
         try:
-            cur.execute("; ".join(parts), params)
+            cur.execute("; ".join(parts))
         except BaseException:
             prepared.unsure = True
             raise
@@ -119,12 +143,10 @@ class Session:
         if not self.begun and self._begin:
             self.cursor.execute("; ".join(self._begin))
         self.begun = True
-        if self._binary is None:
-            self._binary = self.cursor.connection.cursor()
-        cur = self._binary
+        cur = self.cursor
         cur.execute(_PERCENT.sub(lambda m: "%b" if m[0] == "%s" else m[0], sql), params)
-        if then:
-            self.cursor.execute(then)
+        if then:  # its rows are not read
+            cur.execute(then)
         return cur
 
     def end(self) -> None:

@@ -242,7 +242,7 @@ class PostgresStore:
             with self._pool.connection() as conn:
                 again = True
                 while True:
-                    session = Session(self._psycopg.ClientCursor(conn), READ_BEGIN)
+                    session = Session(conn.cursor(), READ_BEGIN)
                     txn = PgTxn(session, self.schema, self._xid_offset, write=False)
                     try:
                         result = fn(txn)
@@ -307,7 +307,7 @@ class PostgresStore:
 
     def _write_once(self, fn: Callable[[PgTxn], T]) -> T:
         with self._pool.connection() as conn:
-            session = Session(self._psycopg.ClientCursor(conn), self._write_begin)
+            session = Session(conn.cursor(), self._write_begin)
             self._local.session = session
             try:
                 try:
@@ -371,8 +371,10 @@ class PostgresStore:
 
 def _configure(conn: Any) -> None:
     """Each pooled connection plans its prepared statements once: their plans do not depend on
-    the keys bound to them, and planning again on every call costs more than running them."""
+    the keys bound to them, and planning again on every call costs more than running them. Its
+    string literals are standard (`_pg_session._literal` writes backslashes as they are)."""
     conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("SET standard_conforming_strings = on")
 
 
 _POOL_TIMEOUT_SECONDS = 30.0
