@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
+import statistics
 import time
 from typing import Any
 
@@ -105,25 +106,26 @@ def worker(system: str, where: str, k: int, turns: int, barrier: Any, out: Any) 
             {"messages": [HumanMessage(content="hello", id="w1")]}, {"configurable": {"thread_id": f"warm-{k}"}}
         )
         barrier.wait()
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         config = {"configurable": {"thread_id": f"fleet-{k}"}}
         for i, text in enumerate(users):
             graph.invoke({"messages": [HumanMessage(content=text, id=f"u{i + 1}")]}, config)
-        t1 = time.monotonic()
+        t1, cpu = time.monotonic(), (time.process_time() - c0) / turns * 1000
         n = len(graph.get_state(config).values["messages"])
         if n != 2 * turns:
             raise AssertionError(f"{system}: thread fleet-{k} holds {n} messages, not {2 * turns}")
-        out.put((k, t0, t1, None))
+        out.put((k, t0, t1, cpu, None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        out.put((k, 0.0, 0.0, f"{type(exc).__name__}: {exc}"))
+        out.put((k, 0.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}"))
         barrier.abort()
     finally:
         for close in closers:
             close()
 
 
-def fleet(system: str, where: str, n: int, turns: int) -> float:
-    """Turns per second of `n` processes of `system` over the store at `where`."""
+def fleet(system: str, where: str, n: int, turns: int) -> tuple[float, float]:
+    """Turns per second of `n` processes of `system` over the store at `where`, and the median
+    process's CPU per turn in ms (all its threads, `time.process_time`; not the server's)."""
     _prepare(system, where)
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(n)
@@ -134,11 +136,11 @@ def fleet(system: str, where: str, n: int, turns: int) -> float:
     results = [out.get(timeout=900) for _ in procs]
     for p in procs:
         p.join()
-    errors = [r[3] for r in results if r[3]]
+    errors = [r[4] for r in results if r[4]]
     if errors:
         raise RuntimeError(f"{system} with {n} processes: {errors[0]}")
     start, end = min(r[1] for r in results), max(r[2] for r in results)
-    return n * turns / (end - start)
+    return n * turns / (end - start), statistics.median(r[3] for r in results)
 
 
 def _pg_where(dsn: str, system: str, n: int) -> str:
@@ -166,6 +168,7 @@ def run(ctx: Context) -> SuiteResult:
     else:
         pairs.append(PAIRS[1])
     table: dict[str, dict[int, float]] = {}
+    cpu: dict[str, dict[int, float]] = {}
     for pair in pairs:
         for n in counts:
             for system in pair:
@@ -174,37 +177,52 @@ def run(ctx: Context) -> SuiteResult:
                     assert dsn is not None
                     where = _pg_where(dsn, system, n)
                     try:
-                        rate = fleet(system, where, n, turns)
+                        rate, per_turn = fleet(system, where, n, turns)
                     finally:
                         lg._pg_drop(dsn, where.split("#")[1])
                 else:
                     where = ctx.path(f"{system}-{n}")
                     os.makedirs(where, exist_ok=True)
-                    rate = fleet(system, where, n, turns)
+                    rate, per_turn = fleet(system, where, n, turns)
                 table.setdefault(system, {})[n] = rate
+                cpu.setdefault(system, {})[n] = per_turn
         ours, theirs = pair
         for n in counts:
             a, b = table[ours][n], table[theirs][n]
             res.row(_LABELS[ours], f"{n} processes, turns/s", a, "turns/s", note=f"{_LABELS[theirs]}: {b:.1f}")
             res.row(_LABELS[theirs], f"{n} processes, turns/s", b, "turns/s")
+            res.row(
+                _LABELS[ours], f"  {n} processes, client CPU per turn", cpu[ours][n], "ms",
+                ratio=cpu[theirs][n] / cpu[ours][n], note=f"{_LABELS[theirs]}: {cpu[theirs][n]:.2f} ms; ratio: theirs ÷ ours",
+            )  # fmt: skip
             needs = ours == "eventlog-pg" or n in (1, 4)
             if needs:
                 res.target(f"{_LABELS[ours]} ÷ {_LABELS[theirs]}, {n} processes", a / b, 1.0, ">=", "x")
     res.metrics["turns"] = turns
     res.metrics["processes"] = counts
     res.metrics["turns_per_s"] = {s: {str(n): r for n, r in by.items()} for s, by in table.items()}
-    print(markdown(table, counts, pairs, turns), flush=True)
+    res.metrics["client_cpu_ms_per_turn"] = {s: {str(n): c for n, c in by.items()} for s, by in cpu.items()}
+    print(markdown(table, cpu, counts, pairs, turns), flush=True)
     return res
 
 
-def markdown(table: dict[str, dict[int, float]], counts: list[int], pairs: list[tuple[str, str]], turns: int) -> str:
+def markdown(
+    table: dict[str, dict[int, float]],
+    cpu: dict[str, dict[int, float]],
+    counts: list[int],
+    pairs: list[tuple[str, str]],
+    turns: int,
+) -> str:
     """The fleet's figures as the Markdown table docs/benchmarks.md shows."""
     lines = [
-        "| store | processes | eventlog turns/s | LangGraph's saver turns/s | ratio |",
-        "|---|---:|---:|---:|---:|",
+        "| store | processes | eventlog turns/s | LangGraph's saver turns/s | ratio | eventlog CPU ms/turn | saver CPU ms/turn |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for ours, theirs in pairs:
         for n in counts:
             a, b = table[ours][n], table[theirs][n]
-            lines.append(f"| {_LABELS[ours]} vs {_LABELS[theirs]} | {n} | {a:.1f} | {b:.1f} | {a / b:.2f} |")
+            lines.append(
+                f"| {_LABELS[ours]} vs {_LABELS[theirs]} | {n} | {a:.1f} | {b:.1f} | {a / b:.2f} "
+                f"| {cpu[ours][n]:.2f} | {cpu[theirs][n]:.2f} |"
+            )
     return f"fleet, {turns} turns per process\n" + "\n".join(lines)

@@ -102,14 +102,17 @@ def drop_schemas(dsn: str, schemas: list[str]) -> None:
 
 
 def _alternate(rounds: int, sides: dict[str, Any], units: int) -> dict[str, list[float]]:
-    """Per-round rates of each side (who goes first turns round), `units` per call."""
-    rates: dict[str, list[float]] = {name: [] for name in sides}
+    """Per-round rates of each side (who goes first turns round), `units` per call; under
+    `NAME cpu`, the client's CPU per unit in µs (`time.process_time`: less moved by other work
+    on the machine than the rates)."""
+    rates: dict[str, list[float]] = {key: [] for name in sides for key in (name, f"{name} cpu")}
     names = list(sides)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             sides[name](r)
             rates[name].append(units / (time.perf_counter() - t0))
+            rates[f"{name} cpu"].append((time.process_time() - c0) / units * 1e6)
     return rates
 
 
@@ -290,6 +293,17 @@ def run(ctx: Context) -> SuiteResult:
     note = f"median of {rounds} rounds"
     res.row("floor (pg)", "INSERT + COMMIT per event", s_floor, "appends/s", note=f"{note} of {m}")
     res.row("eventlog", "append", s_log, "appends/s", ratio=s_ratio, note="ratio: median of per-round ratios")
+    s_cpu_floor, s_cpu_log = median(single["floor cpu"]), median(single["eventlog cpu"])
+    s_cpu_ratio = ratios(single["floor cpu"], single["eventlog cpu"])
+    res.row("floor (pg)", "  client CPU per append", s_cpu_floor, "µs", note="time.process_time, median of rounds")
+    res.row(
+        "eventlog",
+        "  client CPU per append",
+        s_cpu_log,
+        "µs",
+        ratio=s_cpu_ratio,
+        note="ratio: the floor's ÷ eventlog's",
+    )
     res.row("floor (pg)", f"executemany x{BATCH} + COMMIT", b_floor, "events/s", note=note)
     res.row("floor (pg)", f"COPY BINARY x{BATCH} + COMMIT", b_copy, "events/s", note="reference")
     res.row("eventlog", f"append_many x{BATCH}", b_log, "events/s", ratio=b_ratio, note=f"÷ COPY: {b_copy_ratio:.2f}")
@@ -314,7 +328,14 @@ def run(ctx: Context) -> SuiteResult:
         synchronous_commit=setting,
         appends_per_round=m,
         rounds=rounds,
-        single={"floor_appends_per_s": s_floor, "eventlog_appends_per_s": s_log, "ratio_to_floor": s_ratio},
+        single={
+            "floor_appends_per_s": s_floor,
+            "eventlog_appends_per_s": s_log,
+            "ratio_to_floor": s_ratio,
+            "floor_cpu_us_per_append": s_cpu_floor,
+            "eventlog_cpu_us_per_append": s_cpu_log,
+            "cpu_ratio_to_floor": s_cpu_ratio,
+        },
         batch={
             "floor_executemany_events_per_s": b_floor,
             "floor_copy_events_per_s": b_copy,
