@@ -101,8 +101,9 @@ class Session:
     def run(self, sql: str, params: Sequence[Any] = (), then: str = "") -> Any:
         """Send the statement `sql` (prepared once on the connection, then executed by name)
         after the BEGIN when none was sent yet, followed by `then` (e.g. "COMMIT", after which
-        the statement's rows are not read); returns the cursor at the statement's rows. A statement with many rows in its arrays goes by itself,
-        its parameters in binary (`_run_binary`)."""
+        the statement's rows are not read); returns the cursor at the statement's rows. A
+        statement with many rows in its arrays goes by itself, its parameters in binary
+        (`_run_binary`)."""
         if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
             return self._run_binary(sql, params, then)
         parts: list[str] = []

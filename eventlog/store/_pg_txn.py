@@ -165,7 +165,7 @@ class PgTxn:
         return self._deleted(sql, (number, min(upto, (1 << 63) - 1)))
 
     def _deleted(self, sql: str, params: Any) -> int:
-        """Run a DELETE; how many rows went (read from its rows: a pipeline has no row count yet)."""
+        """Run a DELETE; how many rows went (counted by the statement itself)."""
         row = self._run(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
         return int(row[0])
 

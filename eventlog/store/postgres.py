@@ -138,7 +138,7 @@ class PostgresStore:
             dsn,
             min_size=1,
             max_size=size,
-            # transactions are begun and ended explicitly, statements prepared by name (_pg_txn.Session)
+            # transactions are begun and ended explicitly, statements prepared by name (_pg_session.Session)
             kwargs={"autocommit": True, "prepare_threshold": None},
             configure=_configure,
             open=False,
