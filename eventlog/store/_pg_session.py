@@ -106,10 +106,7 @@ class Session:
         (`_run_binary`)."""
         if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
             return self._run_binary(sql, params, then)
-        parts: list[str] = []
-        if not self.begun and self._begin:
-            parts.extend(self._begin)
-        self.begun = True
+        parts = self._opening()
         prepared = self._prepared
         if prepared.unsure or len(prepared.names) >= _PREPARED_HELD:
             parts.append("DEALLOCATE ALL")
@@ -141,14 +138,21 @@ class Session:
         """`run` for a statement whose parameters hold many rows: bound by the server from their
         binary form (text literals of a thousand values cost ten times more to make), not
         prepared; the BEGIN and `then` are messages of their own."""
-        if not self.begun and self._begin:
-            self.cursor.execute("; ".join(self._begin))
-        self.begun = True
+        opening = self._opening()
+        if opening:
+            self.cursor.execute("; ".join(opening))
         cur = self.cursor
         cur.execute(_PERCENT.sub(lambda m: "%b" if m[0] == "%s" else m[0], sql), params)
         if then:  # its rows are not read
             cur.execute(then)
         return cur
+
+    def _opening(self) -> list[str]:
+        """The statements that begin the transaction, once: the first message sends them."""
+        if self.begun:
+            return []
+        self.begun = True
+        return list(self._begin)
 
     def end(self) -> None:
         """COMMIT what was begun (nothing when no statement was sent)."""
