@@ -105,6 +105,23 @@ def test_supersteps_of_a_thread(page: Any, url: str, thread_log: eventlog.EventL
     shoot(page, run_url(url, THREAD, view="steps", at=offset), ".insp", tmp_path / "ui-langgraph-steps.png")
 
 
+def test_writes_saved_before_their_checkpoint_are_one_superstep(thread_log: eventlog.EventLog) -> None:
+    """Under LangGraph's `async` durability a checkpoint is saved while the next superstep runs,
+    so its tasks' writes can come first in the thread: still one superstep per checkpoint."""
+    entries = list(thread_log.read(THREAD))
+    kinds = [type(e.event).__struct_config__.tag for e in entries]
+    first = kinds.index("langgraph.writes")
+    owner = next(  # the checkpoint those writes are pending on, moved after them
+        i for i, e in enumerate(entries) if getattr(e.event, "checkpoint_id", None) == entries[first].event.checkpoint_id
+    )
+    assert kinds[owner] == "langgraph.checkpoint" and owner < first
+    moved = entries[:owner] + entries[owner + 1 : first + 1] + [entries[owner]] + entries[first + 1 :]
+    in_order, reordered = threads.thread_supersteps(entries), threads.thread_supersteps(moved)
+    assert len(reordered) == len(in_order) == kinds.count("langgraph.checkpoint")
+    assert [[n.node for n in s.nodes] for s in reordered] == [[n.node for n in s.nodes] for s in in_order]
+    assert all(s.events and s.events[0].kind == "langgraph.checkpoint" for s in reordered)
+
+
 def test_a_time_travel_branch_is_a_branch_of_the_tree(
     page: Any, url: str, thread_log: eventlog.EventLog, tmp_path: Path
 ) -> None:

@@ -51,11 +51,16 @@ def thread_supersteps(entries: Sequence[Entry]) -> list[Superstep]:
     for entry in entries:
         e, kind = entry.event, kind_of(entry.event)
         if kind == _CHECKPOINT:
-            step = Superstep(len(out) + 1, entry.offset, nodes=[], events=[])
-            step.events.append(Row(entry.offset, entry.time_ns, kind, family(kind), summarize(e)))
-            step.end = entry.offset
-            out.append(step)
-            by_checkpoint[str(getattr(e, "checkpoint_id", ""))] = step
+            checkpoint = str(getattr(e, "checkpoint_id", ""))
+            step = by_checkpoint.get(checkpoint)
+            if step is None or any(r.kind == _CHECKPOINT for r in step.events):
+                step = Superstep(len(out) + 1, entry.offset, nodes=[], events=[])
+                out.append(step)
+                by_checkpoint[checkpoint] = step
+            # else: its tasks' writes came first (LangGraph's `async` durability saves a
+            # checkpoint in the background while the next superstep runs): one superstep still
+            step.events.insert(0, Row(entry.offset, entry.time_ns, kind, family(kind), summarize(e)))
+            step.end = max(step.end, entry.offset)
         elif kind == _WRITES:
             checkpoint = str(getattr(e, "checkpoint_id", ""))
             found = by_checkpoint.get(checkpoint)
