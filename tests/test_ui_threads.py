@@ -112,7 +112,9 @@ def test_writes_saved_before_their_checkpoint_are_one_superstep(thread_log: even
     kinds = [type(e.event).__struct_config__.tag for e in entries]
     first = kinds.index("langgraph.writes")
     owner = next(  # the checkpoint those writes are pending on, moved after them
-        i for i, e in enumerate(entries) if getattr(e.event, "checkpoint_id", None) == entries[first].event.checkpoint_id
+        i
+        for i, e in enumerate(entries)
+        if getattr(e.event, "checkpoint_id", None) == entries[first].event.checkpoint_id
     )
     assert kinds[owner] == "langgraph.checkpoint" and owner < first
     moved = entries[:owner] + entries[owner + 1 : first + 1] + [entries[owner]] + entries[first + 1 :]
