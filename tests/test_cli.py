@@ -672,6 +672,54 @@ def test_kinds_of_your_own_decode_with_kinds(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
 
 
+def _integration_runs(path: Path) -> list[str]:
+    """A LangGraph thread and a WayFlow conversation (those whose framework is installed)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from ui_support import write_langgraph_thread, write_wayflow_conversation
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    with eventlog.open(path, durability="none") as log:
+        runs = [write_langgraph_thread(log, "lg"), write_wayflow_conversation(log, "wf")]
+    return [r for r in runs if r is not None]
+
+
+def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
+    """A process that never imported an integration (the command as a user runs it) reads the
+    runs it wrote: the installed integrations' kinds are registered, so nothing is called
+    unknown, and verify finds nothing wrong with a healthy log."""
+    path = tmp_path / "log"
+    runs = _integration_runs(path)
+    if not runs:
+        pytest.skip("neither langgraph nor wayflowcore is installed")
+
+    def cli_(*argv: str) -> subprocess.CompletedProcess[str]:
+        argv_ = [sys.executable, "-m", "eventlog", "--log", str(path), *argv]
+        return subprocess.run(argv_, capture_output=True, text=True, env=_env(), timeout=120, check=False)
+
+    p = cli_("verify", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["ok"] is True, p.stdout + p.stderr
+    with eventlog.open(path, readonly=True) as log:
+        for run_id in runs:
+            p = cli_("events", run_id, "--json")
+            assert p.returncode == 0, p.stderr
+            read = [msgspec.json.decode(msgspec.json.encode(e)) for e in log.read(run_id)]
+            assert json.loads(p.stdout) == read
+    out = tmp_path / "runs.jsonl"
+    assert cli_("export", "-o", str(out)).returncode == 0
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(tmp_path / "copy"), "import", str(out)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    with eventlog.open(tmp_path / "copy", readonly=True) as copy, eventlog.open(path, readonly=True) as log:
+        assert copy.runs() == log.runs()
+
+
 # -- hostile input ---------------------------------------------------------------------------------
 
 

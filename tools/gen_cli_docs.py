@@ -38,6 +38,9 @@ name), or the environment variable `EVENTLOG_PATH`. Reading commands open the lo
 read-only, so they are safe beside a running executor. `import` creates the log if it is
 missing.
 
+The runs an installed integration wrote (LangGraph threads, WayFlow conversations, OpenAI
+Agents SDK and ADK sessions) decode as they are: every command that opens a log loads the
+installed run views (the `eventlog.views` entry points), which register their event kinds.
 Runs of your own event kinds decode once the module that registers them is imported:
 `--kinds myapp.events` (repeatable), or `EVENTLOG_KINDS=myapp.events,otherapp.events`.
 

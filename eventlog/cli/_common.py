@@ -155,10 +155,14 @@ def _open(args: argparse.Namespace, *, write: bool = False, create: bool = False
     NoLogError unless it exists or `create`."""
     import eventlog
 
+    from ..views import load_views
+
     path = _log_path(args)
     local = "://" not in path and path != ":memory:"
     key = _key(args)
-    return eventlog.open(path, readonly=not write, create=create, durability=durability if local else None, key=key)
+    log = eventlog.open(path, readonly=not write, create=create, durability=durability if local else None, key=key)
+    load_views()  # the installed integrations register their event kinds: their runs read without --kinds
+    return log
 
 
 def _key(args: argparse.Namespace) -> bytes | None:
