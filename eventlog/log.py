@@ -371,17 +371,23 @@ class EventLog(Generic[S]):
         run_id: str | None = None,
         *,
         reducer: Reducer[Any] | None = None,
+        reducers: Sequence[Reducer[Any]] = (),
         progress: Callable[[int], None] | None = None,
     ) -> VerifyReport:
         """Check every record's checksum, offsets without gaps, the feed and the id index against
         the entries, and that every stored snapshot equals, byte for byte once encoded, a fresh
         fold from the run's start.
 
+        Each run is folded by `reducer` (the log's by default), or by the one of `reducers`
+        whose name and version its latest checkpoint names: a log whose runs were checkpointed
+        by several reducers (an integration's beside the standard kinds) is checked whole.
         `progress(n)` is called with the number of events checked since its last call.
         """
         if run_id is not None:
             check_run_id(run_id)
-        return self._verifier.verify(run_id, self._reducer(reducer), progress, self.engine.format >= 2)
+        return self._verifier.verify(
+            run_id, self._reducer(reducer), progress, self.engine.format >= 2, [self._reducer(r) for r in reducers]
+        )
 
     def stats(self, *, scan: bool = False) -> dict[str, Any]:
         """Runs, events, checkpoints, snapshots, bytes on disk and map size.

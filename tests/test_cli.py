@@ -687,7 +687,8 @@ def _integration_runs(path: Path) -> list[str]:
 def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
     """A process that never imported an integration (the command as a user runs it) reads the
     runs it wrote: the installed integrations' kinds are registered, so nothing is called
-    unknown, and verify finds nothing wrong with a healthy log."""
+    unknown, verify finds nothing wrong with a healthy log, and prune and verify fold each run
+    by the reducer that checkpointed it."""
     path = tmp_path / "log"
     runs = _integration_runs(path)
     if not runs:
@@ -718,6 +719,15 @@ def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     with eventlog.open(tmp_path / "copy", readonly=True) as copy, eventlog.open(path, readonly=True) as log:
         assert copy.runs() == log.runs()
+        heads = {run_id: log.run_info(run_id).head for run_id in runs}
+    for run_id, head in heads.items():  # pruned by the reducer that checkpointed it, not the log's
+        before = cli_("state", run_id, "--json")
+        assert before.returncode == 0, before.stderr
+        p = cli_("prune", run_id, "--before", str(head), "--json")
+        assert p.returncode == 0 and json.loads(p.stdout)["base"] > 0, p.stderr
+        assert cli_("state", run_id, "--json").stdout == before.stdout
+    p = cli_("verify", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["ok"] is True, p.stdout + p.stderr
 
 
 # -- hostile input ---------------------------------------------------------------------------------

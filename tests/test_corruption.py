@@ -197,6 +197,38 @@ def test_flipped_byte_in_a_snapshot_is_named_by_run_and_offset(path: Path) -> No
         _others_readable(log, "a")
 
 
+def test_verify_folds_each_run_by_the_reducer_that_checkpointed_it(tmp_path: Path) -> None:
+    """A LangGraph thread's snapshots are made by the saver's reducer, not the log's: verify with
+    the installed views' reducers folds the thread by its own and finds a damaged snapshot the
+    log's reducer never reads; a pruned thread, whose base state only that reducer holds, is
+    whole by it."""
+    pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ui_support import write_langgraph_thread
+
+    from eventlog.views import view_reducers
+
+    with eventlog.open(tmp_path / "log") as log:
+        write_langgraph_thread(log, "t")
+        log.append("plain", UserMessage(content="a run of the standard kinds beside it"))
+        log.checkpoints.save("plain")
+        reducers = view_reducers()
+        report = log.verify(reducers=reducers)
+        assert report.ok and report.runs == 2, report.problems
+        number = _number(log, "t")
+        keys = log.store.read(lambda txn: [k for k, _ in txn.scan("snapshots", u64(number), u64(number + 1))])
+        assert keys and all(b"langgraph@" in k[16:] for k in keys)
+        _flip(log, "snapshots", keys[0], 30)
+        assert log.verify().ok  # the log's own reducer has no snapshot of the thread to check
+        found = {(p.run_id, p.offset, p.kind) for p in log.verify(reducers=reducers).problems}
+        assert found == {("t", int.from_bytes(keys[0][8:16], "big"), "corrupt")}
+        log.store.write(lambda txn: txn.delete("snapshots", keys[0]))  # the damage removed: rebuilt below
+        head = log.run_info("t").head
+        log.prune("t", before=head, reducer=next(r for r in reducers if r.name == "langgraph"))
+        assert not log.verify().ok  # its base state is the thread reducer's alone
+        assert log.verify(reducers=reducers).ok
+
+
 def test_flipped_byte_in_a_checkpoint_record_is_named_by_run(path: Path) -> None:
     with eventlog.open(path) as log:
         number = _number(log, "b")

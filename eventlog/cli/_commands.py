@@ -251,7 +251,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         except EventLogError:
             total = None  # verify names what cannot be read
         with _progress("verifying", total) as advance:
-            report = log.verify(args.run, progress=advance)
+            report = log.verify(args.run, reducers=_reducers(log), progress=advance)
     doc: dict[str, Any] = {"repaired": repaired} if args.repair else {}
     doc |= {
         "ok": report.ok,
@@ -281,7 +281,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_prune(args: argparse.Namespace) -> int:
     with _open(args, write=True) as log, _progress(f"pruning run {args.run}", None):
-        base = log.prune(args.run, before=args.before)
+        base = log.prune(args.run, before=args.before, reducer=_reducer_of(log, args.run))
     if args.json:
         _emit_json({"run_id": args.run, "base": base})
     else:

@@ -10,7 +10,7 @@ re-pointed, swapped, duplicated or extra reference is found too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -88,7 +88,10 @@ class Verifier:
         reducer: Reducer[Any],
         progress: Callable[[int], None] | None,
         ids_indexed: bool,
+        reducers: Sequence[Reducer[Any]] = (),
     ) -> VerifyReport:
+        """`reducers`: others a run may have been checkpointed by; each run is folded by the one
+        its latest checkpoint names (`_reducer_of`), `reducer` when it names none of them."""
         report = VerifyReport(problems=[])
         try:
             run_ids = [run_id] if run_id is not None else self._all_runs()
@@ -99,7 +102,7 @@ class Verifier:
             for attempt in range(_limits.replaced_retries_max + 1):
                 kept = len(report.problems), report.events
                 try:
-                    self._run(rid, reducer, report, progress, ids_indexed)
+                    self._run(rid, self._reducer_of(rid, reducer, reducers), report, progress, ids_indexed)
                     report.runs += 1
                     break
                 except (RunReplacedError, UnknownRunError) as exc:  # deleted (and made again) meanwhile
@@ -120,6 +123,19 @@ class Verifier:
             report.problems.extend(self._store.read(lambda txn: _index_problems(self._runs, txn)))
             self._feed(report, dict(removing))
         return report
+
+    def _reducer_of(self, run_id: str, default: Reducer[Any], reducers: Sequence[Reducer[Any]]) -> Reducer[Any]:
+        """The reducer of `reducers` that made the run's latest checkpoint, else `default`."""
+        if not reducers:
+            return default
+        try:
+            latest = self._checkpoints.list(run_id, limit=1, newest_first=True)
+        except CorruptRecordError:
+            return default  # `_run` names the damage
+        for reducer in reducers:
+            if latest and (reducer.name, reducer.version) == (latest[0].reducer, latest[0].reducer_version):
+                return reducer
+        return default
 
     def _all_runs(self) -> list[str]:
         out: list[str] = []
