@@ -3,11 +3,15 @@ line and the UI."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-__all__ = ["builtins", "diff_states"]
+if TYPE_CHECKING:
+    from .log import EventLog
+    from .views import RunView
+
+__all__ = ["builtins", "diff_offsets", "diff_states", "messages_apart"]
 
 
 def builtins(state: Any) -> Any:
@@ -45,3 +49,27 @@ def diff_states(a: Any, b: Any) -> dict[str, Any]:
         if k not in ("values", "messages") and da.get(k) != db.get(k)
     }
     return out
+
+
+def messages_apart(state: Any) -> Any:
+    """A view's state (plain data) with the messages of its values (a LangGraph chat's `messages`
+    channel) as its own `messages`, so that a diff lists the messages appended and removed
+    instead of the whole list changed; any other state as it is."""
+    if not isinstance(state, dict) or "messages" in state or not isinstance(state.get("values"), dict):
+        return state
+    values = state["values"]
+    if not isinstance(values.get("messages"), list):
+        return state
+    rest = {k: v for k, v in values.items() if k != "messages"}
+    return {**state, "values": rest, "messages": values["messages"]}
+
+
+def diff_offsets(
+    log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None, reducer: Any = None
+) -> dict[str, Any]:
+    """What changed in the run from offset `a` to offset `b` (`diff_states`): an integration's
+    run (`view`) in the terms its view shows it, its messages diffed message by message
+    (`messages_apart`); any other run folded by `reducer` (the log's by default)."""
+    if view is not None:
+        return diff_states(messages_apart(view.state(log, run_id, a)), messages_apart(view.state(log, run_id, b)))
+    return diff_states(log.state_at(run_id, a, reducer=reducer), log.state_at(run_id, b, reducer=reducer))

@@ -27,12 +27,14 @@ import eventlog
 from eventlog import cli
 from eventlog.cli._commands import _reducer_of
 from eventlog.demo import run_demo
+from eventlog.diff import diff_offsets
 from eventlog.events import (
     StateUpdated,
     StepCompleted,
     UserMessage,
 )
 from eventlog.transfer import export_runs, import_runs
+from eventlog.views import view_for_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -706,6 +708,12 @@ def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
             assert p.returncode == 0, p.stderr
             read = [msgspec.json.decode(msgspec.json.encode(e)) for e in log.read(run_id)]
             assert json.loads(p.stdout) == read
+            p = cli_("diff", run_id, "1", "head", "--json")  # in the terms `state` shows, as the UI diffs
+            assert p.returncode == 0, p.stderr
+            doc = json.loads(p.stdout)
+            head = log.run_info(run_id).head
+            changes = diff_offsets(log, run_id, 1, head, view_for_run(log, run_id))
+            assert doc["messages_appended"] and {k: doc[k] for k in changes} == msgspec.to_builtins(changes)
     out = tmp_path / "runs.jsonl"
     assert cli_("export", "-o", str(out)).returncode == 0
     p = subprocess.run(

@@ -33,6 +33,7 @@ from ui_support import get, serving, write_langgraph_thread, write_wayflow_conve
 import eventlog
 from eventlog.cli import diff_states
 from eventlog.demo import demo_agent, three_step_graph
+from eventlog.diff import messages_apart
 from eventlog.events import StepCompleted, UserMessage
 from eventlog.ui import live, model, readings
 from eventlog.views import view_for_run
@@ -468,7 +469,7 @@ def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tm
                     _, body, _ = get(f"{url}/run/state.json?id={run_id}&at={k}")
                     assert json.loads(body)["state"] == _plain(view.state(log, run_id, k)), (run_id, k)
                 _, body, _ = get(f"{url}/run/diff.json?id={run_id}&a=1&b={head}")
-                a, b = (model.messages_apart(view.state(log, run_id, k)) for k in (1, head))
+                a, b = (messages_apart(view.state(log, run_id, k)) for k in (1, head))
                 got = json.loads(body)
                 assert {k: v for k, v in got.items() if k not in ("run_id", "a", "b")} == _plain(diff_states(a, b))
                 # the messages diffed one by one: those appended listed, the list itself not "changed"

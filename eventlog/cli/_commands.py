@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from ..diff import builtins as _builtins
-from ..diff import diff_states
+from ..diff import diff_offsets
 from ..errors import (
     EventLogError,
     RunReplacedError,
@@ -200,10 +200,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         off_a, cp_a = _resolve(log, args.run, args.a)
         off_b, cp_b = _resolve(log, args.run, args.b)
-        reducer = _reducer_of(log, args.run)
-        changes = diff_states(
-            log.state_at(args.run, off_a, reducer=reducer), log.state_at(args.run, off_b, reducer=reducer)
-        )
+        changes = diff_offsets(log, args.run, off_a, off_b, _view(log, args.run), _reducer_of(log, args.run))
     doc = {
         "run_id": args.run,
         "a": {"offset": off_a, "checkpoint_id": cp_a},
@@ -218,12 +215,19 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     rows += [("removed", k, _short(v), "") for k, v in changes["removed"].items()]
     rows += [("changed", k, _short(v["from"], 40), _short(v["to"], 40)) for k, v in changes["changed"].items()]
     rows += [("field", k, _short(v["from"], 40), _short(v["to"], 40)) for k, v in changes["fields"].items()]
-    rows += [
-        ("message +", m.get("role", ""), "", _short(m.get("content", m), 60)) for m in changes["messages_appended"]
-    ]
-    rows += [("message -", m.get("role", ""), _short(m.get("content", m), 60), "") for m in changes["messages_removed"]]
+    rows += [("message +", _who(m), "", _short(_said(m), 60)) for m in changes["messages_appended"]]
+    rows += [("message -", _who(m), _short(_said(m), 60), "") for m in changes["messages_removed"]]
     _table(f"run {args.run}: offset {off_a} → offset {off_b}", ["change", "key", "from", "to"], rows)
     return EXIT_OK
+
+
+def _who(message: Any) -> str:
+    """Who says a message of a diff: its role (the standard kinds, the Agents SDK) or its type (LangChain's)."""
+    return str(message.get("role") or message.get("type") or "") if isinstance(message, dict) else ""
+
+
+def _said(message: Any) -> Any:
+    return message.get("content", message) if isinstance(message, dict) else message
 
 
 def _cmd_fork(args: argparse.Namespace) -> int:

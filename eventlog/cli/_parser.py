@@ -75,7 +75,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "diff",
         "show what changed between two points of a run",
-        "Show what changed in a run's state from A to B. A and B are offsets, checkpoint ids\nor `head`. Reports the values (graph state) keys added, removed and changed, the\nmessages appended (or removed), and every other field that changed.",
+        "Show what changed in a run's state from A to B. A and B are offsets, checkpoint ids\nor `head`. Reports the values (graph state) keys added, removed and changed, the\nmessages appended (or removed), and every other field that changed. An integration's\nrun (a LangGraph thread, say) is diffed as `state` shows it, message by message.",
         "eventlog diff run-1 2 5\neventlog diff run-1 0 head --json\neventlog diff run-1 5f2c... 7a91...",
     ),
     (

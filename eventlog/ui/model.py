@@ -16,7 +16,7 @@ import msgspec
 
 from eventlog import Checkpoint, Entry, EventLog, EventLogError, RunInfo
 from eventlog import events as ev
-from eventlog.diff import diff_states
+from eventlog.diff import diff_offsets
 from eventlog.errors import UnknownRunError
 from eventlog.views import RunView, view_for_run, view_of, waiting
 
@@ -27,7 +27,6 @@ __all__ = [
     "diff_doc",
     "fields_shown",
     "kind_of",
-    "messages_apart",
     "prompt_of",
     "state_doc",
     "window",
@@ -392,26 +391,10 @@ def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None
     return {"run_id": run_id, "offset": offset, "checkpoint_id": None, "state": state}
 
 
-def messages_apart(state: Any) -> Any:
-    """A view's state (plain data) with the messages of its values (a LangGraph chat's `messages`
-    channel) as its own `messages`, so that a diff lists the messages appended and removed
-    instead of the whole list changed; any other state as it is."""
-    if not isinstance(state, dict) or "messages" in state or not isinstance(state.get("values"), dict):
-        return state
-    values = state["values"]
-    if not isinstance(values.get("messages"), list):
-        return state
-    rest = {k: v for k, v in values.items() if k != "messages"}
-    return {**state, "values": rest, "messages": values["messages"]}
-
-
 def diff_doc(log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
     """What `eventlog diff RUN A B --json` prints for two offsets; for an integration's run, its
     view's messages are diffed message by message (`messages_apart`)."""
-    if view is not None:
-        changes = diff_states(messages_apart(view.state(log, run_id, a)), messages_apart(view.state(log, run_id, b)))
-    else:
-        changes = diff_states(log.state_at(run_id, a), log.state_at(run_id, b))
+    changes = diff_offsets(log, run_id, a, b, view)
     return {
         "run_id": run_id,
         "a": {"offset": a, "checkpoint_id": None},
