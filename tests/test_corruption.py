@@ -20,7 +20,7 @@ import lmdb
 import pytest
 
 import eventlog
-from eventlog.errors import CorruptRecordError
+from eventlog.errors import CheckpointNotFoundError, CorruptRecordError
 from eventlog.events import AssistantMessage, StepCompleted, UserMessage
 from eventlog.record._keys import u64
 from eventlog.record.codec import Codec, frame
@@ -224,6 +224,8 @@ def test_verify_folds_each_run_by_the_reducer_that_checkpointed_it(tmp_path: Pat
         assert found == {("t", int.from_bytes(keys[0][8:16], "big"), "corrupt")}
         log.store.write(lambda txn: txn.delete("snapshots", keys[0]))  # the damage removed: rebuilt below
         head = log.run_info("t").head
+        with pytest.raises(CheckpointNotFoundError, match="were made by langgraph@"):
+            log.prune("t", before=head)  # by the log's reducer, which made none of them: named, nothing moved
         log.prune("t", before=head, reducer=next(r for r in reducers if r.name == "langgraph"))
         assert not log.verify().ok  # its base state is the thread reducer's alone
         assert log.verify(reducers=reducers).ok

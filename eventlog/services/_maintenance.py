@@ -129,12 +129,20 @@ class Maintenance:
         rec = self._runs.require(txn, run_id)
         start, stop = run_range(rec.number)
         keep = None
+        others: set[str] = set()  # reducers of the checkpoints at or below `before` that are not `reducer`
         for key, value in scan_chunks(txn, CHECKPOINTS, start, stop):
             cp = self._checkpoints.record(run_id, key, value)
             if cp.offset <= before and cp.reducer == reducer.name and cp.reducer_version == reducer.version:
                 keep = cp.offset if keep is None else max(keep, cp.offset)
+            elif cp.offset <= before:
+                others.add(f"{cp.reducer}@{cp.reducer_version}")
         if keep is None and again and rec.base:
             return rec.number, rec.base, rec.base  # pruned further meanwhile: never move a base back
+        if keep is None and others:
+            raise CheckpointNotFoundError(
+                f"run {run_id!r}: its checkpoints at or below offset {before} were made by "
+                f"{', '.join(sorted(others))}, not {reducer.name}@{reducer.version}; prune with the reducer that made them"
+            )
         if keep is None:
             raise CheckpointNotFoundError(
                 f"run {run_id!r}: no checkpoint at or below offset {before} to keep; save one first"
