@@ -1,11 +1,12 @@
 """zstd dictionaries trained from the log's own records, off the commit path.
 
-The first dictionary is trained once the log holds 256 events, a new one each time the
-count grows eightfold (docs/format.md, "Frames"). Training reads a bounded sample of the
-latest records in a read transaction and runs in a background thread; a short write
-transaction then stores the dictionary, unless another writer stored one meanwhile. New
-records use a dictionary from the transaction after it was stored; records name the
-dictionary they were compressed with, so older records stay readable.
+The first dictionary is trained once the log holds 64 events, a new one each time the
+count grows eightfold (docs/format.md, "Frames"). Training runs in a background thread: it
+copies a bounded sample of the latest records in a write transaction that changes nothing
+(so that no commit overlaps it and keeps pages for it), opens them outside it, trains, and
+a short write transaction then stores the dictionary, unless another writer stored one
+meanwhile. New records use a dictionary from the transaction after it was stored; records
+name the dictionary they were compressed with, so older records stay readable.
 """
 
 from __future__ import annotations
@@ -70,32 +71,43 @@ class Dictionaries:
             self._next_try = 0  # the next commit looks at the schedule again
 
     def _train_once(self) -> None:
-        def sample(txn: Txn) -> tuple[int, int, int, list[bytes]]:
+        def sample(txn: Txn) -> tuple[int, int, int, list[tuple[bytes, bytes]]]:
             position = self._runs.last_position(txn)
             next_try = self._runs.meta_int(txn, META_DICT_NEXT_TRY) or _limits.dictionary_train_records_min
             current = self._runs.meta_int(txn, META_DICT_CURRENT)
-            samples: list[bytes] = []
+            stored: list[tuple[bytes, bytes]] = []
             if position < next_try:
-                return position, next_try, current, samples
+                return position, next_try, current, stored
             size = 0
             for _, ref in txn.scan(FEED, b"", None, reverse=True, limit=_limits.dictionary_sample_records_max):
                 value = txn.get(EVENTS, ref)
                 if value is None:
                     continue
-                try:
-                    payload = self._codec.payload(value, (EVENTS, ref))
-                except CorruptRecordError:
-                    continue
-                samples.append(payload)
-                size += len(payload)
+                stored.append((ref, value))
+                size += len(value)  # a payload is at least as long as its stored frame: enough are read
                 if size >= _limits.dictionary_sample_size_bytes_max:
                     break
-            return position, next_try, current, samples
+            return position, next_try, current, stored
 
-        position, next_try, current, samples = self._store.read(sample)
+        # The sample is read in a write transaction that changes nothing: no commit of the log
+        # happens while it is read, so none has to keep pages for it (LMDB reuses a page only
+        # once no reader can see it), and the file grows the same whatever the timing. Its
+        # values are opened after, outside any transaction.
+        position, next_try, current, stored = self._store.write(sample)
         if position < next_try:
             self._next_try = next_try
             return
+        samples: list[bytes] = []
+        size = 0
+        for ref, value in stored:
+            try:
+                payload = self._codec.payload(value, (EVENTS, ref))
+            except CorruptRecordError:
+                continue
+            samples.append(payload)
+            size += len(payload)
+            if size >= _limits.dictionary_sample_size_bytes_max:
+                break
         trained = train_dictionary(samples)
 
         def store(txn: Txn) -> tuple[int, bool]:
