@@ -124,6 +124,6 @@ class Dictionaries:
             self._runs.put_meta_int(txn, META_DICT_NEXT_TRY, upcoming)
             return upcoming, True
 
-        self._next_try, stored = self._store.write(store)
-        if stored and trained is not None:
+        self._next_try, kept = self._store.write(store)
+        if kept and trained is not None:
             self._codec.add_dictionary(current + 1, trained)
