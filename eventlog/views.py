@@ -14,6 +14,7 @@ reducer (an optional `reducer` attribute) and is then found by the run's latest 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,7 +50,9 @@ _loaded: list[RunView] | None = None
 
 
 def load_views() -> list[RunView]:
-    """Every installed view (imported once; a view whose framework is missing is skipped)."""
+    """Every installed view (imported once). A view whose framework is missing is skipped; one
+    that fails to load otherwise is skipped with a warning that names it: its runs show as
+    plain events, and every other view still loads."""
     global _loaded
     if _loaded is None:
         views: list[RunView] = []
@@ -58,6 +61,13 @@ def load_views() -> list[RunView]:
                 views.append(ep.load())
             except ImportError:
                 continue  # its framework is not installed: its runs show as plain events
+            except Exception as exc:  # noqa: BLE001 - an installed package's import is not ours to fail on
+                warnings.warn(
+                    f"the run view {ep.name!r} ({ep.value}) did not load: {type(exc).__name__}: {exc}; "
+                    "its runs show as plain events",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         _loaded = views
     return _loaded
 

@@ -738,6 +738,31 @@ def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
     assert p.returncode == 0 and json.loads(p.stdout)["ok"] is True, p.stdout + p.stderr
 
 
+def test_a_view_that_fails_to_load_is_named_and_the_others_still_work(tmp_path: Path) -> None:
+    """An installed package whose run view raises on import (not a missing framework) costs
+    its own runs their view, with a warning that names it; every command still works."""
+    site = tmp_path / "site"
+    info = site / "broken_view-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-view\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[eventlog.views]\nbroken = broken_view:VIEW\n")
+    (site / "broken_view.py").write_text("raise RuntimeError('this view is broken')\n")
+    runs = _integration_runs(tmp_path / "log")
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])}
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(tmp_path / "log"), "runs", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "'broken'" in p.stderr and "this view is broken" in p.stderr and "Traceback" not in p.stderr
+    shown = {r["run_id"]: r for r in json.loads(p.stdout)}
+    assert set(runs) <= set(shown)
+
+
 # -- hostile input ---------------------------------------------------------------------------------
 
 
