@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import eventlog
 from eventlog import cli
-from eventlog.cli._commands import _reducer_of
+from eventlog.agent.readers import reducer_of
 from eventlog.demo import run_demo
 from eventlog.diff import diff_offsets
 from eventlog.events import (
@@ -180,10 +180,10 @@ def test_state_json_at_every_offset_and_at_checkpoints(run: Run, demo_log: Path)
         for r in log.runs():
             head = log.head(r)
             out[r] = (
-                {k: _state(log.state_at(r, k, reducer=_reducer_of(log, r))) for k in range(head + 1)},
+                {k: _state(log.state_at(r, k, reducer=reducer_of(log, r))) for k in range(head + 1)},
                 [
                     (cp.checkpoint_id, cp.offset, _state(cp.state))
-                    for cp in log.checkpoints.list(r, reducer=_reducer_of(log, r))
+                    for cp in log.checkpoints.list(r, reducer=reducer_of(log, r))
                 ],
             )
         return out

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from ui_support import get, serving, write_langgraph_thread, write_wayflow_conversation
 
 import eventlog
+from eventlog.agent.readers import reducer_of
 from eventlog.cli import diff_states
 from eventlog.demo import demo_agent, three_step_graph
 from eventlog.diff import messages_apart
@@ -54,7 +55,7 @@ def write_runs(log: eventlog.EventLog) -> None:
 
 def plain_state(log: eventlog.EventLog, run_id: str, at: int) -> Any:
     """The state as `eventlog state --json` prints it: every field, defaults included."""
-    state = log.state_at(run_id, at)
+    state = log.state_at(run_id, at, reducer=reducer_of(log, run_id))
     return {f: msgspec.to_builtins(getattr(state, f)) for f in type(state).__struct_fields__}
 
 
@@ -63,6 +64,36 @@ def pre(body: str, element_id: str) -> Any:
     found = re.search(rf'<pre class="json" id="{element_id}">(.*?)</pre>', body, re.DOTALL)
     assert found, body[:2000]
     return json.loads(html.unescape(found.group(1)))
+
+
+def test_the_viewer_reads_each_run_as_the_command_line_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The state and the diff of every demo run (the conversation loop's runs fold by their own
+    reducer, the one their checkpoints name) are the documents `eventlog state --json` and
+    `eventlog diff --json` print."""
+    import io
+
+    from rich.console import Console
+
+    from eventlog import cli
+    from eventlog.demo import run_demo
+
+    path = str(tmp_path / "demo")
+    run_demo(path, Console(file=io.StringIO()))
+    printed: dict[tuple[str, str], Any] = {}
+    with eventlog.open(path, readonly=True) as log:
+        heads = {run_id: log.head(run_id) for run_id in log.runs()}
+    for run_id, head in heads.items():
+        for command in ("state", "diff"):
+            argv = ["--log", path, command, run_id, *(["1", str(head)] if command == "diff" else []), "--json"]
+            assert cli.main(argv) == 0
+            printed[command, run_id] = json.loads(capsys.readouterr().out)
+    with eventlog.open(path, readonly=True) as log, serving(log) as url:
+        for run_id, head in heads.items():
+            _, body, _ = get(f"{url}/run/state.json?id={run_id}&at={head}")
+            assert json.loads(body) == printed["state", run_id], run_id
+            _, body, _ = get(f"{url}/run/diff?id={run_id}&a=1&b={head}")
+            assert pre(body, "diff-json") == printed["diff", run_id], run_id
+    assert any("restores" in printed["state", r]["state"] for r in heads)  # a conversation loop's run is among them
 
 
 def test_pages_states_and_diffs_on_every_store(log: eventlog.EventLog) -> None:
@@ -88,11 +119,15 @@ def test_pages_states_and_diffs_on_every_store(log: eventlog.EventLog) -> None:
                     "checkpoint_id": None,
                     "state": plain_state(log, run_id, at),
                 }
-                assert msgspec.convert(doc["state"], eventlog.AgentState) == log.state_at(run_id, at)
+                state = log.state_at(run_id, at, reducer=reducer_of(log, run_id))
+                assert msgspec.convert(doc["state"], type(state)) == state
                 status, body, _ = get(f"{url}/run/state?id={run_id}&at={at}")
                 assert pre(body, "state-json") == doc["state"]
             status, body, _ = get(f"{url}/run/diff?id={run_id}&a=1&b={head}")
-            expected = diff_states(log.state_at(run_id, 1), log.state_at(run_id, head))
+            reducer = reducer_of(log, run_id)
+            expected = diff_states(
+                log.state_at(run_id, 1, reducer=reducer), log.state_at(run_id, head, reducer=reducer)
+            )
             assert pre(body, "diff-json") == {
                 "run_id": run_id,
                 "a": {"offset": 1, "checkpoint_id": None},

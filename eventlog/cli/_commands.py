@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from ..agent.readers import known_reducers, reducer_of
 from ..diff import builtins as _builtins
 from ..diff import diff_offsets
 from ..errors import (
@@ -182,7 +183,7 @@ def _cmd_state(args: argparse.Namespace) -> int:
             offset = info.head if args.at is None else args.at
         view = _view(log, args.run)
         if view is None:
-            state = log.state_at(args.run, offset, reducer=_reducer_of(log, args.run))
+            state = log.state_at(args.run, offset, reducer=reducer_of(log, args.run))
         else:
             state = view.state(log, args.run, offset)
     doc = {"run_id": args.run, "offset": offset, "checkpoint_id": checkpoint_id, "state": _builtins(state)}
@@ -200,7 +201,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         off_a, cp_a = _resolve(log, args.run, args.a)
         off_b, cp_b = _resolve(log, args.run, args.b)
-        changes = diff_offsets(log, args.run, off_a, off_b, _view(log, args.run), _reducer_of(log, args.run))
+        changes = diff_offsets(log, args.run, off_a, off_b, _view(log, args.run), reducer_of(log, args.run))
     doc = {
         "run_id": args.run,
         "a": {"offset": off_a, "checkpoint_id": cp_a},
@@ -255,7 +256,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         except EventLogError:
             total = None  # verify names what cannot be read
         with _progress("verifying", total) as advance:
-            report = log.verify(args.run, reducers=_reducers(log), progress=advance)
+            report = log.verify(args.run, reducers=known_reducers(log), progress=advance)
     doc: dict[str, Any] = {"repaired": repaired} if args.repair else {}
     doc |= {
         "ok": report.ok,
@@ -285,7 +286,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_prune(args: argparse.Namespace) -> int:
     with _open(args, write=True) as log, _progress(f"pruning run {args.run}", None):
-        base = log.prune(args.run, before=args.before, reducer=_reducer_of(log, args.run))
+        base = log.prune(args.run, before=args.before, reducer=reducer_of(log, args.run))
     if args.json:
         _emit_json({"run_id": args.run, "base": base})
     else:
@@ -328,25 +329,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _reducers(log: Any) -> list[Any]:
-    """Every reducer whose checkpoints an import can save again: the log's, the conversation
-    loop's and those of the installed integrations' views."""
-    from ..agent.conversation import ConversationReducer
-    from ..views import view_reducers
-
-    return [log.reducer, ConversationReducer(), *view_reducers()]
-
-
-def _reducer_of(log: Any, run_id: str) -> Any:
-    """The reducer the run's latest checkpoint was made by, when this process knows it (a
-    conversation restored in place folds with its own); else the log's default."""
-    latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
-    for reducer in _reducers(log):
-        if latest and (reducer.name, reducer.version) == (latest[0].reducer, latest[0].reducer_version):
-            return reducer
-    return log.reducer
-
-
 def _cmd_import(args: argparse.Namespace) -> int:
     from ..transfer import import_runs
 
@@ -356,7 +338,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     made = "://" not in target and target != ":memory:" and not os.path.exists(target)
     try:
         with _open(args, write=True, create=True, durability="none") as log, _progress("importing", None) as advance:
-            summary = import_runs(log, args.file, progress=advance, reducers=_reducers(log))
+            summary = import_runs(log, args.file, progress=advance, reducers=known_reducers(log))
     except BaseException:
         if made:  # a failed import leaves no log behind where there was none
             shutil.rmtree(target, ignore_errors=True)

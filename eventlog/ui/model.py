@@ -16,6 +16,7 @@ import msgspec
 
 from eventlog import Checkpoint, Entry, EventLog, EventLogError, RunInfo
 from eventlog import events as ev
+from eventlog.agent.readers import reducer_of
 from eventlog.diff import diff_offsets
 from eventlog.errors import UnknownRunError
 from eventlog.views import RunView, view_for_run, view_of, waiting
@@ -315,7 +316,7 @@ def state_of(log: EventLog[Any], run_id: str, offset: int, view: RunView | None)
     """The run's state after its first `offset` events (plain data from the view, for an integration's run)."""
     if view is not None:
         return view.state(log, run_id, offset)
-    return log.state_at(run_id, offset)
+    return log.state_at(run_id, offset, reducer=reducer_of(log, run_id))
 
 
 waiting_value_shown_max = 2_000
@@ -394,7 +395,7 @@ def state_doc(log: EventLog[Any], run_id: str, offset: int, view: RunView | None
 def diff_doc(log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None) -> dict[str, Any]:
     """What `eventlog diff RUN A B --json` prints for two offsets; for an integration's run, its
     view's messages are diffed message by message (`messages_apart`)."""
-    changes = diff_offsets(log, run_id, a, b, view)
+    changes = diff_offsets(log, run_id, a, b, view, None if view is not None else reducer_of(log, run_id))
     return {
         "run_id": run_id,
         "a": {"offset": a, "checkpoint_id": None},
