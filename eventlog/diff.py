@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
+    from .core.fold import Reducer
     from .log import EventLog
     from .views import RunView
 
@@ -65,7 +66,7 @@ def messages_apart(state: Any) -> Any:
 
 
 def diff_offsets(
-    log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None, reducer: Any = None
+    log: EventLog[Any], run_id: str, a: int, b: int, view: RunView | None, reducer: Reducer[Any] | None = None
 ) -> dict[str, Any]:
     """What changed in the run from offset `a` to offset `b` (`diff_states`): an integration's
     run (`view`) in the terms its view shows it, its messages diffed message by message

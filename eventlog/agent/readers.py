@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.fold import Reducer
+from ..core.fold import Reducer, reducer_named
 from ..log import EventLog
 from ..views import view_reducers
 from .conversation import ConversationReducer
@@ -24,7 +24,5 @@ def reducer_of(log: EventLog[Any], run_id: str) -> Reducer[Any]:
     """The reducer the run's latest checkpoint was made by, among `known_reducers` (a
     conversation restored in place folds with its own); else the log's."""
     latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
-    for reducer in known_reducers(log):
-        if latest and (reducer.name, reducer.version) == (latest[0].reducer, latest[0].reducer_version):
-            return reducer
-    return log.reducer
+    found = reducer_named(known_reducers(log), latest[0].reducer, latest[0].reducer_version) if latest else None
+    return log.reducer if found is None else found

@@ -9,12 +9,13 @@ I/O. `verify` re-folds every run and names a checkpoint whose bytes differ.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import InvalidArgumentError
 from ..record.kinds import Event
 
-__all__ = ["Reducer", "check_reducer", "reducer_or", "reducer_tag"]
+__all__ = ["Reducer", "check_reducer", "reducer_named", "reducer_or", "reducer_tag"]
 
 S = TypeVar("S")
 
@@ -74,3 +75,8 @@ def reducer_or(reducer: object, default: Reducer[Any]) -> Reducer[Any]:
 def reducer_tag(reducer: Reducer[Any]) -> bytes:
     """The bytes that name a reducer and its version in snapshot keys."""
     return f"{reducer.name}@{reducer.version}".encode()
+
+
+def reducer_named(reducers: Sequence[Reducer[Any]], name: str, version: int) -> Reducer[Any] | None:
+    """The reducer of `reducers` whose name and version are these (a checkpoint's), or None."""
+    return next((r for r in reducers if (r.name, r.version) == (name, version)), None)

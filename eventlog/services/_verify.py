@@ -19,7 +19,7 @@ from .. import _limits
 from ..core._reader import Reader
 from ..core._replay import Replay
 from ..core._runs import Runs
-from ..core.fold import Reducer, reducer_tag
+from ..core.fold import Reducer, reducer_named, reducer_tag
 from ..errors import (
     CorruptRecordError,
     EventLogError,
@@ -132,10 +132,8 @@ class Verifier:
             latest = self._checkpoints.list(run_id, limit=1, newest_first=True)
         except CorruptRecordError:
             return default  # `_run` names the damage
-        for reducer in reducers:
-            if latest and (reducer.name, reducer.version) == (latest[0].reducer, latest[0].reducer_version):
-                return reducer
-        return default
+        found = reducer_named(reducers, latest[0].reducer, latest[0].reducer_version) if latest else None
+        return default if found is None else found
 
     def _all_runs(self) -> list[str]:
         out: list[str] = []
