@@ -676,11 +676,8 @@ def test_kinds_of_your_own_decode_with_kinds(tmp_path: Path) -> None:
 
 def _integration_runs(path: Path) -> list[str]:
     """A LangGraph thread and a WayFlow conversation (those whose framework is installed)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        from ui_support import write_langgraph_thread, write_wayflow_conversation
-    finally:
-        sys.path.remove(str(ROOT / "tests"))
+    from ui_support import write_langgraph_thread, write_wayflow_conversation
+
     with eventlog.open(path, durability="none") as log:
         runs = [write_langgraph_thread(log, "lg"), write_wayflow_conversation(log, "wf")]
     return [r for r in runs if r is not None]

@@ -203,7 +203,6 @@ def test_verify_folds_each_run_by_the_reducer_that_checkpointed_it(tmp_path: Pat
     log's reducer never reads; a pruned thread, whose base state only that reducer holds, is
     whole by it."""
     pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-    sys.path.insert(0, str(Path(__file__).parent))
     from ui_support import write_langgraph_thread
 
     from eventlog.views import view_reducers
