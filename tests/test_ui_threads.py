@@ -105,22 +105,42 @@ def test_supersteps_of_a_thread(page: Any, url: str, thread_log: eventlog.EventL
     shoot(page, run_url(url, THREAD, view="steps", at=offset), ".insp", tmp_path / "ui-langgraph-steps.png")
 
 
+def _tag(entry: Any) -> str:
+    return str(type(entry.event).__struct_config__.tag)
+
+
+def _checkpoints_first(entries: list[Any]) -> list[Any]:
+    """The thread's entries with every checkpoint before the writes pending on it (the order
+    of `sync` durability), whatever order this run of the fixture wrote them in."""
+    saved = {e.event.checkpoint_id for e in entries if _tag(e) == "langgraph.checkpoint"}
+    out: list[Any] = []
+    seen: set[str] = set()
+    early: dict[str, list[Any]] = {}
+    for entry in entries:
+        cid = getattr(entry.event, "checkpoint_id", None)
+        if _tag(entry) == "langgraph.writes" and cid in saved and cid not in seen:
+            early.setdefault(cid, []).append(entry)  # written before its checkpoint: moved after it
+            continue
+        out.append(entry)
+        if _tag(entry) == "langgraph.checkpoint":
+            seen.add(cid)
+            out += early.pop(cid, [])
+    return out
+
+
 def test_writes_saved_before_their_checkpoint_are_one_superstep(thread_log: eventlog.EventLog) -> None:
     """Under LangGraph's `async` durability a checkpoint is saved while the next superstep runs,
-    so its tasks' writes can come first in the thread: still one superstep per checkpoint."""
-    entries = list(thread_log.read(THREAD))
-    kinds = [type(e.event).__struct_config__.tag for e in entries]
-    first = kinds.index("langgraph.writes")
-    owner = next(  # the checkpoint those writes are pending on, moved after them
-        i
-        for i, e in enumerate(entries)
-        if getattr(e.event, "checkpoint_id", None) == entries[first].event.checkpoint_id
-    )
-    assert kinds[owner] == "langgraph.checkpoint" and owner < first
-    moved = entries[:owner] + entries[owner + 1 : first + 1] + [entries[owner]] + entries[first + 1 :]
-    in_order, reordered = threads.thread_supersteps(entries), threads.thread_supersteps(moved)
-    assert len(reordered) == len(in_order) == kinds.count("langgraph.checkpoint")
-    assert [[n.node for n in s.nodes] for s in reordered] == [[n.node for n in s.nodes] for s in in_order]
+    so its tasks' writes can come first in the thread: still one superstep per checkpoint,
+    with the same nodes as when the checkpoint came first."""
+    in_order = _checkpoints_first(list(thread_log.read(THREAD)))
+    first = next(i for i, e in enumerate(in_order) if _tag(e) == "langgraph.writes")
+    owner = next(i for i, e in enumerate(in_order) if _tag(e) == "langgraph.checkpoint"
+                 and e.event.checkpoint_id == in_order[first].event.checkpoint_id)  # fmt: skip
+    assert owner < first
+    moved = in_order[:owner] + in_order[owner + 1 : first + 1] + [in_order[owner]] + in_order[first + 1 :]
+    expected, reordered = threads.thread_supersteps(in_order), threads.thread_supersteps(moved)
+    assert len(reordered) == len(expected) == sum(_tag(e) == "langgraph.checkpoint" for e in in_order)
+    assert [[n.node for n in s.nodes] for s in reordered] == [[n.node for n in s.nodes] for s in expected]
     assert all(s.events and s.events[0].kind == "langgraph.checkpoint" for s in reordered)
 
 
