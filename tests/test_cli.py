@@ -429,6 +429,34 @@ def test_export_refuses_a_pruned_run(run: Run, copy_log: Path, tmp_path: Path) -
     assert code == cli.EXIT_NOT_FOUND and "pruned" in err
 
 
+def test_export_skips_pruned_runs_when_asked_and_names_them(run: Run, copy_log: Path, tmp_path: Path) -> None:
+    """A whole log with a pruned run is refused, naming --skip-pruned; with it, every other run
+    is exported, the pruned one and a fork made of it since are left out and named."""
+    with eventlog.open(copy_log) as log:
+        r = next(r for r in log.runs() if not log.run_info(r).forks and not log.run_info(r).parent and log.head(r) >= 3)
+        log.checkpoints.save(r, 2)
+        log.prune(r, before=2)
+        log.fork(r, at=log.head(r), new_run_id="fork-of-pruned")
+        others = [x for x in log.runs() if x not in (r, "fork-of-pruned")]
+    out = tmp_path / "kept.jsonl"
+    code, _, err = run("--log", copy_log, "export", "-o", out)
+    assert code == cli.EXIT_NOT_FOUND and "--skip-pruned" in err and not out.exists()
+    code, stdout, err = run("--log", copy_log, "export", "--skip-pruned", "-o", out, "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["skipped_runs"] == [r, "fork-of-pruned"] and doc["runs"] == len(others)
+    code, _, err = run("--log", tmp_path / "imported.lmdb", "import", out)
+    assert code == 0, err
+    with (
+        eventlog.open(tmp_path / "imported.lmdb", readonly=True) as copy,
+        eventlog.open(copy_log, readonly=True) as log,
+    ):
+        assert copy.runs() == sorted(others, key=str.encode)
+        assert all([e.event for e in copy.read(x)] == [e.event for e in log.read(x)] for x in others)
+    code, stdout, _ = run("--log", copy_log, "export", "--skip-pruned", "-o", out)
+    assert code == 0 and f"left out 2 pruned run(s) or forks of them: {r}, fork-of-pruned" in stdout
+
+
 def _values(keys: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.recursive(
         st.none()

@@ -83,7 +83,7 @@ takes `--json` and then prints one JSON document on stdout, for scripts:
 | `verify` | `ok`, counts of `runs`, `events`, `checkpoints`, and `problems` (each with `run_id`, `offset`, `kind`, `message` and `position`, the feed position concerned or null) |
 | `prune` | `run_id` and the new `base` |
 | `delete` | `run_id` and `deleted` |
-| `export`, `import` | `path`, `runs`, `entries`, `checkpoints`, `skipped_checkpoints` |
+| `export`, `import` | `path`, `runs`, `entries`, `checkpoints`, `skipped_checkpoints`, `skipped_runs` (the runs `export --skip-pruned` left out) |
 | `stats` | `runs`, `events`, `checkpoints`, `snapshots`, `bytes_on_disk`, `event_bytes_raw`, `event_bytes_stored`, `compression_ratio`, `map_size_bytes` |
 
 Work that can take more than a second (`verify`, `export`, `import`, `prune`, `delete`)
@@ -113,7 +113,8 @@ counts them. Where JSON cannot carry a value exactly (bytes, NaN, integer map ke
 entry also carries its exact msgpack, so `import` gives back identical entries (ids,
 times, metadata, event bytes) and the same state at every offset of every run, forks
 included. The creation time of a fork and the save time of a checkpoint are those of the
-import. A pruned run cannot be exported (its first events are gone). The library
+import. A pruned run cannot be exported (its first events are gone): a whole log with one is
+refused unless `--skip-pruned`, which exports the other runs and names those left out. The library
 functions are `eventlog.transfer.export_runs` and `eventlog.transfer.import_runs`.
 An export is written to a new file of a unique name beside the destination, created
 exclusively and readable by its owner only, then renamed over the destination: a link

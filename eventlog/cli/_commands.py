@@ -315,10 +315,13 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from ..transfer import export_runs
+    from ..transfer import NotExportableError, export_runs
 
     with _open(args) as log, _progress("exporting", None) as advance:
-        summary = export_runs(log, args.output, args.runs or None, progress=advance)
+        try:
+            summary = export_runs(log, args.output, args.runs or None, progress=advance, skip_pruned=args.skip_pruned)
+        except NotExportableError as exc:
+            raise _Fail(f"{exc} (--skip-pruned exports the other runs)", EXIT_NOT_FOUND) from None
     doc = {"path": str(args.output), **msgspec.structs.asdict(summary)}
     if args.json:
         _emit_json(doc)
@@ -326,6 +329,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
         _say(
             f"exported {summary.runs} run(s), {summary.entries} entries, {summary.checkpoints} checkpoint(s) to {args.output}"
         )
+        if summary.skipped_runs:
+            _say(
+                f"left out {len(summary.skipped_runs)} pruned run(s) or forks of them: {', '.join(summary.skipped_runs)}"
+            )
     return EXIT_OK
 
 

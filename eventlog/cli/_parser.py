@@ -105,8 +105,8 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "export",
         "write runs to a JSON Lines file",
-        "Write runs (default: all) to a JSON Lines file: each run after the run it forks from\n(which is exported too), its entries with their ids, times, metadata and events (JSON\nwith their kind tag), and its checkpoints. `eventlog import` reads it back exactly.\nA pruned run cannot be exported.",
-        "eventlog export -o all.jsonl\neventlog export run-1 run-1-retry -o two.jsonl",
+        "Write runs (default: all) to a JSON Lines file: each run after the run it forks from\n(which is exported too), its entries with their ids, times, metadata and events (JSON\nwith their kind tag), and its checkpoints. `eventlog import` reads it back exactly.\nA pruned run cannot be exported: with --skip-pruned the others are, and it is named.",
+        "eventlog export -o all.jsonl\neventlog export run-1 run-1-retry -o two.jsonl\neventlog export --skip-pruned -o kept.jsonl",
     ),
     (
         "import",
@@ -185,6 +185,11 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     elif name == "export":
         p.add_argument("runs", nargs="*", metavar="RUN", help="runs to export (default: every run)")
         p.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSON Lines file to write")
+        p.add_argument(
+            "--skip-pruned",
+            action="store_true",
+            help="leave out pruned runs and runs forked from them, and name them (default: refuse, exit 3)",
+        )
     elif name == "import":
         p.add_argument("file", metavar="FILE", help="an export file (JSON Lines)")
     elif name == "langgraph-copy":

@@ -106,6 +106,7 @@ def export_runs(
     run_ids: Sequence[str] | None = None,
     *,
     progress: Progress | None = None,
+    skip_pruned: bool = False,
 ) -> TransferSummary:
     """Write runs (default: every run) and the runs they fork from to a JSON Lines file.
 
@@ -114,17 +115,23 @@ def export_runs(
     its owner only, then renamed over `dest`: a `dest` that is a symbolic link is replaced,
     never followed. Each run is exported up to its head when the export reaches it.
     Raises UnknownRunError for a run that does not exist and NotExportableError for a
-    pruned run.
+    pruned run, or, with `skip_pruned`, leaves out each pruned run and each run that forks
+    from one, and names them in the summary's `skipped_runs`.
     """
     order = _order(log, run_ids)
     infos = [log.run_info(rid) for rid in order]
-    for info in infos:
-        if info.base:
-            raise NotExportableError(info.run_id, info.base)
-    total = sum(info.head - info.fork_offset for info in infos)
+    left_out: set[str] = set()
+    for info in infos:  # parents before their forks
+        if info.base or info.parent in left_out:
+            if not skip_pruned:
+                raise NotExportableError(info.run_id, info.base)
+            left_out.add(info.run_id)
+    kept = [info for info in infos if info.run_id not in left_out]
+    total = sum(info.head - info.fork_offset for info in kept)
+    skipped = [info.run_id for info in infos if info.run_id in left_out]
     if isinstance(dest, (str, os.PathLike)):
-        return _export_to_path(Path(dest), lambda f: _export(log, f, infos, total, progress))
-    return _export(log, dest, infos, total, progress)
+        return _export_to_path(Path(dest), lambda f: _export(log, f, kept, total, progress, skipped))
+    return _export(log, dest, kept, total, progress, skipped)
 
 
 def _export_to_path(path: Path, write: Callable[[IO[bytes]], TransferSummary]) -> TransferSummary:
@@ -159,9 +166,9 @@ def _sync_directory(directory: Path) -> None:
 
 
 def _export(
-    log: EventLog[Any], f: IO[bytes], infos: list[Any], total: int, progress: Progress | None
+    log: EventLog[Any], f: IO[bytes], infos: list[Any], total: int, progress: Progress | None, skipped: list[str]
 ) -> TransferSummary:
-    summary = TransferSummary()
+    summary = TransferSummary(skipped_runs=skipped)
     f.write(_json.encode(_Header(FORMAT, VERSION)) + b"\n")
     for info in infos:
         f.write(_json.encode(_Run(info.run_id, info.parent, info.fork_offset, info.head, info.created_ns)) + b"\n")

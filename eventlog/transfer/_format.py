@@ -46,6 +46,9 @@ class TransferSummary(msgspec.Struct):
     checkpoints: int = 0
     skipped_checkpoints: int = 0
     """Checkpoints made by a reducer the import was not given (they are not saved)."""
+    skipped_runs: list[str] = []
+    """Runs an export left out when asked to skip pruned runs: each pruned run, and each run
+    that forks from one (their first events are gone)."""
 
 
 # -- lines ---------------------------------------------------------------------------------
