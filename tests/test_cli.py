@@ -567,6 +567,18 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _eventlog(log: Path, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m eventlog --log LOG argv` in a process of its own, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(log), *argv],
+        capture_output=True,
+        text=True,
+        env=_env() if env is None else env,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_python_dash_m_and_the_console_script(demo_log: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "eventlog", "--log", str(demo_log), "runs", "--json"],
@@ -722,8 +734,7 @@ def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
         pytest.skip("neither langgraph nor wayflowcore is installed")
 
     def cli_(*argv: str) -> subprocess.CompletedProcess[str]:
-        argv_ = [sys.executable, "-m", "eventlog", "--log", str(path), *argv]
-        return subprocess.run(argv_, capture_output=True, text=True, env=_env(), timeout=120, check=False)
+        return _eventlog(path, *argv)
 
     p = cli_("verify", "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["ok"] is True, p.stdout + p.stderr
@@ -741,14 +752,7 @@ def test_an_integrations_runs_read_without_kinds(tmp_path: Path) -> None:
             assert doc["messages_appended"] and {k: doc[k] for k in changes} == msgspec.to_builtins(changes)
     out = tmp_path / "runs.jsonl"
     assert cli_("export", "-o", str(out)).returncode == 0
-    p = subprocess.run(
-        [sys.executable, "-m", "eventlog", "--log", str(tmp_path / "copy"), "import", str(out)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-        check=False,
-    )
+    p = _eventlog(tmp_path / "copy", "import", str(out))
     assert p.returncode == 0, p.stderr
     with eventlog.open(tmp_path / "copy", readonly=True) as copy, eventlog.open(path, readonly=True) as log:
         assert copy.runs() == log.runs()
@@ -774,14 +778,7 @@ def test_a_view_that_fails_to_load_is_named_and_the_others_still_work(tmp_path: 
     (site / "broken_view.py").write_text("raise RuntimeError('this view is broken')\n")
     runs = _integration_runs(tmp_path / "log")
     env = {**_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])}
-    p = subprocess.run(
-        [sys.executable, "-m", "eventlog", "--log", str(tmp_path / "log"), "runs", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    p = _eventlog(tmp_path / "log", "runs", "--json", env=env)
     assert p.returncode == 0, p.stderr
     assert "'broken'" in p.stderr and "this view is broken" in p.stderr and "Traceback" not in p.stderr
     shown = {r["run_id"]: r for r in json.loads(p.stdout)}

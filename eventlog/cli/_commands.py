@@ -201,7 +201,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     with _open(args) as log, log.pinned(args.run):  # every read of one life of the run
         off_a, cp_a = _resolve(log, args.run, args.a)
         off_b, cp_b = _resolve(log, args.run, args.b)
-        changes = diff_offsets(log, args.run, off_a, off_b, _view(log, args.run), reducer_of(log, args.run))
+        view = _view(log, args.run)
+        changes = diff_offsets(log, args.run, off_a, off_b, view, None if view else reducer_of(log, args.run))
     doc = {
         "run_id": args.run,
         "a": {"offset": off_a, "checkpoint_id": cp_a},
