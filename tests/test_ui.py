@@ -363,6 +363,25 @@ def test_cli_serves_the_log_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert served.stop() == 0
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the allocator is chosen on Linux only")
+def test_the_server_runs_on_the_c_allocator_unless_pythonmalloc_is_set(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log") as log:
+        write_runs(log)
+
+    def allocator(served: _Served) -> str | None:
+        environ = Path(f"/proc/{served.proc.pid}/environ").read_bytes().split(b"\0")  # the same process, started again
+        return next((v.decode().partition("=")[2] for v in environ if v.startswith(b"PYTHONMALLOC=")), None)
+
+    env = {k: v for k, v in _env().items() if k != "PYTHONMALLOC"}
+    for given, expected in ((None, "malloc"), ("pymalloc", "pymalloc")):
+        served = _Served(["--log", str(tmp_path / "log")], env if given is None else {**env, "PYTHONMALLOC": given})
+        try:
+            assert allocator(served) == expected
+            assert get(served.url + "run/state.json?id=graph-1&at=3")[0] == 200
+        finally:
+            assert served.stop() == 0
+
+
 def test_cli_refuses_an_open_host_without_allow_remote_and_then_wants_a_token(tmp_path: Path) -> None:
     with eventlog.open(tmp_path / "log") as log:
         write_runs(log)

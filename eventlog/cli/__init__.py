@@ -78,6 +78,18 @@ def _exit_code(exc: EventLogError) -> int:
     return EXIT_ERROR
 
 
+def _serve_on_the_c_allocator() -> None:
+    """Start this command again, the same process, with `PYTHONMALLOC=malloc` (on Linux, unless
+    PYTHONMALLOC is set): the viewer's server then gives back what it freed after a long run's
+    state, which Python's own allocator keeps in blocks that a few objects that outlive the
+    request pin."""
+    if os.environ.get("PYTHONMALLOC") or not sys.platform.startswith("linux"):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, "PYTHONMALLOC": "malloc"})
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write("eventlog: error: " + _safe(" ".join(str(message).split())) + "\n")
     return code
@@ -93,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if argv is None and args.command == "ui":
+        _serve_on_the_c_allocator()
     try:
         kinds = list(getattr(args, "kinds", None) or [])
         kinds += [m.strip() for m in os.environ.get(_ENV_KINDS, "").split(",") if m.strip()]
