@@ -290,6 +290,42 @@ def test_a_checkpoint_record_moved_fails_to_open(open_log: Callable[..., eventlo
     assert victim in {run_id for run_id, _ in _problems(log)}
 
 
+def _set_run_numbers_back(log: eventlog.EventLog[Any], to: int) -> None:
+    """The run number counter set back, as someone with the store's raw access could: the next
+    run would be given `to + 1`."""
+    if log.store.dense:
+        log.store.write(lambda txn: txn.put("meta", b"run_number", frame(u64(to), RAW, 0)))
+        return
+    import psycopg
+
+    with psycopg.connect(log.store.dsn, autocommit=True) as conn:
+        conn.execute(f'ALTER SEQUENCE "{log.store.schema}".run_number RESTART WITH {to + 1}')
+
+
+def test_a_run_number_in_use_is_never_given_again(open_log: Callable[..., eventlog.EventLog[Any]]) -> None:
+    log = _sealed_pair(open_log)
+    before = [(e.offset, e.event) for e in log.read("b")]
+    _set_run_numbers_back(log, _number(log, "b") - 1)
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="run number .* is in use already"):
+        log.append("z", UserMessage(content="z's own"))
+    assert [(e.offset, e.event) for e in log.read("b")] == before  # nothing of b was written over
+    assert "z" not in log.runs()
+    assert [c.offset for c in log.checkpoints.list("b")] == [2, 4, 6, 8]
+
+
+def test_a_long_run_id_named_by_another_id_in_run_numbers_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = open_log(key=KEY)
+    long_id = "l" * 500  # keyed by its hash: its id is read from run_numbers
+    for run_id in ("a", long_id):
+        log.append(run_id, UserMessage(content=run_id[:8]))
+    number = _number(log, long_id)
+    log.store.write(lambda txn: txn.put("run_numbers", u64(number), b"a"))
+    with pytest.raises(eventlog.errors.CorruptRecordError, match=f"the id of run number {number} in run_numbers"):
+        log.runs()
+
+
 def test_a_key_check_copied_from_another_log_is_refused(
     open_log: Callable[..., eventlog.EventLog[Any]], backend: str
 ) -> None:
