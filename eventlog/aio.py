@@ -31,6 +31,7 @@ from .core._reader import Entry, Follow
 from .core.fold import Reducer
 from .errors import ClosedError, EventLogError
 from .log import EventLog, RunInfo
+from .record._keys import check_run_number
 from .record.kinds import Event
 from .services.checkpoints import Checkpoint, Checkpoints
 from .services.runwriter import Policy
@@ -206,13 +207,20 @@ class AsyncEventLog(Generic[S]):
         events: Iterable[Event],
         *,
         expected_offset: int | None = None,
+        run_number: int | None = None,
         event_ids: Sequence[str | None] | None = None,
         meta: dict[str, Any] | None = None,
         time_ns: int | None = None,
     ) -> list[int]:
         """See `EventLog.append_many`: checked here, committed with the other appends of this turn."""
         append = self.sync.engine.commit.check(
-            run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
+            run_id,
+            events,
+            event_ids=event_ids,
+            meta=meta,
+            time_ns=time_ns,
+            expected_offset=expected_offset,
+            expected_number=check_run_number(run_number),
         )
         return await self._committer.submit(append)
 

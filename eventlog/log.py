@@ -206,18 +206,27 @@ class EventLog(Generic[S]):
         event_id: str | None = None,
         meta: dict[str, Any] | None = None,
         expected_offset: int | None = None,
+        run_number: int | None = None,
         time_ns: int | None = None,
     ) -> int:
         """Append one event; return its offset.
 
         With `event_id`, appending the same id to the run again returns the first offset
         and writes nothing (an event id is unique in its run). With `expected_offset`, raise
-        ConflictError unless the run's head is that offset. `time_ns` sets the entry's time
-        instead of the log's clock (an import keeps entry times exactly).
+        ConflictError unless the run's head is that offset; with `run_number`, RunReplacedError
+        unless the run is still that life (`life`, `run_info`): a write decided on what one life
+        held never lands in the next. `time_ns` sets the entry's time instead of the log's clock
+        (an import keeps entry times exactly).
         """
         ids = None if event_id is None else [event_id]
         return self.append_many(
-            run_id, [event], expected_offset=expected_offset, event_ids=ids, meta=meta, time_ns=time_ns
+            run_id,
+            [event],
+            expected_offset=expected_offset,
+            run_number=run_number,
+            event_ids=ids,
+            meta=meta,
+            time_ns=time_ns,
         )[0]
 
     def append_many(
@@ -226,6 +235,7 @@ class EventLog(Generic[S]):
         events: Iterable[Event],
         *,
         expected_offset: int | None = None,
+        run_number: int | None = None,
         event_ids: Sequence[str | None] | None = None,
         meta: dict[str, Any] | None = None,
         time_ns: int | None = None,
@@ -234,11 +244,18 @@ class EventLog(Generic[S]):
 
         Every event is checked before anything is written: a value that would not read back
         equal is refused (InvalidEventError). ConflictError if `expected_offset` is given and
-        the head differs. Events whose `event_ids` entry is already in the run are not
-        written again; their first offsets are returned.
+        the head differs; RunReplacedError if `run_number` is given and the run is not that
+        life (deleted, or deleted and made again). Events whose `event_ids` entry is already in
+        the run are not written again; their first offsets are returned.
         """
         append = self._commit.check(
-            run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=expected_offset
+            run_id,
+            events,
+            event_ids=event_ids,
+            meta=meta,
+            time_ns=time_ns,
+            expected_offset=expected_offset,
+            expected_number=check_run_number(run_number),
         )
         return self._commit.commit(append).offsets
 

@@ -367,6 +367,27 @@ def test_the_async_face_pins_the_run_number(log: eventlog.EventLog) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("how", HOW)
+def test_an_append_pinned_to_a_run_number_never_lands_in_another_life(log: eventlog.EventLog, how: str) -> None:
+    number = make(log, "r", 3)
+    assert log.append("r", StepCompleted(node="old", superstep=4), run_number=number, expected_offset=3) == 4
+    remake(log, "r", 4, how)  # the same head as the old life had: only the run number tells them apart
+    after = [] if how == "deleted" else [(e.run_number, e.offset, e.event) for e in log.read("r")]
+    alog = eventlog.aio.AsyncEventLog(log)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        log.append("r", StepCompleted(node="old", superstep=5), run_number=number, expected_offset=4)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        log.append_many("r", steps("old", 5, 6), run_number=number)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        asyncio.run(alog.append("r", StepCompleted(node="old", superstep=5), run_number=number))
+    if how == "deleted":
+        assert "r" not in log.runs()
+    else:
+        assert [(e.run_number, e.offset, e.event) for e in log.read("r")] == after
+    with pytest.raises(eventlog.errors.InvalidArgumentError):
+        log.append("r", StepCompleted(node="old", superstep=5), run_number=0)
+
+
 def test_a_fork_never_reads_a_parent_made_again_after_it(log: eventlog.EventLog) -> None:
     make(log, "p", 4)
     log.fork("p", 3, "f")

@@ -235,6 +235,40 @@ def test_concurrent_sessions_and_pops(log: eventlog.EventLog) -> None:
     assert log.head("x") == 20
 
 
+class _MadeAgainBeforeAppend:
+    """The session's log, where another writer deletes the session and makes it again (with as
+    many items) between the session's read and its append, as another process can."""
+
+    def __init__(self, log: eventlog.EventLog, session_id: str, items: list[Any]) -> None:
+        self._log, self._session_id, self._items = log, session_id, items
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        if self._items:
+            self._log.delete_run(self._session_id)
+            EventLogSession(self._session_id, self._log).add_items_sync(self._items)
+            self._items = []
+        return self._log.append(*args, **kwargs)
+
+
+@pytest.mark.parametrize("call", ["pop_item", "clear_session"])
+def test_a_pop_or_clear_never_reads_one_life_and_writes_the_next(log: eventlog.EventLog, call: str) -> None:
+    session = EventLogSession("s", log)
+    asyncio.run(session.add_items([user("old 1"), user("old 2")]))
+    assert asyncio.run(session.get_items()) == [user("old 1"), user("old 2")]
+    session.log = _MadeAgainBeforeAppend(log, "s", [user("new 1"), user("new 2")])  # type: ignore[assignment]
+    answer = asyncio.run(getattr(session, call)())
+    fresh = EventLogSession("s", log)
+    if call == "pop_item":
+        assert answer == user("new 2")  # the latest item of the life it removed it from
+        assert asyncio.run(fresh.get_items()) == [user("new 1")]
+    else:
+        assert asyncio.run(fresh.get_items()) == []
+    assert {h.item["content"] for h in fresh.history() if h.item is not None} == {"new 1", "new 2"}
+
+
 def test_fork_session_and_listing(log: eventlog.EventLog) -> None:
     session = EventLogSession("main", log)
     asyncio.run(session.add_items([user("a"), user("b"), user("c")]))

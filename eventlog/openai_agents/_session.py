@@ -103,11 +103,11 @@ class EventLogSession:
                 if not state.items:
                     return None
                 offset, item = state.offsets[-1], state.items[-1]
-                head = state.events
+                head, number = state.events, self._number
             try:
-                self.log.append(self.session_id, ItemPopped(offset=offset), expected_offset=head)
+                self.log.append(self.session_id, ItemPopped(offset=offset), expected_offset=head, run_number=number)
             except ConflictError:
-                continue  # another writer appended first: pop what is latest now
+                continue  # another writer appended first, or the session was made again: pop what is latest now
             return _copy(item)
 
     def clear_session_sync(self) -> None:
@@ -116,9 +116,9 @@ class EventLogSession:
                 state = self._refresh()
                 if not state.items:
                     return
-                count, head = len(state.items), state.events
+                count, head, number = len(state.items), state.events, self._number
             try:
-                self.log.append(self.session_id, SessionCleared(items=count), expected_offset=head)
+                self.log.append(self.session_id, SessionCleared(items=count), expected_offset=head, run_number=number)
             except ConflictError:
                 continue
             return
