@@ -474,6 +474,37 @@ def test_a_thread_deleted_and_made_again_is_not_served_from_the_cache(
     assert plain(agent_graph(two).get_state(cfg).values)["messages"][-1][1] == "done: sunny in New"
 
 
+def test_a_write_onto_a_checkpoint_of_a_thread_made_again_is_refused(
+    open_log: Callable[..., eventlog.EventLog],
+) -> None:
+    """Worker one holds a checkpoint of a thread; worker two deletes the thread and starts it
+    again. Worker one's put and put_writes onto its old checkpoint never land in the new thread."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    log = open_log()
+    one, two = EventLogSaver(log), EventLogSaver(log)
+    root = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+    def put(saver: EventLogSaver, config: Any, value: str) -> Any:
+        cp = empty_checkpoint()
+        cp["channel_values"], cp["channel_versions"] = {"v": value}, {"v": 1}
+        return saver.put(config, cp, {"source": "loop", "step": 0}, {"v": 1})
+
+    old = put(one, root, "old")
+    assert one.get_tuple(old).checkpoint["channel_values"] == {"v": "old"}
+    two.delete_thread("t")
+    new = put(two, put(two, root, "new 0"), "new 1")
+    for write in (lambda: one.put_writes(old, [("v", "late")], "task"), lambda: put(one, old, "old 1")):
+        with pytest.raises(eventlog.errors.RunReplacedError, match="deleted and made again"):
+            write()
+    assert [t.checkpoint["channel_values"]["v"] for t in two.list(root)] == ["new 1", "new 0"]
+    assert two.get_tuple(new).pending_writes == []
+    assert (
+        put(one, new, "new 2")["configurable"]["checkpoint_id"]
+        == one.get_tuple(root).config["configurable"]["checkpoint_id"]
+    )
+
+
 # -- admin acts only on LangGraph's runs --------------------------------------------------------
 
 

@@ -373,8 +373,8 @@ def test_the_server_runs_on_the_c_allocator_unless_pythonmalloc_is_set(tmp_path:
         return next((v.decode().partition("=")[2] for v in environ if v.startswith(b"PYTHONMALLOC=")), None)
 
     env = {k: v for k, v in _env().items() if k != "PYTHONMALLOC"}
-    for given, expected in ((None, "malloc"), ("pymalloc", "pymalloc")):
-        served = _Served(["--log", str(tmp_path / "log")], env if given is None else {**env, "PYTHONMALLOC": given})
+    for chosen, expected in ((None, "malloc"), ("pymalloc", "pymalloc")):
+        served = _Served(["--log", str(tmp_path / "log")], env if chosen is None else {**env, "PYTHONMALLOC": chosen})
         try:
             assert allocator(served) == expected
             assert get(served.url + "run/state.json?id=graph-1&at=3")[0] == 200

@@ -114,10 +114,14 @@ class Runs:
         if txn.dense:
             self.put_meta_int(txn, _keys.META_RUN_NUMBER, number)
         start, stop = _keys.run_range(number)
-        if txn.get(RUN_NUMBERS, start) is not None or any(txn.scan(t, start, stop, limit=1) for t in (EVENTS, CHECKPOINTS)):
+        if txn.get(RUN_NUMBERS, start) is not None or any(
+            txn.scan(t, start, stop, limit=1) for t in (EVENTS, CHECKPOINTS)
+        ):
             # Never a number some run's keys hold: its values are bound to the number, and would
             # read as the new run's, the new run's as its (docs/format.md, "Encryption").
-            raise CorruptRecordError(f"run number {number} is in use already: the log's run number counter was set back")
+            raise CorruptRecordError(
+                f"run number {number} is in use already: the log's run number counter was set back"
+            )
         return number
 
     def run_ids(self, txn: Txn, after: str | None = None, limit: int | None = None) -> list[str]:
@@ -134,7 +138,9 @@ class Runs:
                 if full is None:
                     raise CorruptRecordError(f"run number {number} has no id in run_numbers")
                 if RUNS.key(bytes(full).decode("utf-8", "replace")) != key:
-                    raise CorruptRecordError(f"the id of run number {number} in run_numbers is not the one its record is kept under")
+                    raise CorruptRecordError(
+                        f"the id of run number {number} in run_numbers is not the one its record is kept under"
+                    )
                 key = full
             out.append(bytes(key).decode("utf-8", "replace"))
         return out

@@ -109,6 +109,10 @@ class Run:
         """Metadata of the current checkpoint, when known."""
         self.waiting: list[Waiting] = []
         """`put_writes` calls waiting to share the commit of the next `put` (kept by `forget`)."""
+        self.replaced = 0
+        """The number of a life of the run this saver used and then found deleted (kept by
+        `forget`): until a write onto the life it holds now commits, a write onto a checkpoint
+        that this life does not hold is of the gone one (`Writer.onto_gone_life`)."""
 
     def forget(self) -> None:
         self.rec, self.number, self.lists, self.marks, self.position, self.current = None, 0, {}, None, {}, None
@@ -150,7 +154,9 @@ class Threads:
     def writer(self, run: Run, *, check: bool = False) -> RunWriter[ThreadState]:
         """The run's writer; with `check`, first made again if another writer moved the head or
         deleted the run and made it again (a new run number): nothing of an old life is served."""
-        if run.rec is not None and check and self.log.life(run.run_id) != (run.number, run.rec.offset):
+        if run.rec is not None and check and (life := self.log.life(run.run_id)) != (run.number, run.rec.offset):
+            if life[0] != run.number:
+                run.replaced = run.number
             run.forget()
         while run.rec is None:
             self.settle(run.run_id)

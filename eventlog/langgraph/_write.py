@@ -108,6 +108,7 @@ class Writer(Part):
         """Append the checkpoint, after the writes of `shared`, in one commit (the run's lock held)."""
         for _ in range(CONFLICT_RETRIES):
             rec = self.threads.writer(run)
+            self.onto_gone_life(run, parent)
             try:
                 writes: list[WritesSaved] = []
                 for w in shared:
@@ -116,15 +117,35 @@ class Writer(Part):
                         writes.append(saved)
                 event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
                 rec.append_many([*writes, event], checkpoint_metadata=checkpoint_metadata(event.checkpoint_id, md))
-            except ConflictError:  # another writer appended (or made the run again): rebuild against it
-                run.forget()
+            except ConflictError as exc:  # another writer appended (or made the run again): rebuild against it
+                self.conflicted(run, exc)
                 continue
-            run.lists, run.current = lists, md
+            run.lists, run.current, run.replaced = lists, md, 0
             if run.marks is not None:
                 run.position[event.checkpoint_id] = len(run.marks)
                 run.marks.append(Mark(rec.offset, event.checkpoint_id, md))
             return
         raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
+
+    @staticmethod
+    def conflicted(run: Run, exc: ConflictError) -> None:
+        """After another writer came first: forget what is kept of the run, to build the write again
+        on what it holds now; a life of it deleted meanwhile is remembered (`Run.replaced`)."""
+        if isinstance(exc, RunReplacedError) and run.number:
+            run.replaced = run.number
+        run.forget()
+
+    def onto_gone_life(self, run: Run, checkpoint_id: str | None) -> None:
+        """Raise RunReplacedError for a write onto a checkpoint of a life of the run that this saver
+        used and found deleted (`Run.replaced`): one the run's life now does not hold. Such a write
+        never lands in another life of the thread."""
+        if not run.replaced or checkpoint_id is None:
+            return
+        assert run.rec is not None, "onto_gone_life() follows writer()"
+        if run.rec.state.checkpoint_id != checkpoint_id and self.threads.find(run, checkpoint_id) is None:
+            raise RunReplacedError(
+                run.run_id, run.replaced, run.number or None, f"a write onto its checkpoint {checkpoint_id!r} was made"
+            )
 
     def checkpoint_event(
         self,
@@ -252,14 +273,16 @@ class Writer(Part):
         with run.lock:
             for _ in range(CONFLICT_RETRIES):
                 rec = self.threads.writer(run)
+                self.onto_gone_life(run, alone.checkpoint_id)
                 try:
                     event = self.writes_event(run, rec.state, alone, [])
                     if event is None:
                         return
                     rec.append_many([event])
-                except ConflictError:
-                    run.forget()
+                except ConflictError as exc:
+                    self.conflicted(run, exc)
                     continue
+                run.replaced = 0
                 return
             raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
 
