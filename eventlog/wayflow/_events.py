@@ -8,7 +8,8 @@ A snapshot stores the change of the serialized conversation since the previous o
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -26,6 +27,7 @@ from ..events import (
     UserMessage,
     register,
 )
+from ..errors import RunReplacedError
 from ..log import EventLog
 from ..services.runwriter import RunWriter
 from ._diff import copied, patch, same
@@ -137,6 +139,17 @@ def conversation_writer(log: EventLog[Any], conversation_id: str, reducer: Wayfl
     return log.writer(
         conversation_id, reducer=reducer, policy=CheckpointPolicy.never(), snapshot_bytes_min=SNAPSHOT_BYTES_MIN
     )
+
+
+@contextmanager
+def writers_life(log: EventLog[Any], conversation_id: str, writer: RunWriter[WayflowState]) -> Iterator[None]:
+    """`with writers_life(log, id, writer):` the reads made inside are all of the life of the
+    conversation's run that `writer` writes (a restore reads a checkpoint and a state, then writes
+    through the writer): RunReplacedError when the run was deleted, or made again, since."""
+    with log.pinned(conversation_id) as info:
+        if info.number != writer.run_number:
+            raise RunReplacedError(conversation_id, writer.run_number or 0, info.number, "it was restored")
+        yield
 
 
 class WayflowReducer:

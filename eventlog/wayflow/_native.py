@@ -20,7 +20,7 @@ import msgspec
 
 from ._conversation import PendingRewind, rewind
 from ._diff import diff, same
-from ._events import ConversationStarted, Snapshot, WayflowState, conversation_writer
+from ._events import ConversationStarted, Snapshot, WayflowState, conversation_writer, writers_life
 from ._types import ConversationCheckpoint, WayflowCheckpointError, shipped_checkpointing
 
 __all__ = ["NATIVE", "is_native", "native_text", "save_native", "store_native"]
@@ -63,10 +63,12 @@ def save_native(
         )
     restored = getattr(conversation, "checkpoint_id", None)
     if rec.offset and restored and restored != head.checkpoint_id:
-        line = checkpointer._line(conversation_id)
-        found = next((cp for cp in line.visible if cp.checkpoint_id == restored), None)
+        with writers_life(log, conversation_id, rec):
+            line = checkpointer._line(conversation_id)
+            found = next((cp for cp in line.visible if cp.checkpoint_id == restored), None)
+            if found is not None:
+                target = log.state_at(conversation_id, found.offset, reducer=checkpointer.reducer)
         if found is not None:  # restored from an older checkpoint: its first save rewinds
-            target = log.state_at(conversation_id, found.offset, reducer=checkpointer.reducer)
             public = checkpointer._public(conversation_id, line.state, found)
             rewind(log, rec, PendingRewind(public, head, target, rec.offset))
     sequences = checkpointer._save_sequence_by_conversation

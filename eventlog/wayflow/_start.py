@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CheckpointNotFoundError
 from ._checkpointer import EventLogCheckpointer
 from ._conversation import CheckpointedConversation, PendingRewind
-from ._events import WayflowState, conversation_writer
+from ._events import WayflowState, conversation_writer, writers_life
 from ._native import NATIVE
 from ._serialize import RANDOM_ID, check_compatible, load_conversation, shape_of
 from ._support import check_supported
@@ -80,6 +80,7 @@ def start_conversation(
     recorder = conversation_writer(log, conversation_id, checkpointer.reducer)
     head_state: WayflowState = recorder.state
     checkpoint = None
+    target = head_state
     if recorder.offset:
         if not head_state.component_id:
             raise NotAWayflowConversationError(
@@ -92,10 +93,13 @@ def start_conversation(
                 f"with {type(component).__name__}.start_conversation(conversation_id=..., checkpointer=...)"
             )
         check_compatible(conversation_id, head_state, component, shape)
-        if checkpoint_id is not None:
-            checkpoint = checkpointer.load(conversation_id, checkpoint_id)
-        else:
-            checkpoint = checkpointer.load_latest(conversation_id)
+        with writers_life(log, conversation_id, recorder):
+            if checkpoint_id is not None:
+                checkpoint = checkpointer.load(conversation_id, checkpoint_id)
+            else:
+                checkpoint = checkpointer.load_latest(conversation_id)
+            if checkpoint is not None and head_state.checkpoint_id != checkpoint.checkpoint_id:
+                target = log.state_at(conversation_id, checkpoint.offset, reducer=checkpointer.reducer)
     elif checkpoint_id is not None:
         raise CheckpointNotFoundError(
             f"conversation {conversation_id!r} does not exist, so it has no checkpoint {checkpoint_id!r}"
@@ -119,8 +123,6 @@ def start_conversation(
         )
     if head_state.checkpoint_id == checkpoint.checkpoint_id:
         target = head_state
-    else:
-        target = log.state_at(conversation_id, checkpoint.offset, reducer=checkpointer.reducer)
     # a conversation that cannot be rebuilt is refused here, before anything is written
     conversation = load_conversation(target.conversation, component, conversation_id)
     pending = None
