@@ -297,7 +297,9 @@ def test_rewind_keeps_the_conversation_id_and_keeps_the_replaced_future_as_a_bra
 def _three_turns(log: eventlog.EventLog, tag: str) -> EventLogCheckpointer:
     checkpointer = EventLogCheckpointer(log)
     agent = build_agent([reply(f"{tag} answer {i}") for i in (1, 2, 3)])
-    conversation = start_conversation(agent, messages=f"{tag} question 1", checkpointer=checkpointer, conversation_id="c")
+    conversation = start_conversation(
+        agent, messages=f"{tag} question 1", checkpointer=checkpointer, conversation_id="c"
+    )
     conversation.execute()
     for i in (2, 3):
         conversation.append_user_message(f"{tag} question {i}")
@@ -320,7 +322,10 @@ def test_a_restore_never_joins_two_lives_of_a_conversation(log: eventlog.EventLo
     chosen = _three_turns(log, "old").list_checkpoints("c")[-2]
     with pytest.raises(eventlog.errors.RunReplacedError, match="deleted and made again"):
         start_conversation(
-            build_agent([]), conversation_id="c", checkpoint_id=chosen.checkpoint_id, checkpointer=_MadeAgainAfterLoad(log)
+            build_agent([]),
+            conversation_id="c",
+            checkpoint_id=chosen.checkpoint_id,
+            checkpointer=_MadeAgainAfterLoad(log),
         )
     restored = start_conversation(build_agent([]), conversation_id="c", checkpointer=EventLogCheckpointer(log))
     assert texts(restored) == [f"new {w} {i}" for i in (1, 2, 3) for w in ("question", "answer")]

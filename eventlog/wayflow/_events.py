@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from ..agent.policy import CheckpointPolicy
+from ..errors import RunReplacedError
 from ..events import (
     AssistantMessage,
     Event,
@@ -27,7 +28,6 @@ from ..events import (
     UserMessage,
     register,
 )
-from ..errors import RunReplacedError
 from ..log import EventLog
 from ..services.runwriter import RunWriter
 from ._diff import copied, patch, same
