@@ -17,7 +17,7 @@ import json
 import re
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -280,32 +280,66 @@ def _guarded_context(base: type, conversation_id: str) -> Any:
     return Guarded()
 
 
+def _named_type(name: object, conversation_id: str) -> type:
+    """The wayflowcore type a serialized object's `_component_type` names; WayflowCheckpointError for none."""
+    from wayflowcore.serialization.serializer import SerializableObject
+
+    try:
+        cls = SerializableObject.get_component(name) if isinstance(name, str) else None
+    except KeyError:
+        cls = None
+    if cls is None:
+        raise WayflowCheckpointError(
+            f"conversation {conversation_id!r}: the checkpoint names {name!r}, which is not a wayflowcore type"
+        )
+    return cast(type, cls)
+
+
 def check_stored_types(data: Any, conversation_id: str) -> None:
     """Refuse a checkpoint that names a type a restore does not build from stored data (see above)."""
-    from wayflowcore.serialization.serializer import SerializableObject, _import_all_submodules
+    from wayflowcore.serialization.serializer import _import_all_submodules
 
     _import_all_submodules("wayflowcore")  # as wayflowcore's reader does first: every type is registered
     stack = [data]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            if "_component_type" not in item:
-                stack.extend(item.values())
-                continue
-            name = item["_component_type"]
-            try:
-                cls = SerializableObject.get_component(name) if isinstance(name, str) else None
-            except KeyError:
-                cls = None
-            if cls is None:
-                raise WayflowCheckpointError(
-                    f"conversation {conversation_id!r}: the checkpoint names {name!r}, which is not a wayflowcore type"
-                )
-            if not _stored_type_ok(cls):
-                raise _refusal(conversation_id, name)
+            if "_component_type" in item and not _stored_type_ok(_named_type(item["_component_type"], conversation_id)):
+                raise _refusal(conversation_id, item["_component_type"])
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+
+
+def without_components(data: Any, conversation_id: str) -> Any:
+    """A copy of a serialized conversation without the components it holds, for a reader that
+    binds its references to live components (wayflowcore's Responses service, to the agent it
+    serves): each one in a `_referenced_objects` table is left out, and only its `$ref` stays. Any
+    other type a restore does not build from stored data is refused (WayflowCheckpointError)."""
+    from wayflowcore.serialization.serializer import _import_all_submodules
+
+    _import_all_submodules("wayflowcore")
+
+    def component(item: Any) -> bool:
+        if not isinstance(item, dict) or "_component_type" not in item:
+            return False
+        return not _stored_type_ok(_named_type(item["_component_type"], conversation_id))
+
+    def kept(item: Any) -> Any:
+        if isinstance(item, list):
+            return [kept(v) for v in item]
+        if not isinstance(item, dict):
+            return item
+        if component(item):
+            raise _refusal(conversation_id, item["_component_type"])
+        return {
+            k: {ref: kept(obj) for ref, obj in v.items() if not component(obj)}
+            if k == "_referenced_objects" and isinstance(v, dict)
+            else kept(v)
+            for k, v in item.items()
+        }
+
+    return kept(data)
 
 
 def _refs(data: Any) -> Iterator[str]:

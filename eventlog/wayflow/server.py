@@ -36,6 +36,7 @@ from ..agent.policy import CheckpointPolicy
 from ..events import Event, register
 from ..log import EventLog
 from ._diff import diff, patch, same
+from ._serialize import without_components
 
 __all__ = ["EventLogDatastore", "ServerTurn", "ServerTurnDeleted", "ServerTurnIndexed"]
 
@@ -289,9 +290,26 @@ class EventLogDatastore(Datastore):
         state: ServerState = self.log.state_at(
             self._run(row[c.conversation_id_column_name]), offset, reducer=self.reducer
         )
-        text = state.text if state.text is not None else yaml.dump(state.data, Dumper=_SafeDumper, sort_keys=False)
+        conversation_id = row[c.conversation_id_column_name]
+        data = state.data if state.text is None else _plain(state.text)
+        # What wayflowcore rebuilds of a row, the service runs: never a component named by the data.
+        # Without its components the conversation's references are bound to the agent served.
+        text = (
+            state.text
+            if data is None
+            else yaml.dump(without_components(data, conversation_id), Dumper=_SafeDumper, sort_keys=False)
+        )
         row[c.conversation_turn_state_column_name] = text
         return row
+
+
+def _plain(text: str) -> Any:
+    """The serialized conversation as plain data, read by the safe loader; None when it is not YAML
+    (then wayflowcore cannot read it either)."""
+    try:
+        return yaml.load(text, Loader=_SafeLoader)
+    except yaml.YAMLError:
+        return None
 
 
 def _parse(text: str) -> tuple[Any, str | None]:
