@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("google.adk", reason="the adk extra is not installed")
 
 from adk_app import build_agent, user
+from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events import Event, EventActions
@@ -393,6 +394,35 @@ def test_agent_run_and_rewind_as_in_memory(log: eventlog.EventLog) -> None:
     state = VIEW.state(log, session_run(APP, USER, "chat"), log.head(session_run(APP, USER, "chat")))
     assert state["rewinds"] == 1
     assert [m["role"] for m in state["messages"]][:4] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("how", ["run deleted", "session deleted"])
+def test_a_session_object_of_a_life_that_is_gone_never_appends_to_the_next(log: eventlog.EventLog, how: str) -> None:
+    one, two = EventLogSessionService(log), EventLogSessionService(log)
+
+    def said(text: str) -> Event:
+        return Event(author="user", content=types.Content(role="user", parts=[types.Part(text=text)]))
+
+    async def main() -> None:
+        old = await one.create_session(app_name=APP, user_id=USER, session_id="a")
+        await one.append_event(old, said("old 1"))
+        read = await one.get_session(app_name=APP, user_id=USER, session_id="a")
+        if how == "run deleted":  # the run of the session deleted (and made again) under it
+            log.delete_run(session_run(APP, USER, "a"))
+        else:
+            await two.delete_session(app_name=APP, user_id=USER, session_id="a")
+        new = await two.create_session(app_name=APP, user_id=USER, session_id="a")
+        await two.append_event(new, said("new 1"))
+        for stale in (old, read):
+            with pytest.raises(StaleSessionError, match="deleted and made again"):
+                await one.append_event(stale, said("old 2"))
+        got = await one.get_session(app_name=APP, user_id=USER, session_id="a")
+        assert got is not None and [e.content.parts[0].text for e in got.events] == ["new 1"]
+        await one.append_event(got, said("new 2"))  # a session read from this life appends
+        back = await two.get_session(app_name=APP, user_id=USER, session_id="a")
+        assert back is not None and [e.content.parts[0].text for e in back.events] == ["new 1", "new 2"]
+
+    asyncio.run(main())
 
 
 def test_fork_session(log: eventlog.EventLog) -> None:

@@ -14,11 +14,13 @@ follows what it returns, not the length of the session.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
+from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events import Event as AdkModel
@@ -121,6 +123,21 @@ class Sessions:
         self._writers: OrderedDict[str, RunWriter[Any]] = OrderedDict()
         self._settled: OrderedDict[str, tuple[int, int]] = OrderedDict()
         """Per session run: (run number, offset) of the last event whose app and user changes are known written."""
+        self._lives: dict[int, tuple[weakref.ref[Session], int, int]] = {}
+        """Per `Session` object this service gave out, alive: the life of the session it was read
+        from, (run number, offset of the session's start)."""
+
+    def lived(self, session: Session, number: int | None, start: int) -> Session:
+        """`session`, given out as read from the life (`number`, `start`): an append with it to
+        another life (the session deleted and made again since) is refused (`append`)."""
+        key = id(session)
+        self._lives[key] = (weakref.ref(session, lambda _: self._lives.pop(key, None)), number or 0, start)
+        return session
+
+    def life_of(self, session: Session) -> tuple[int, int] | None:
+        """The life a `Session` object this service gave out was read from; None for another object."""
+        held = self._lives.get(id(session))
+        return None if held is None or held[0]() is not session else (held[1], held[2])
 
     # -- runs, their writers and folds ------------------------------------------------------------
 
@@ -244,13 +261,14 @@ class Sessions:
                     if attempt == _RETRIES_MAX - 1:
                         raise
                     # another writer made or changed it (the writer reloaded): look again
-            return Session(
+            session = Session(
                 id=sid,
                 app_name=app_name,
                 user_id=user_id,
                 state=self.merged(app_name, user_id, own),
                 last_update_time=now,
             )
+            return self.lived(session, w.run_number, w.state.start)
 
     def delete(self, app_name: str, user_id: str, session_id: str) -> None:
         sid = session_id.strip() if session_id else session_id
@@ -291,6 +309,11 @@ class Sessions:
                     w = self.writer(run)
                     if not w.state.exists:
                         raise SessionNotFoundError(f"Session {session.id} not found.")
+                if self.life_of(session) not in (None, (w.run_number or 0, w.state.start)):
+                    raise StaleSessionError(
+                        f"Session {session.id} was deleted and made again after this Session object was read; "
+                        "get the session again"
+                    )
                 before, start = w.offset, w.state.start
                 if w.run_number is not None:
                     self.settle(run, w.run_number, w.state)
@@ -358,7 +381,7 @@ class Sessions:
         sid = session_id.strip() if session_id else session_id
         run = session_run(app_name, user_id, sid)
 
-        def read() -> tuple[SessionState, list[AdkEvent]] | None:
+        def read() -> tuple[tuple[int, SessionState], list[AdkEvent]] | None:
             found = self.session(run)
             if found is None:
                 return None
@@ -367,14 +390,14 @@ class Sessions:
                 self.settle(run, number, s)
             except ReadOnlyError:
                 pass  # a read-only log is read as it is: the state the crash left
-            return s, events_of(self.log, run, number, s.start, s.offset, config)
+            return (number, s), events_of(self.log, run, number, s.start, s.offset, config)
 
         with self.lock:
             got = self.retrying(read)
             if got is None:
                 return None
-            s, stored = got
-            return Session(
+            (number, s), stored = got
+            session = Session(
                 id=sid,
                 app_name=app_name,
                 user_id=user_id,
@@ -382,6 +405,7 @@ class Sessions:
                 events=[event_of(e) for e in stored],
                 last_update_time=s.last_update_time,
             )
+            return self.lived(session, number, s.start)
 
 
 def _fork_point(
