@@ -230,6 +230,39 @@ def test_verify_folds_each_run_by_the_reducer_that_checkpointed_it(tmp_path: Pat
         assert log.verify(reducers=reducers).ok
 
 
+def test_a_msgpack_extension_value_is_refused_on_the_way_in_and_named_on_the_way_out(tmp_path: Path) -> None:
+    import msgspec
+
+    ext = msgspec.msgpack.Ext(3, b"x")  # no value of a log: no encoder downstream can write it again
+    path = tmp_path / "log"
+    with eventlog.open(path) as log:
+        with pytest.raises(eventlog.errors.InvalidEventError, match="msgpack extension"):
+            log.append("r", StepCompleted(node="a", superstep=1, update={"x": ext}))
+        with pytest.raises(eventlog.errors.InvalidEventError, match="msgpack extension"):
+            log.append("r", StepCompleted(node="a", superstep=1), meta={"x": ext})
+        log.append_many("r", [StepCompleted(node=n, superstep=i) for i, n in enumerate("abc", 1)])
+        number = _number(log, "r")
+        key = u64(number) + u64(2)
+        codec: Codec = log.codec
+        held = log.store.read(lambda txn: codec.decode_entry(txn.get("events", key), key))
+        planted = msgspec.msgpack.encode({"kind": "step.completed", "node": "b", "superstep": 2, "update": {"x": ext}})
+        value = codec.encode_entry(held.position, held.time_ns, held.event_id, b"\xc0", planted, 0, ("events", key))
+        log.store.write(lambda txn: txn.put("events", key, value))  # as a raw writer could
+        with pytest.raises(CorruptRecordError, match="msgpack extension") as caught:
+            list(log.read("r"))
+        assert (caught.value.run_id, caught.value.offset) == ("r", 2)
+        with pytest.raises(CorruptRecordError):
+            log.state_at("r", 3)
+        assert ("r", 2) in {(p.run_id, p.offset) for p in log.verify().problems}
+    p = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--log", str(path), "events", "r"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 5 and "msgpack extension" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_flipped_byte_in_a_checkpoint_record_is_named_by_run(path: Path) -> None:
     with eventlog.open(path) as log:
         number = _number(log, "b")

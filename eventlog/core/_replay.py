@@ -16,7 +16,7 @@ from .. import _limits
 from ..errors import CorruptRecordError, PrunedError, ReducerError, RunReplacedError, UnknownKindError
 from ..record._keys import check_int, check_offset
 from ..record._records import RunRecord, SnapshotRecord
-from ..record.codec import Codec
+from ..record.codec import Codec, refuse_ext
 from ..record.tables import EVENTS, SNAPSHOTS
 from ..store._base import Store, Txn
 from ._reader import Reader, event_place
@@ -57,7 +57,7 @@ class Replay:
         """(offset, canonical state bytes, state) of the snapshot stored under `key`."""
         try:
             snap = self._codec.decode_value(value, SnapshotRecord, (SNAPSHOTS, key))
-            state = msgspec.msgpack.decode(snap.state, type=reducer.state_type)
+            state = msgspec.msgpack.decode(snap.state, type=reducer.state_type, ext_hook=refuse_ext)
         except CorruptRecordError as exc:
             raise exc.at(run_id, None) from None
         except (msgspec.DecodeError, ValueError, TypeError, RecursionError) as exc:
@@ -160,7 +160,7 @@ class Replay:
             )
         try:
             snap = self._codec.decode_value(value, SnapshotRecord, (SNAPSHOTS, key))
-            old_state = msgspec.msgpack.decode(snap.state)
+            old_state = msgspec.msgpack.decode(snap.state, ext_hook=refuse_ext)
         except CorruptRecordError as exc:
             raise exc.at(run_id, base) from None
         except (msgspec.DecodeError, ValueError, TypeError, RecursionError) as exc:

@@ -47,6 +47,15 @@ __all__ = [
 ]
 
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
+
+
+def refuse_ext(code: int, data: memoryview) -> Any:
+    """The `ext_hook` of every decoder of what the log stores: the log writes no msgpack extension
+    type, so one read back is damage (or an event that would not read back as given), and never
+    a value handed on to a caller, whose encoders could not write it again."""
+    raise msgspec.ValidationError(f"a msgpack extension value (type {code}) is not a value of a log")
+
+
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 _CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"  # msgpack's map and array headers
 _ARRAY16, _ARRAY32 = struct.Struct(">BH"), struct.Struct(">BI")  # msgpack's array 16 and array 32 headers
@@ -156,7 +165,7 @@ class Codec:
         self._zstd = Zstd(dictionary, lambda: self.read_size_bytes_max, cipher, level)
         self._encoder = msgspec.msgpack.Encoder()
         self._state_encoder = msgspec.msgpack.Encoder(order="deterministic")
-        self._meta_decoder = msgspec.msgpack.Decoder(Union[dict[str, Any], None])  # noqa: UP007
+        self._meta_decoder = msgspec.msgpack.Decoder(Union[dict[str, Any], None], ext_hook=refuse_ext)  # noqa: UP007
         self._generation = -1
         self._entry_type: Any = None
         self._kinds: frozenset[type] = frozenset()  # the registered kinds, as of `_generation`
@@ -287,7 +296,7 @@ class Codec:
         if bounded and too_deep(value, data):
             raise UnencodableValueError(_depth_message(what))
         try:
-            back = msgspec.msgpack.decode(data, type=type_)
+            back = msgspec.msgpack.decode(data, type=type_, ext_hook=refuse_ext)
         except _DECODE_ERRORS as exc:
             raise UnencodableValueError(f"{what} does not decode as {type_!r} again: {exc}") from None
         if back != value and not same(back, value):
@@ -383,7 +392,7 @@ class Codec:
         """Decode a value framed by `encode_value`, stored at `place`."""
         payload = self.payload(value, place, size_bytes_max)
         try:
-            return msgspec.msgpack.decode(payload, type=type)
+            return msgspec.msgpack.decode(payload, type=type, ext_hook=refuse_ext)
         except _DECODE_ERRORS as exc:
             raise CorruptRecordError(f"undecodable value: {exc}") from None
 
@@ -417,11 +426,11 @@ class Codec:
                 fold_type = msgspec.defstruct(
                     "FoldRecord", [(f, msgspec.Raw) for f in fields] + [("event", union)], array_like=True, gc=False
                 )
-                self._entry_decoder = msgspec.msgpack.Decoder(self._entry_type)
-                self._event_decoder = msgspec.msgpack.Decoder(union)
-                self._fold_decoder = msgspec.msgpack.Decoder(fold_type)
+                self._entry_decoder = msgspec.msgpack.Decoder(self._entry_type, ext_hook=refuse_ext)
+                self._event_decoder = msgspec.msgpack.Decoder(union, ext_hook=refuse_ext)
+                self._fold_decoder = msgspec.msgpack.Decoder(fold_type, ext_hook=refuse_ext)
                 lists: Any = (list[self._entry_type], list[fold_type])  # type: ignore[name-defined,valid-type]
-                self._list_decoders = tuple(msgspec.msgpack.Decoder(t) for t in lists)
+                self._list_decoders = tuple(msgspec.msgpack.Decoder(t, ext_hook=refuse_ext) for t in lists)
                 self._kinds = frozenset(kinds.kinds().values())
                 self._generation = generation
 
@@ -467,6 +476,6 @@ def _recover_event(raw: Any, exc: Exception) -> Any:
 
 def _untyped(payload: bytes, exc: Exception) -> Any:
     try:
-        return msgspec.msgpack.decode(payload)
+        return msgspec.msgpack.decode(payload, ext_hook=refuse_ext)
     except _DECODE_ERRORS:
         raise CorruptRecordError(f"undecodable record: {exc}") from None
