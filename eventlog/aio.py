@@ -169,9 +169,9 @@ class AsyncCheckpoints(Generic[S]):
         """See `Checkpoints.list`."""
         return await asyncio.to_thread(partial(self._sync.list, run_id, limit, **options))
 
-    async def delete(self, run_id: str, checkpoint_id: str) -> None:
+    async def delete(self, run_id: str, checkpoint_id: str, *, run_number: int | None = None) -> None:
         """See `Checkpoints.delete`."""
-        await asyncio.to_thread(self._sync.delete, run_id, checkpoint_id)
+        await asyncio.to_thread(partial(self._sync.delete, run_id, checkpoint_id, run_number=run_number))
 
 
 class AsyncEventLog(Generic[S]):

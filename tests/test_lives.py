@@ -388,6 +388,22 @@ def test_an_append_pinned_to_a_run_number_never_lands_in_another_life(log: event
         log.append("r", StepCompleted(node="old", superstep=5), run_number=0)
 
 
+def test_a_checkpoint_delete_pinned_to_a_run_number_never_deletes_one_of_another_life(log: eventlog.EventLog) -> None:
+    number = make(log, "r", 3)
+    log.checkpoints.save("r", 2, checkpoint_id="c", reducer=TRAIL)
+    listed = [cp.run_number for cp in log.checkpoints.list("r")]
+    assert listed == [number]
+    remake(log, "r", 3)
+    log.checkpoints.save("r", 2, checkpoint_id="c", reducer=TRAIL)  # the same id in the new life
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        log.checkpoints.delete("r", "c", run_number=number)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        asyncio.run(eventlog.aio.AsyncEventLog(log).checkpoints.delete("r", "c", run_number=number))
+    assert [cp.checkpoint_id for cp in log.checkpoints.list("r")] == ["c"]
+    log.checkpoints.delete("r", "c", run_number=log.run_info("r").number)
+    assert log.checkpoints.list("r") == []
+
+
 def test_a_fork_never_reads_a_parent_made_again_after_it(log: eventlog.EventLog) -> None:
     make(log, "p", 4)
     log.fork("p", 3, "f")

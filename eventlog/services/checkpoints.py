@@ -392,12 +392,15 @@ class Checkpoints(Generic[S]):
                 return
             after = pairs[-1][0] + b"\x00"
 
-    def delete(self, run_id: str, checkpoint_id: str) -> None:
-        """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it)."""
+    def delete(self, run_id: str, checkpoint_id: str, *, run_number: int | None = None) -> None:
+        """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it); with
+        `run_number`, of that life of the run only (RunReplacedError otherwise): a checkpoint listed
+        in one life is never deleted from the next, which may hold one of the same id."""
         check_id("checkpoint_id", checkpoint_id)
+        number = check_run_number(run_number)
 
         def write(txn: Txn) -> None:
-            rec = self._runs.require(txn, run_id)
+            rec = self._runs.require(txn, run_id, number)
             key = CHECKPOINT_IDS.key(rec.number, checkpoint_id)
             seq = txn.get(CHECKPOINT_IDS, key)
             if seq is None:

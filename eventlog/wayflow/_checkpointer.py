@@ -163,7 +163,7 @@ class EventLogCheckpointer(_Base):
         cp = next((cp for cp in line.found if cp.checkpoint_id == checkpoint_id), None)
         if cp is None:
             raise CheckpointNotFoundError(f"conversation {conversation_id!r} has no checkpoint {checkpoint_id!r}")
-        self.log.checkpoints.delete(cp.run_id, checkpoint_id)
+        self.log.checkpoints.delete(cp.run_id, checkpoint_id, run_number=cp.run_number)
 
     def branches(self, conversation_id: str) -> list[ConversationBranch]:
         """The futures rewinds of this conversation replaced, oldest first, each kept as a run."""
