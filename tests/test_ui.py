@@ -368,12 +368,13 @@ def test_the_server_runs_on_the_c_allocator_unless_pythonmalloc_is_set(tmp_path:
     with eventlog.open(tmp_path / "log") as log:
         write_runs(log)
 
-    def allocator(served: _Served) -> str | None:
+    def allocator(served: _Served) -> tuple[str | None, str | None]:
         environ = Path(f"/proc/{served.proc.pid}/environ").read_bytes().split(b"\0")  # the same process, started again
-        return next((v.decode().partition("=")[2] for v in environ if v.startswith(b"PYTHONMALLOC=")), None)
+        found = dict(v.decode().partition("=")[::2] for v in environ if v)
+        return found.get("PYTHONMALLOC"), found.get("MALLOC_ARENA_MAX")
 
-    env = {k: v for k, v in _env().items() if k != "PYTHONMALLOC"}
-    for chosen, expected in ((None, "malloc"), ("pymalloc", "pymalloc")):
+    env = {k: v for k, v in _env().items() if k not in ("PYTHONMALLOC", "MALLOC_ARENA_MAX")}
+    for chosen, expected in ((None, ("malloc", "2")), ("pymalloc", ("pymalloc", None))):
         served = _Served(["--log", str(tmp_path / "log")], env if chosen is None else {**env, "PYTHONMALLOC": chosen})
         try:
             assert allocator(served) == expected

@@ -79,15 +79,17 @@ def _exit_code(exc: EventLogError) -> int:
 
 
 def _serve_on_the_c_allocator() -> None:
-    """Start this command again, the same process, with `PYTHONMALLOC=malloc` (on Linux, unless
-    PYTHONMALLOC is set): the viewer's server then gives back what it freed after a long run's
-    state, which Python's own allocator keeps in blocks that a few objects that outlive the
-    request pin."""
+    """Start this command again, the same process, with `PYTHONMALLOC=malloc` and (unless set)
+    `MALLOC_ARENA_MAX=2`, on Linux, unless PYTHONMALLOC is set: the viewer's server then gives
+    back what it freed after a long run's state, which Python's own allocator keeps in blocks
+    that a few objects outliving the request pin, and which glibc would spread over an arena per
+    thread."""
     if os.environ.get("PYTHONMALLOC") or not sys.platform.startswith("linux"):
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, "PYTHONMALLOC": "malloc"})
+    env = {"MALLOC_ARENA_MAX": "2", **os.environ, "PYTHONMALLOC": "malloc"}
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
 def _fail(message: str, code: int) -> int:

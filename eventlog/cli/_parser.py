@@ -135,7 +135,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "ui",
         "look at the log's runs in the browser",
-        "Serve a web page over the log: its runs and their forks; a run's timeline, read as a\nconversation or as supersteps where it is one; the state at any offset and what changed\nbetween two; new events as they are committed. Reads only, unless --allow-writes (then\na fork button appears). Listens on 127.0.0.1; any other --host needs --allow-remote,\nand every request then needs the token (--token, $EVENTLOG_UI_TOKEN, or a new one,\nprinted in the URL). On Linux the server runs with PYTHONMALLOC=malloc unless PYTHONMALLOC\nis set, so that what it freed after a long run's state goes back to the system. Needs\nthe ui extra: pip install 'eventlog[ui]'.",
+        "Serve a web page over the log: its runs and their forks; a run's timeline, read as a\nconversation or as supersteps where it is one; the state at any offset and what changed\nbetween two; new events as they are committed. Reads only, unless --allow-writes (then\na fork button appears). Listens on 127.0.0.1; any other --host needs --allow-remote,\nand every request then needs the token (--token, $EVENTLOG_UI_TOKEN, or a new one,\nprinted in the URL). On Linux the server runs with PYTHONMALLOC=malloc and\nMALLOC_ARENA_MAX=2 unless PYTHONMALLOC is set, so that what it freed after a long run's\nstate goes back to the system. Needs the ui extra: pip install 'eventlog[ui]'.",
         "eventlog ui --log demo.lmdb --open\neventlog ui --log runs.lmdb --port 0\neventlog ui --log postgresql://me@db/app --allow-writes\neventlog ui --log runs.lmdb --host 0.0.0.0 --allow-remote",
     ),
 ]
