@@ -116,10 +116,9 @@ class EventLog(Generic[S]):
         policy: Policy | None = None,
         cipher: Cipher | None = None,
     ) -> None:
-        if clock is not None and not callable(clock):
-            raise InvalidArgumentError(f"clock must be a function returning nanoseconds, not {clock!r}")
-        if ids is not None and not callable(ids):
-            raise InvalidArgumentError(f"ids must be a function returning new id strings, not {ids!r}")
+        for name, given, returning in (("clock", clock, "nanoseconds"), ("ids", ids, "new id strings")):
+            if given is not None and not callable(given):
+                raise InvalidArgumentError(f"{name} must be a function returning {returning}, not {given!r}")
         check_int("record_size_bytes_max", record_size_bytes_max, 1, _limits.snapshot_size_bytes_max)
         check_reducer(reducer)
         _check_policy(policy)
@@ -211,23 +210,14 @@ class EventLog(Generic[S]):
     ) -> int:
         """Append one event; return its offset.
 
-        With `event_id`, appending the same id to the run again returns the first offset
-        and writes nothing (an event id is unique in its run). With `expected_offset`, raise
-        ConflictError unless the run's head is that offset; with `run_number`, RunReplacedError
-        unless the run is still that life (`life`, `run_info`): a write decided on what one life
-        held never lands in the next. `time_ns` sets the entry's time instead of the log's clock
-        (an import keeps entry times exactly).
+        With `event_id`, appending the same id to the run again returns the first offset and
+        writes nothing (an event id is unique in its run). With `expected_offset`, ConflictError
+        unless the run's head is that offset; with `run_number`, RunReplacedError unless the run is
+        still that life (`life`). `time_ns` sets the entry's time instead of the log's clock.
         """
         ids = None if event_id is None else [event_id]
-        return self.append_many(
-            run_id,
-            [event],
-            expected_offset=expected_offset,
-            run_number=run_number,
-            event_ids=ids,
-            meta=meta,
-            time_ns=time_ns,
-        )[0]
+        return self.append_many(run_id, [event], expected_offset=expected_offset, run_number=run_number,
+                                event_ids=ids, meta=meta, time_ns=time_ns)[0]  # fmt: skip
 
     def append_many(
         self,
@@ -248,15 +238,9 @@ class EventLog(Generic[S]):
         life (deleted, or deleted and made again). Events whose `event_ids` entry is already in
         the run are not written again; their first offsets are returned.
         """
-        append = self._commit.check(
-            run_id,
-            events,
-            event_ids=event_ids,
-            meta=meta,
-            time_ns=time_ns,
-            expected_offset=expected_offset,
-            expected_number=check_run_number(run_number),
-        )
+        number = check_run_number(run_number)
+        append = self._commit.check(run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns,
+                                    expected_offset=expected_offset, expected_number=number)  # fmt: skip
         return self._commit.commit(append).offsets
 
     # -- read --------------------------------------------------------------------------------

@@ -125,19 +125,10 @@ class Pending(msgspec.Struct):
 class Checkpoints(Generic[S]):
     """`log.checkpoints`: save, load, load_latest, list and delete a run's checkpoints."""
 
-    def __init__(
-        self,
-        store: Store,
-        codec: Codec,
-        runs: Runs,
-        replay: Replay,
-        reducer: Reducer[S],
-        now: Callable[[], int],
-        ids: IdSource,
-    ) -> None:
+    def __init__(self, store: Store, codec: Codec, runs: Runs, replay: Replay, reducer: Reducer[S],
+                 now: Callable[[], int], ids: IdSource) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._replay = store, codec, runs, replay
-        self._reducer = reducer
-        self._now, self._ids = now, ids
+        self._reducer, self._now, self._ids = reducer, now, ids
 
     # -- building and writing ------------------------------------------------------------------
 
@@ -394,8 +385,7 @@ class Checkpoints(Generic[S]):
 
     def delete(self, run_id: str, checkpoint_id: str, *, run_number: int | None = None) -> None:
         """Delete a checkpoint (its snapshot stays while a later checkpoint may build on it); with
-        `run_number`, of that life of the run only (RunReplacedError otherwise): a checkpoint listed
-        in one life is never deleted from the next, which may hold one of the same id."""
+        `run_number`, of that life of the run only (RunReplacedError otherwise)."""
         check_id("checkpoint_id", checkpoint_id)
         number = check_run_number(run_number)
 
