@@ -30,7 +30,7 @@ import eventlog.aio
 from eventlog import _limits
 from eventlog.events import StepCompleted
 from eventlog.services import _verify
-from eventlog.transfer import export_runs
+from eventlog.transfer import export_runs, import_runs
 
 _hooks: dict[str, list[Callable[[], None]]] = {"state": [], "apply": []}
 
@@ -329,6 +329,30 @@ def test_export_never_writes_two_lives_of_a_run(log: eventlog.EventLog, tmp_path
     out = io.BytesIO()
     export_runs(log, out, ["r"])  # the new life, whole
     assert out.getvalue().count(b'"type":"entry"') == 5
+
+
+def test_export_writes_a_run_with_the_parents_of_its_own_life(
+    log: eventlog.EventLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make(log, "a", 3)
+    make(log, "r", 3)
+    run_info = log.run_info
+
+    def info_then_remake(run_id: str, **kw: Any) -> Any:
+        info = run_info(run_id, **kw)
+        if run_id == "r":  # once, right after the export read it, as another process may
+            monkeypatch.setattr(log, "run_info", run_info)
+            remake(log, "r", 4, "fork")  # now a fork of "donor", which the export has not planned
+        return info
+
+    monkeypatch.setattr(log, "run_info", info_then_remake)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        export_runs(log, tmp_path / "out.jsonl")
+    assert not (tmp_path / "out.jsonl").exists()
+    assert export_runs(log, tmp_path / "out.jsonl").runs == 3  # now: a, donor, then r as its fork
+    with eventlog.open(":memory:") as copy:
+        import_runs(copy, tmp_path / "out.jsonl")
+        assert copy.run_info("r").parent == "donor"
 
 
 def test_verify_checks_the_life_it_finds_and_skips_a_deleted_run(

@@ -13,7 +13,7 @@ from typing import IO, Any
 import msgspec
 
 from ..errors import UnknownRunError, named_os_error
-from ..log import EventLog
+from ..log import EventLog, RunInfo
 from ._format import (
     FORMAT,
     VERSION,
@@ -35,26 +35,28 @@ from ._format import (
 # -- export --------------------------------------------------------------------------------
 
 
-def _order(log: EventLog[Any], run_ids: Iterable[str] | None) -> list[str]:
-    """The runs to export with every ancestor they fork from, parents before their forks."""
+def _order(log: EventLog[Any], run_ids: Iterable[str] | None) -> list[RunInfo]:
+    """The info of the runs to export and of every ancestor they fork from, parents before their
+    forks. Each run's info is read once: the parent it names is the parent of the life exported
+    (`_export` reads that life or raises RunReplacedError), never one of a life made since."""
     wanted = log.runs() if run_ids is None else list(run_ids)
     done: set[str] = set()
-    order: list[str] = []
+    order: list[RunInfo] = []
     for run_id in wanted:
-        chain: list[str] = []
+        chain: list[RunInfo] = []
         current: str | None = run_id
-        while current is not None and current not in done and current not in chain:
+        while current is not None and current not in done and current not in {i.run_id for i in chain}:
             try:
-                parent = log.run_info(current).parent
+                info = log.run_info(current)
             except UnknownRunError:
                 if run_ids is not None or current != run_id:
                     raise
                 break  # every run was asked for: this one was deleted since they were listed
-            chain.append(current)
-            current = parent
-        for rid in reversed(chain):
-            done.add(rid)
-            order.append(rid)
+            chain.append(info)
+            current = info.parent
+        for info in reversed(chain):
+            done.add(info.run_id)
+            order.append(info)
     return order
 
 
@@ -118,8 +120,7 @@ def export_runs(
     pruned run, or, with `skip_pruned`, leaves out each pruned run and each run that forks
     from one, and names them in the summary's `skipped_runs`.
     """
-    order = _order(log, run_ids)
-    infos = [log.run_info(rid) for rid in order]
+    infos = _order(log, run_ids)
     left_out: set[str] = set()
     for info in infos:  # parents before their forks
         if info.base or info.parent in left_out:
