@@ -121,8 +121,6 @@ def start_conversation(
             f"conversation {conversation_id!r}: cannot restore checkpoint {checkpoint.checkpoint_id!r} and pass new "
             f"messages or inputs in the same call; restore the conversation first, then append the message"
         )
-    if head_state.checkpoint_id == checkpoint.checkpoint_id:
-        target = head_state
     # a conversation that cannot be rebuilt is refused here, before anything is written
     conversation = load_conversation(target.conversation, component, conversation_id)
     pending = None

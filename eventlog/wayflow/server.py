@@ -304,20 +304,20 @@ class EventLogDatastore(Datastore):
 
 
 def _plain(text: str) -> Any:
-    """The serialized conversation as plain data, read by the safe loader; None when it is not YAML
-    (then wayflowcore cannot read it either)."""
+    """The serialized conversation as plain data, read by the safe loader (it builds no object);
+    None when it does not read (then wayflowcore cannot read it either)."""
     try:
         return yaml.load(text, Loader=_SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, TypeError, ValueError, OverflowError):
         return None
 
 
 def _parse(text: str) -> tuple[Any, str | None]:
     """The serialized conversation as plain data, or (None, text) when it is not plain data that
     stores and reads back exactly."""
+    data = _plain(text)
     try:
-        data = yaml.load(text, Loader=_SafeLoader)  # the safe loader: builds no object
         back = msgspec.msgpack.decode(msgspec.msgpack.encode(data))
-    except (yaml.YAMLError, TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError):
         return None, text
     return (data, None) if isinstance(data, dict) and same(back, data) else (None, text)
