@@ -223,3 +223,27 @@ def test_no_decoder_can_import_or_call() -> None:
                 used = [part for a in node.names for part in a.name.split(".")]
             wrong += [f"{name}:{node.lineno} uses {u}" for u in used if name not in DECODERS_ALLOWED.get(u, {name})]
     assert not wrong, wrong
+
+
+WRITES_OF_A_LIFE = {"append", "append_many", "fork", "delete_run"}
+"""The log's writes that a caller decides on a read of a run (its head, its state, an offset)."""
+
+
+def test_every_write_above_the_core_names_the_life_it_was_decided_on() -> None:
+    """Above the core, a write fenced by a head (`expected_offset`), and every fork, also names
+    the run number of the life it read (`run_number=`, None where the run as it is now is
+    meant): a head alone lets a run deleted and made again to the same head through, and the
+    write decided on one life would land in the next (docs/concepts.md, "A run's lives")."""
+    below = {"core", "services", "store", "record", "testing", "log.py", "aio.py"}
+    unfenced = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] in below:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            named = {k.arg for k in node.keywords}
+            decided = node.func.attr == "fork" or "expected_offset" in named
+            if node.func.attr in WRITES_OF_A_LIFE and decided and "run_number" not in named:
+                unfenced.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)[:100]}")
+    assert unfenced == []

@@ -272,12 +272,22 @@ def test_a_run_writer_never_continues_into_another_life(log: eventlog.EventLog, 
         w.checkpoint()
     with pytest.raises(eventlog.errors.RunReplacedError):
         w.append(StepCompleted(node="late", superstep=4))
+    number = w.run_number
+    # told once, it stays of its own life: nothing decided on that life is written to the next
+    for _ in range(2):
+        with pytest.raises(eventlog.errors.RunReplacedError):
+            w.append(StepCompleted(node="later", superstep=5))
+        with pytest.raises(eventlog.errors.RunReplacedError):
+            w.checkpoint()
+    assert w.run_number == number
     if how != "deleted":
         assert [(e.offset, e.event.node) for e in log.read("r")] == before
         assert log.checkpoints.list("r") == []
-        # told once, the writer knows the run as it is now, like after any conflict
-        assert (w.run_number, w.offset) == (log.run_info("r").number, 5)
-        assert w.state.nodes == log.state_at("r", reducer=TRAIL).nodes
+        assert log.run_info("r").number != number
+    else:
+        assert "r" not in log.runs()
+    fresh = log.writer("r", reducer=TRAIL)  # a new writer knows the run as it is now
+    assert fresh.offset == (0 if how == "deleted" else 5)
 
 
 @pytest.mark.parametrize("how", ["fresh", "fork"])
@@ -353,6 +363,33 @@ def test_export_writes_a_run_with_the_parents_of_its_own_life(
     with eventlog.open(":memory:") as copy:
         import_runs(copy, tmp_path / "out.jsonl")
         assert copy.run_info("r").parent == "donor"
+
+
+def test_an_import_writes_only_to_the_lives_it_made_and_undoes_only_those(
+    log: eventlog.EventLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer deletes a run the import made and makes it again, to the same head, between
+    two of the import's batches: the next batch is refused, and undoing the import leaves that
+    writer's run alone."""
+    from eventlog.transfer import _import
+
+    monkeypatch.setattr(_import, "_IMPORT_BATCH_EVENTS_MAX", 2)
+    with eventlog.open(":memory:") as source:
+        source.append_many("r", steps("x", 1, 5))
+        source.checkpoints.save("r", 4, reducer=TRAIL)
+        export_runs(source, tmp_path / "out.jsonl")
+    made: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        if not made:  # after the import's first batch of "r"
+            made.append(log.run_info("r").number)
+            remake(log, "r", 2)
+
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        import_runs(log, tmp_path / "out.jsonl", reducers=[TRAIL], progress=progress)
+    info = log.run_info("r")  # the other writer's life, as it left it
+    assert info.number != made[0] and info.head == 2 and info.checkpoints == 0
+    assert [e.event.node for e in log.read("r")] == ["new1", "new2"]
 
 
 def test_verify_checks_the_life_it_finds_and_skips_a_deleted_run(

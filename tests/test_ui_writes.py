@@ -14,6 +14,7 @@ import http.server
 import json
 import re
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,34 @@ def test_a_resume_is_refused_unless_the_run_waits_at_the_head_the_page_shows(tmp
             _, state, _ = get(f"{url}/run/state?id=review-1&at={head}")
             assert "resume-form" not in state and "fork-form" not in state
         assert log.head("review-1") == head + 1 and "x" not in log.runs()
+
+
+def test_an_answer_read_on_one_life_never_lands_in_the_next(tmp_path: Path) -> None:
+    """The run is deleted and made again, paused at the same head, between the route's read of
+    it and its append (a log calls its clock as a write is prepared): the answer is refused."""
+    remake: list[Any] = []
+
+    def clock() -> int:
+        if remake:
+            remake.pop()()
+        return time.time_ns()
+
+    with eventlog.open(tmp_path / "log", durability="none", clock=clock) as log:
+        head = paused_run(log)
+        number = log.run_info("review-1").number
+
+        def again() -> None:
+            log.delete_run("review-1")
+            assert review_graph().compile(log).run("review-1", {"topic": "something else"}).status == "paused"
+
+        with serving(log, allow_writes=True) as url:
+            key = write_key(url, "review-1")
+            remake.append(again)
+            answer = {"run": "review-1", "head": head, "value": True, "number": number}
+            status, text = post(url, "/run/resume", answer, key)
+            assert status == 409 and "made again" in text
+        assert not remake and log.run_info("review-1").number != number
+        assert log.head("review-1") == head and log.state_at("review-1").status == "paused"  # nothing written
 
 
 def test_an_integrations_run_is_forked_as_it_is_and_resumed_by_its_framework(tmp_path: Path) -> None:

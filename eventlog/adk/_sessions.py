@@ -143,7 +143,7 @@ class Sessions:
 
     def writer(self, run: str, scoped: bool = False) -> RunWriter[Any]:
         w = self._writers.get(run)
-        if w is None:
+        if w is None or w.ended:
             fold: Any = SCOPED_FOLD if scoped else SESSION_FOLD
             w = self.log.writer(run, reducer=fold, policy=self.policy)
             self._writers[run] = w
@@ -187,13 +187,12 @@ class Sessions:
     def append_scoped(self, run: str, delta: dict[str, Any], session_id: str, time: float) -> None:
         if not delta:
             return
-        w = self.writer(run, scoped=True)
         for attempt in range(_RETRIES_MAX):
-            try:
-                w.append(ScopedState(delta=delta, session_id=session_id, time=time))
+            try:  # a writer that knows the others' appends (a new one when the run was made again)
+                self.writer(run, scoped=True).append(ScopedState(delta=delta, session_id=session_id, time=time))
                 return
             except (ConflictError, RunReplacedError):
-                if attempt == _RETRIES_MAX - 1:  # the writer reloaded itself: the next try appends after the others
+                if attempt == _RETRIES_MAX - 1:
                     raise
 
     def settled(self, run: str, number: int, offset: int) -> None:
@@ -250,8 +249,8 @@ class Sessions:
             self.append_scoped(user_run(app_name, user_id), user, sid or "", now)
             sid = sid or platform_uuid.new_uuid()
             run = session_run(app_name, user_id, sid)
-            w = self.writer(run)
             for attempt in range(_RETRIES_MAX):
+                w = self.writer(run)
                 if w.state.exists:
                     raise AlreadyExistsError(f"Session with id {sid} already exists.")
                 try:
@@ -322,7 +321,8 @@ class Sessions:
                 except (ConflictError, RunReplacedError):
                     if attempt == _RETRIES_MAX - 1:
                         raise
-                    continue  # the writer reloaded: append after what the other writer wrote
+                    w = self.writer(run)  # append after what the other writer wrote, or to the new life
+                    continue
                 if offset > before:
                     break
                 held = self.log.entry(run, offset).event

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import msgspec
 
-from ..errors import RunExistsError
+from ..errors import RunExistsError, RunReplacedError
 from ..log import EventLog
 from ..record.kinds import Event, register
 from ..services.checkpoints import Checkpoint
@@ -117,7 +117,10 @@ def restore_event(
 ) -> Restored:
     """Fork the conversation at `head` into a new branch run (`<id>~1`, `<id>~2`, ...) that keeps
     the future after `cp`, and return the event that brings the state at `head` back to `cp`'s."""
-    target = cast(ConversationState, log.state_at(conversation_id, cp.offset, reducer=reducer))
+    with log.pinned(conversation_id) as info:  # the checkpoint's life, throughout
+        if info.number != cp.run_number:
+            raise RunReplacedError(conversation_id, cp.run_number, info.number, "it was restored")
+        target = cast(ConversationState, log.state_at(conversation_id, cp.offset, reducer=reducer))
     keep = 0
     for a, b in zip(current.messages, target.messages, strict=False):
         if a != b:
@@ -127,7 +130,7 @@ def restore_event(
     while True:
         branch = f"{conversation_id}~{n}"
         try:
-            log.fork(conversation_id, head, branch)
+            log.fork(conversation_id, head, branch, run_number=cp.run_number)
             break
         except RunExistsError:
             n += 1

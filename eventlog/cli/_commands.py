@@ -234,7 +234,7 @@ def _said(message: Any) -> Any:
 
 def _cmd_fork(args: argparse.Namespace) -> int:
     with _open(args, write=True) as log:
-        new = log.fork(args.run, at=args.at, new_run_id=args.new)
+        new = log.fork(args.run, at=args.at, new_run_id=args.new, run_number=None)  # the run as it is now
         info = log.run_info(new)
     if args.json:
         _emit_json(info)

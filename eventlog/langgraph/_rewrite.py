@@ -234,7 +234,7 @@ class Rewriter:
             if not number:
                 raise UnknownRunError(run_id)
             try:
-                offset = self.log.append(run_id, RewriteStarted(), expected_offset=head)
+                offset = self.log.append(run_id, RewriteStarted(), expected_offset=head, run_number=number)
             except ConflictError:
                 if time.monotonic() > deadline:
                     raise

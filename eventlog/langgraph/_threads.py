@@ -154,6 +154,9 @@ class Threads:
     def writer(self, run: Run, *, check: bool = False) -> RunWriter[ThreadState]:
         """The run's writer; with `check`, first made again if another writer moved the head or
         deleted the run and made it again (a new run number): nothing of an old life is served."""
+        if run.rec is not None and run.rec.ended:  # found deleted by a write that raised past the saver
+            run.replaced = run.number
+            run.forget()
         if run.rec is not None and check and (life := self.log.life(run.run_id)) != (run.number, run.rec.offset):
             if life[0] != run.number:
                 run.replaced = run.number

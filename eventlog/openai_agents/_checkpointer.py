@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..aio import AsyncEventLog
-from ..errors import ConflictError
+from ..errors import ConflictError, RunReplacedError, UnknownRunError
 from ..log import EventLog
 from ._delta import diff
 from ._events import (
@@ -78,12 +78,21 @@ class RunCheckpointer:
 
     def state(self, run_id: str) -> AgentsState | None:
         """The run folded at its head (None: no such run). NotAnAgentsRunError for another run."""
-        if self.log.head(run_id) == 0:
-            return None
-        state: AgentsState = self.log.state_at(run_id, reducer=self._reducer)
+        return self._life(run_id)[1]
+
+    def _life(self, run_id: str) -> tuple[int, AgentsState | None]:
+        """(run number, `state`) of the run's life now, both of that life; (0, None): no such run.
+        What is written on what this read is fenced by that number: never into a later life."""
+        try:
+            with self.log.pinned(run_id) as info:
+                if info.head == 0:
+                    return 0, None
+                state: AgentsState = self.log.state_at(run_id, reducer=self._reducer)
+        except UnknownRunError:
+            return 0, None
         if not state.status:
             raise NotAnAgentsRunError(f"{run_id} is not an agent run written by eventlog.openai_agents")
-        return state
+        return info.number, state
 
     def status(self, run_id: str) -> str | None:
         """`running` (or killed while running), `interrupted`, `completed`, `failed`; None: no such run."""
@@ -119,7 +128,7 @@ class RunCheckpointer:
 
     def _decide(self, run_id: str, event: ApprovalDecided) -> None:
         while True:
-            state = self.state(run_id)
+            number, state = self._life(run_id)
             if state is None or state.status != "interrupted":
                 raise CheckpointError(
                     f"{run_id} waits on no decision (status {None if state is None else state.status})"
@@ -127,7 +136,9 @@ class RunCheckpointer:
             if event.call_id not in {i["call_id"] for i in state.interruptions}:
                 raise CheckpointError(f"{run_id} waits on no tool call {event.call_id!r}")
             try:
-                self.log.append(run_id, event, expected_offset=state.events)
+                self.log.append(run_id, event, expected_offset=state.events, run_number=number)
+            except RunReplacedError:
+                raise  # decided on a life of the run that is gone: never recorded in the next
             except ConflictError:
                 continue
             return
@@ -157,13 +168,16 @@ class RunCheckpointer:
         with). RunFinishedError for a run that completed. `on_event` receives each stream
         event; the other keywords go to `Runner.run_streamed` (`session`, `context`,
         `max_turns`, `hooks`, `run_config`, ...)."""
-        state = await asyncio.to_thread(self.state, run_id)
+        number, state = await asyncio.to_thread(self._life, run_id)
         session = runner_kwargs.get("session")
         if state is None:
             if input is None:
                 raise CheckpointError(f"{run_id} does not exist: give the input to start it")
             started = AgentRunStarted(agent=agent.name, input=input, session_id=getattr(session, "session_id", None))
             head = await asyncio.to_thread(self.log.append, run_id, started, expected_offset=0)
+            number, at = await asyncio.to_thread(self.log.life, run_id)
+            if at != head:  # another writer went on from it at once: this one stops
+                raise RunTakenError(f"{run_id}: another writer appended at offset {at} as the run started")
             start: Any = input
             last: Any = None
         else:
@@ -183,7 +197,7 @@ class RunCheckpointer:
         hooks = _hooks_class()(self, run_id, runner_kwargs.pop("hooks", None))
         hooks.replay = replay if state is not None else Replay()
         result = Runner.run_streamed(agent, start, hooks=hooks, **runner_kwargs)
-        hooks.result, hooks.last, hooks.head = result, last, head
+        hooks.result, hooks.last, hooks.head, hooks.number = result, last, head, number
         hooks.session = session
         try:
             async for event in result.stream_events():
@@ -260,6 +274,8 @@ def _hooks_class() -> Any:
             """The state as of the last checkpoint (what the next one stores the change from)."""
             self.head = 0
             """The run's head as this runner left it: each append is fenced by it."""
+            self.number = 0
+            """The number of the life of the run it read: each append is fenced by it too."""
             self.taken: RunTakenError | None = None
             self.replay = Replay()
             """What this resume takes from the log instead of making again."""
@@ -270,9 +286,10 @@ def _hooks_class() -> Any:
 
         async def append(self, event: Any) -> None:
             try:
-                self.head = await asyncio.to_thread(
-                    self.checkpointer.log.append, self.run_id, event, expected_offset=self.head
-                )
+                self.head = await asyncio.to_thread(  # the life it read, or none
+                    self.checkpointer.log.append, self.run_id, event, expected_offset=self.head,
+                    run_number=self.number,
+                )  # fmt: skip
             except ConflictError as error:
                 self.taken = RunTakenError(
                     f"{self.run_id}: another writer appended at offset {error.head} (another resume of "

@@ -172,9 +172,10 @@ class EventLogSession:
         return await _in_thread(self.fork_session_sync, at, new_session_id)
 
     def fork_session_sync(self, at: int | None = None, new_session_id: str | None = None) -> EventLogSession:
-        at = self.log.head(self.session_id) if at is None else at
+        number, head = self.log.life(self.session_id)
+        at = head if at is None else at
         new_id = new_session_id or f"{self.session_id}@{at}"
-        self.log.fork(self.session_id, at, new_id)
+        self.log.fork(self.session_id, at, new_id, run_number=number or None)  # of the life `at` was read on
         return EventLogSession(new_id, self.log, session_settings=self.session_settings)
 
     def _refresh(self) -> AgentsState:

@@ -46,9 +46,11 @@ class RunWriter(Generic[S]):
 
     The checkpoint a policy asks for is written in the same transaction as the event that
     triggers it. Appends and `checkpoint()` are fenced with the offset and the run number the
-    writer knows: a second writer of the same run makes the next append raise ConflictError, a
-    delete of the run (and its making again) RunReplacedError, a ConflictError too (then make a
-    new run writer). Make one with `log.writer(run_id, ...)`.
+    writer knows: a second writer of the same run makes the next append raise ConflictError (the
+    writer then knows the new head), a delete of the run (and its making again)
+    RunReplacedError, a ConflictError too. A writer whose life of the run ended never writes
+    again: every later append and checkpoint raises RunReplacedError, so nothing decided on one
+    life lands in the next; make a new run writer. Make one with `log.writer(run_id, ...)`.
     """
 
     def __init__(
@@ -90,6 +92,8 @@ class RunWriter(Generic[S]):
         self._since: Any = None  # what the policy keeps since the last checkpoint
         self._bytes_since = 0
         self._snapshot_bytes = 0
+        self._ended = False  # whether the life of the run it knew has ended
+        self._now: int | None = None  # the run's number then (None: not made again)
         self._reload()
 
     @property
@@ -97,6 +101,12 @@ class RunWriter(Generic[S]):
         """The run number of the life of the run this writer knows (`RunInfo.number`; None before
         the run exists): its appends and checkpoints go to that life only, else RunReplacedError."""
         return self._number
+
+    @property
+    def ended(self) -> bool:
+        """Whether the life of the run this writer knew has ended (the run was deleted, and
+        maybe made again): it writes nothing more; make a new writer for the run as it is now."""
+        return self._ended
 
     def _reload(self) -> None:
         """Know the run as it is now: its head, its state there, and what the policy counts."""
@@ -122,6 +132,10 @@ class RunWriter(Generic[S]):
             except RunReplacedError:
                 if attempt == _limits.replaced_retries_max:
                     raise
+        if self._number is not None and (rec is None or rec.number != self._number):
+            # its life ended: what it and its caller decided on that life is never written to the next
+            self._ended, self._now = True, None if rec is None else rec.number
+            return
         self._snapshot_bytes, self._bytes_since = snapshot_bytes, bytes_since
         self._number = None if rec is None else rec.number
         self.offset = 0 if rec is None else rec.head
@@ -144,6 +158,7 @@ class RunWriter(Generic[S]):
         """Append events atomically, fold them, and checkpoint once after them if the policy asks.
 
         `checkpoint_metadata` goes on that checkpoint, if one is taken."""
+        self._check_life()
         if not isinstance(events, (str, bytes)):
             events = list(events)  # folded below as well as encoded: an iterator is read once
         append = self._writer.check(
@@ -228,6 +243,7 @@ class RunWriter(Generic[S]):
         folded again from a snapshot, materialized by the writer's own count of the bytes since
         its last snapshot (as the checkpoints a policy asks for). An id the run holds already
         has its metadata updated (`Checkpoints.save`)."""
+        self._check_life()
         number, offset, checkpoints = self._number, self.offset, self._checkpoints
         if checkpoint_id is not None:
             check_id("checkpoint_id", checkpoint_id)
@@ -262,6 +278,11 @@ class RunWriter(Generic[S]):
         return self._saved(
             Checkpoint(run_id, pending.record, lambda: replay.state_at(run_id, offset, reducer, number), None, number)
         )
+
+    def _check_life(self) -> None:
+        """Raise RunReplacedError once the life of the run this writer knew has ended."""
+        if self._ended:
+            raise RunReplacedError(self.run_id, self._number or 0, self._now, "this run writer was used")
 
     def _saved(self, cp: Checkpoint[S]) -> Checkpoint[S]:
         self._since = None

@@ -12,7 +12,7 @@ import msgspec
 
 from .. import _limits
 from ..core.fold import Reducer
-from ..errors import EventLogError, RunExistsError, named_os_error
+from ..errors import ConflictError, EventLogError, RunExistsError, named_os_error
 from ..log import EventLog
 from ..record._keys import check_id, check_run_id, check_time_ns
 from ..record.kinds import Event
@@ -233,15 +233,15 @@ def import_runs(
     planned = _check(log, path)
     by_tag = {(r.name, r.version): r for r in (reducers or [log.reducer])}
     summary = TransferSummary()
-    created: list[str] = []
+    created: dict[str, int] = {}  # each run the import made, and the number of the life it made
     try:
         _write(log, path, planned, by_tag, summary, created, progress)
     except BaseException:
-        for run_id in reversed(created):  # forks come after their parents: delete them first
-            try:
-                log.delete_run(run_id)
+        for run_id, number in reversed(created.items()):  # forks come after their parents: delete them first
+            try:  # the life it made, never one another writer made since
+                log.delete_run(run_id, run_number=number)
             except EventLogError:
-                pass  # the log itself is failing; the error below says why
+                pass  # the log itself is failing, or the run is another writer's now; the error below says why
         raise
     return summary
 
@@ -252,17 +252,22 @@ def _write(
     planned: TransferSummary,
     by_tag: dict[tuple[str, int], Reducer[Any]],
     summary: TransferSummary,
-    created: list[str],
+    created: dict[str, int],
     progress: Progress | None,
 ) -> None:
     batch: list[tuple[_Entry, dict[str, Any] | None, Event]] = []
+
+    def made(run_id: str, head: int) -> None:
+        """Know the life of a run just made: every later write to it goes to that life or nowhere."""
+        number, now = log.life(run_id)
+        if now != head:
+            raise ConflictError(run_id, head, now)
+        created[run_id] = number
 
     def flush() -> None:
         if not batch:
             return
         first, meta, _ = batch[0]
-        if first.offset == 1:
-            created.append(first.run_id)
         offsets = log.append_many(
             first.run_id,
             [event for _, _, event in batch],
@@ -270,9 +275,12 @@ def _write(
             event_ids=[line.event_id for line, _, _ in batch],
             meta=meta,
             time_ns=first.time_ns,
+            run_number=created.get(first.run_id),
         )
         if offsets != list(range(first.offset, first.offset + len(batch))):
             raise ExportFileError(f"{path}: run {first.run_id!r} offsets {offsets} were not written as new entries")
+        if first.run_id not in created:
+            made(first.run_id, offsets[-1])
         summary.entries += len(batch)
         if progress is not None:
             progress(len(batch), planned.entries)
@@ -295,8 +303,8 @@ def _write(
         flush()
         if isinstance(line, _Run):
             if line.parent is not None:
-                log.fork(line.parent, at=line.fork_offset, new_run_id=line.run_id)
-                created.append(line.run_id)
+                log.fork(line.parent, at=line.fork_offset, new_run_id=line.run_id, run_number=created.get(line.parent))
+                made(line.run_id, line.fork_offset)
             summary.runs += 1
         elif isinstance(line, _Checkpoint):
             reducer = by_tag.get((line.reducer, line.reducer_version))
@@ -305,7 +313,12 @@ def _write(
                 continue
             metadata = _decode_metadata(path, number, line)
             log.checkpoints.save(
-                line.run_id, line.offset, metadata=metadata, checkpoint_id=line.checkpoint_id, reducer=reducer
+                line.run_id,
+                line.offset,
+                metadata=metadata,
+                checkpoint_id=line.checkpoint_id,
+                reducer=reducer,
+                run_number=created.get(line.run_id),
             )
             summary.checkpoints += 1
     flush()

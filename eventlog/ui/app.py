@@ -338,11 +338,12 @@ def create_app(
         created = log.fork(form.run, at=form.at, new_run_id=new_id, run_number=form.number)
         if form.values is None:
             return created
+        number = log.run_info(created).number  # the fork just made: its edit lands in it or nowhere
         try:  # the edit is the fork's first own event, or there is no fork
-            log.append(created, StateUpdated(values=form.values), expected_offset=form.at)
+            log.append(created, StateUpdated(values=form.values), expected_offset=form.at, run_number=number)
         except BaseException:
             with contextlib.suppress(EventLogError):
-                log.delete_run(created, expected_offset=form.at)
+                log.delete_run(created, expected_offset=form.at, run_number=number)
             raise
         return created
 
@@ -368,7 +369,8 @@ def create_app(
         if getattr(state, "status", None) != "paused":
             raise HTTPException(409, f"run {form.run!r} is not paused at offset {form.head}: nothing to answer")
         resumed = Resumed(value=form.value, nodes=list(getattr(state, "paused_nodes", [])))
-        return log.append(form.run, resumed, expected_offset=form.head)
+        # the answer goes to the life it was decided on, or nowhere
+        return log.append(form.run, resumed, expected_offset=form.head, run_number=info.number)
 
     async def resume(request: Request) -> Response:
         form = await write_form(request, "resume", _ResumeForm, "{run, head, value}")

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..errors import ConflictError, RunExistsError
+from ..errors import ConflictError, RunExistsError, RunReplacedError
 from ..events import Event, TurnCompleted, TurnFailed, TurnStarted
 from ..services.runwriter import RunWriter
 from ._diff import diff
@@ -251,15 +251,17 @@ def rewind(log: EventLog[Any], rec: RunWriter[WayflowState], pending: PendingRew
     """Keep the future after `pending.checkpoint` as a branch run forked at the head, and append
     `wayflow.rewound` bringing the conversation back to the checkpoint; ConflictError, with
     nothing written, when the conversation moved on since `pending` was read."""
-    run_id, at = rec.run_id, pending.at
-    head = log.head(run_id)
+    run_id, at, number = rec.run_id, pending.at, rec.run_number
+    life, head = log.life(run_id)
+    if life != number:  # `pending` was read of a life of the conversation that is gone
+        raise RunReplacedError(run_id, number or 0, life or None, "it was rewound")
     if head != at or rec.offset != at:
         raise ConflictError(run_id, at, head)
     n = len(pending.head.rewinds) + 1
     while True:
         branch = f"{run_id}~{n}"
         try:
-            log.fork(run_id, at, branch)
+            log.fork(run_id, at, branch, run_number=number)
             break
         except RunExistsError:
             info = log.run_info(branch)
