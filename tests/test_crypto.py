@@ -14,7 +14,7 @@ import eventlog
 from eventlog.events import StepCompleted, UserMessage
 from eventlog.record._keys import u64
 from eventlog.record.codec import RAW, SEALED, frame, unframe
-from eventlog.record.tables import EVENTS
+from eventlog.record.tables import EVENTS, RUNS
 from eventlog.transfer import export_runs, import_runs
 
 pytest.importorskip("cryptography")
@@ -306,11 +306,58 @@ def test_a_run_number_in_use_is_never_given_again(open_log: Callable[..., eventl
     log = _sealed_pair(open_log)
     before = [(e.offset, e.event) for e in log.read("b")]
     _set_run_numbers_back(log, _number(log, "b") - 1)
-    with pytest.raises(eventlog.errors.CorruptRecordError, match="run number .* is in use already"):
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="counter was set back"):
         log.append("z", UserMessage(content="z's own"))
     assert [(e.offset, e.event) for e in log.read("b")] == before  # nothing of b was written over
     assert "z" not in log.runs()
     assert [c.offset for c in log.checkpoints.list("b")] == [2, 4, 6, 8]
+
+
+def _remove_rows(log: eventlog.EventLog[Any], run_id: str, keep: tuple[str, ...] = ()) -> None:
+    """Every row of the run taken out of the store by hand but those of the tables in `keep`: a
+    deletion, which a key does not prevent."""
+    number, key = _number(log, run_id), RUNS.key(run_id)
+
+    def remove(txn: Any) -> None:
+        txn.delete("runs", key)
+        txn.delete("run_numbers", u64(number))
+        for table in ("events", "checkpoints", "checkpoint_ids", "event_ids", "snapshots"):
+            if table not in keep:
+                txn.delete_range(table, u64(number), u64(number + 1))
+
+    log.store.write(remove)
+
+
+def test_a_number_is_never_given_again_to_read_what_a_deleted_run_left(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    """A deleted run's snapshots left behind, the counter set back: the next run would read them
+    as its own states."""
+    log = _sealed_pair(open_log)
+    number = _number(log, "b")
+    _remove_rows(log, "b", keep=("snapshots",))
+    _set_run_numbers_back(log, number - 1)
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="counter was set back"):
+        log.append("z", UserMessage(content="z's own"))
+    assert "z" not in log.runs()
+
+
+def test_a_parent_made_again_below_its_forks_number_is_refused(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    """The parent's rows removed and the counter set back under its fork's number: a parent made
+    again would be read as the one the fork was made of."""
+    log = _sealed_pair(open_log)
+    log.fork("a", 4, "child")
+    child = [(e.offset, e.event) for e in log.read("child")]
+    _remove_rows(log, "a")
+    _set_run_numbers_back(log, 0)
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="counter was set back"):
+        log.append("a", UserMessage(content="a made again"))
+    assert "a" not in log.runs()
+    with pytest.raises(eventlog.errors.CorruptRecordError):  # its parent is gone, and never another
+        list(log.read("child"))
+    assert child  # what it read before
 
 
 def test_a_long_run_id_named_by_another_id_in_run_numbers_is_refused(

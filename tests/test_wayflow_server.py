@@ -98,7 +98,8 @@ def test_the_service_runs_the_agent_it_serves_never_one_a_row_names(log: eventlo
     service = WayFlowOpenAIResponsesService(agents={"trip": served}, storage=EventLogDatastore(log))
     first = ask(service, input="Bern?")
     (row,) = service.storage.list("conversations", {"turn_id": first.id})
-    agents = [k for k in _stored(log, row)["_referenced_objects"] if k.startswith("agent/")]
+    original = _stored(log, row)
+    agents = [k for k in original["_referenced_objects"] if k.startswith("agent/")]
     assert agents == [f"agent/{served.id}"]
     assert not [
         k for k in yaml.safe_load(row["conversation_turn_state"])["_referenced_objects"] if k.startswith("agent/")
@@ -122,6 +123,19 @@ def test_the_service_runs_the_agent_it_serves_never_one_a_row_names(log: eventlo
     _planted(service, log, row, "resp_inline", inline)
     with pytest.raises(WayflowCheckpointError, match="which a restore does not build from stored data"):
         service.storage.list("conversations", {"turn_id": "resp_inline"})
+
+    # Texts that libyaml refuses and PyYAML's own reader (wayflowcore's) reads: never handed on,
+    # so what wayflowcore builds is always this module's writing of what it checked.
+    inline_text = yaml.safe_dump({**original, "component": original["_referenced_objects"][agents[0]]})
+    for n, text in enumerate(
+        ["%YAML 1.3\n---\n" + inline_text, 'x: "\\uD800"\n' + inline_text, "x: 1\n\ufeff" + inline_text]
+    ):
+        assert "component" in yaml.load(text, Loader=yaml.SafeLoader)  # wayflowcore would build the agent
+        EventLogDatastore(log).create(
+            "conversations", {**row, "turn_id": f"resp_odd_{n}", "conversation_turn_state": text}
+        )
+        with pytest.raises(WayflowCheckpointError, match="does not read as YAML"):
+            service.storage.list("conversations", {"turn_id": f"resp_odd_{n}"})
 
 
 async def _messages(service: Any, response_id: str) -> Any:

@@ -18,7 +18,17 @@ from ..record import _keys
 from ..record._keys import check_run_id, u64
 from ..record._records import RunRecord
 from ..record.codec import RAW, Codec, frame, unframe
-from ..record.tables import CHECKPOINTS, EVENTS, FEED, META, RUN_NUMBERS, RUNS
+from ..record.tables import (
+    CHECKPOINT_IDS,
+    CHECKPOINTS,
+    EVENT_IDS,
+    EVENTS,
+    FEED,
+    META,
+    RUN_NUMBERS,
+    RUNS,
+    SNAPSHOTS,
+)
 from ..store._base import Txn
 
 _COUNTERS_HELD = 256
@@ -31,6 +41,10 @@ unframed again."""
 Held = tuple[bytes, RunRecord, int]
 """A run record a writer wrote: (its value as stored, the record, the `Txn.generation` of the
 commit that wrote it, 0 where the store has none)."""
+
+
+_NUMBERED = (RUN_NUMBERS, EVENTS, CHECKPOINTS, SNAPSHOTS, EVENT_IDS, CHECKPOINT_IDS)
+"""The tables whose keys begin with a run number."""
 
 
 class After(NamedTuple):
@@ -113,14 +127,22 @@ class Runs:
         number = txn.run_number(last)
         if txn.dense:
             self.put_meta_int(txn, _keys.META_RUN_NUMBER, number)
-        start, stop = _keys.run_range(number)
-        if txn.get(RUN_NUMBERS, start) is not None or any(
-            txn.scan(t, start, stop, limit=1) for t in (EVENTS, CHECKPOINTS)
-        ):
-            # Never a number some run's keys hold: its values are bound to the number, and would
-            # read as the new run's, the new run's as its (docs/format.md, "Encryption").
+        # Never a number some run's keys hold (what is left of a deleted run, too): values are
+        # bound to their number and would read as the new run's (docs/format.md, "Encryption").
+        # A dense store's numbers also grow above every one held, so a fork never takes a parent
+        # made again for the one it was made of; PostgreSQL's writers take theirs side by side.
+        if txn.dense:
+            _, lasts = txn.fetch([], list(_NUMBERED))
+            held = max((int.from_bytes(k[:8], "big") for k in lasts if k is not None), default=0)
+            taken = number <= held
+        else:
+            start, stop = _keys.run_range(number)
+            taken = txn.get(RUN_NUMBERS, start) is not None or any(
+                txn.scan(t, start, stop, limit=1) for t in _NUMBERED[1:]
+            )
+        if taken:
             raise CorruptRecordError(
-                f"run number {number} is in use already: the log's run number counter was set back"
+                f"run number {number} is held by a run's keys already: the log's run number counter was set back"
             )
         return number
 
@@ -290,7 +312,7 @@ class Runs:
             found = self.get(txn, run_id)
             if found is None:
                 raise CorruptRecordError(f"run {child!r} forks from {run_id!r}, which is missing", child)
-            if found.number > rec.number:  # numbers only grow: this parent was made after its fork
+            if found.number > rec.number or not found.forks:  # made after its fork, or holds none
                 raise CorruptRecordError(
                     f"run {child!r} forks from {run_id!r}, which was deleted and made again after the fork", child
                 )

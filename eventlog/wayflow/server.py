@@ -37,6 +37,7 @@ from ..events import Event, register
 from ..log import EventLog
 from ._diff import diff, patch, same
 from ._serialize import without_components
+from ._types import WayflowCheckpointError
 
 __all__ = ["EventLogDatastore", "ServerTurn", "ServerTurnDeleted", "ServerTurnIndexed"]
 
@@ -292,30 +293,38 @@ class EventLogDatastore(Datastore):
         )
         conversation_id = row[c.conversation_id_column_name]
         data = state.data if state.text is None else _plain(state.text)
+        if data is _UNREAD:  # never handed on as it is: another YAML reader might build it otherwise
+            raise WayflowCheckpointError(
+                f"conversation {conversation_id!r}: its stored state does not read as YAML; it is not served"
+            )
         # What wayflowcore rebuilds of a row, the service runs: never a component named by the data.
-        # Without its components the conversation's references are bound to the agent served.
-        text = (
-            state.text
-            if data is None
-            else yaml.dump(without_components(data, conversation_id), Dumper=_SafeDumper, sort_keys=False)
+        # Without its components the conversation's references are bound to the agent served, and
+        # the text is this module's own writing of what it read, never the stored one.
+        row[c.conversation_turn_state_column_name] = yaml.dump(
+            without_components(data, conversation_id), Dumper=_SafeDumper, sort_keys=False
         )
-        row[c.conversation_turn_state_column_name] = text
         return row
+
+
+_UNREAD = object()
+"""What `_plain` gives for a text that does not read."""
 
 
 def _plain(text: str) -> Any:
     """The serialized conversation as plain data, read by the safe loader (it builds no object);
-    None when it does not read (then wayflowcore cannot read it either)."""
+    `_UNREAD` when it does not read."""
     try:
         return yaml.load(text, Loader=_SafeLoader)
     except (yaml.YAMLError, TypeError, ValueError, OverflowError):
-        return None
+        return _UNREAD
 
 
 def _parse(text: str) -> tuple[Any, str | None]:
     """The serialized conversation as plain data, or (None, text) when it is not plain data that
     stores and reads back exactly."""
     data = _plain(text)
+    if data is _UNREAD:
+        return None, text
     try:
         back = msgspec.msgpack.decode(msgspec.msgpack.encode(data))
     except (TypeError, ValueError, OverflowError):
