@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import ConflictError, UnknownRunError
 from ._events import LangGraphThreadError
-from ._rewrite import Batches, Part
-from ._threads import Run, run_id_of, thread_of
+from ._read import Reader
+from ._rewrite import Batches, Part, Rewriter
+from ._threads import Mark, Run, run_id_of, thread_of
+from ._values import Values
 from ._write import CONFLICT_RETRIES
 
 __all__ = ["Admin"]
@@ -25,6 +27,10 @@ T = TypeVar("T")
 
 class Admin(Part):
     """Deletes, copies and prunes the threads of a log."""
+
+    def __init__(self, rewriter: Rewriter, values: Values, reader: Reader) -> None:
+        super().__init__(rewriter, values)
+        self.reader = reader
 
     def delete_thread(self, thread_id: str) -> None:
         for run_id in self.threads.thread_runs(str(thread_id)):
@@ -61,9 +67,38 @@ class Admin(Part):
                 with run.lock:
                     self.threads.writer(run, check=True)
                     marks = self.threads.marks(run)
-                    if marks and marks[-1].offset > self.log.run_info(run_id).base:
-                        self.log.prune(run_id, before=marks[-1].offset, reducer=self.reducer)
+                    keep = self.rebuilt_from(run, marks) if marks else 0
+                    if keep > self.log.run_info(run_id).base:
+                        self.log.prune(run_id, before=keep, reducer=self.reducer)
                     run.forget()
+
+    def rebuilt_from(self, run: Run, marks: list[Mark]) -> int:
+        """The offset of the oldest checkpoint the latest one's values are rebuilt from: the
+        latest itself, or for a `DeltaChannel` not snapshotted there, the ancestors LangGraph
+        replays the writes of, back to the nearest one that stores its value (LangGraph's
+        `get_delta_channel_history` walk); a prune keeps those."""
+        latest, at = marks[-1], {m.checkpoint_id: m.offset for m in marks}
+        thread_id, ns = thread_of(run.run_id)
+        config: Any = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": latest.checkpoint_id}
+        }
+        tup = self.reader.get_tuple(config)
+        if tup is None:
+            return latest.offset
+        counters = tup.metadata.get("counters_since_delta_snapshot") or {}
+        remaining = {ch for ch in counters if ch not in tup.checkpoint["channel_values"]}
+        keep = latest.offset
+        parent = tup.parent_config
+        while remaining and parent is not None and (tup := self.reader.get_tuple(parent)) is not None:
+            offset = at.get(tup.checkpoint["id"])
+            if offset is None:  # an ancestor of another run: this run keeps all it has
+                return marks[0].offset
+            stored = {ch for ch in remaining if ch in tup.checkpoint["channel_values"]}
+            if stored or remaining & {w[1] for w in tup.pending_writes or ()}:
+                keep = offset
+            remaining -= stored
+            parent = tup.parent_config
+        return keep
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         doomed_runs = {str(r) for r in run_ids}

@@ -84,13 +84,14 @@ def copy_threads(
                 f"thread {thread_id!r} holds checkpoints in the target, which has no delete_thread to replace it"
             )
     total, done, writes = sum(counts.values()), 0, 0
+    form = _version_form(target)
     for thread_id in counts:
         tuples = sorted(_read(reader, thread_id), key=lambda t: str(t.config["configurable"]["checkpoint_id"]))
         if thread_id in held:
             target.delete_thread(thread_id)
         by_id = {(_ns(t.config), _id(t.config)): t for t in tuples}
         for tup in tuples:
-            writes += _put(target, tup, by_id)
+            writes += _put(target, tup, by_id, form)
             done += 1
             if progress is not None:
                 progress(done, max(total, done))
@@ -157,15 +158,36 @@ def _id(config: RunnableConfig | None) -> str | None:
     return None if found is None else str(found)
 
 
-def _put(target: BaseCheckpointSaver[Any], tup: CheckpointTuple, by_id: dict[tuple[str, str | None], Any]) -> int:
-    """Write one checkpoint and its pending writes to `target`; return how many writes."""
+def _version_form(target: BaseCheckpointSaver[Any]) -> Callable[[Any], Any]:
+    """A channel version as `target` writes them: an int version (eventlog's) as the string form
+    of the same counter for a saver whose versions are strings (`InMemorySaver`, `SqliteSaver`,
+    `PostgresSaver`), so that LangGraph never compares the two kinds there; else as it is."""
+    if not isinstance(target.get_next_version(None, None), str):
+        return lambda version: version
+    return lambda version: f"{version:032}.{0.0:016}" if type(version) is int else version
+
+
+def _put(
+    target: BaseCheckpointSaver[Any],
+    tup: CheckpointTuple,
+    by_id: dict[tuple[str, str | None], Any],
+    form: Callable[[Any], Any],
+) -> int:
+    """Write one checkpoint and its pending writes to `target`, its versions in the target's
+    `form`; return how many writes."""
     thread_id = str(tup.config["configurable"]["thread_id"])
     ns, parent_id = _ns(tup.config), _id(tup.parent_config)
-    checkpoint = tup.checkpoint
-    versions = checkpoint["channel_versions"]
+    versions = tup.checkpoint["channel_versions"]
     parent = by_id.get((ns, parent_id)) if parent_id is not None else None
     before = {} if parent is None else parent.checkpoint["channel_versions"]
-    new_versions = {ch: v for ch, v in versions.items() if before.get(ch) != v}  # what LangGraph passes
+    new_versions = {ch: form(v) for ch, v in versions.items() if before.get(ch) != v}  # what LangGraph passes
+    checkpoint: Any = {
+        **tup.checkpoint,
+        "channel_versions": {ch: form(v) for ch, v in versions.items()},
+        "versions_seen": {
+            node: {ch: form(v) for ch, v in seen.items()} for node, seen in tup.checkpoint["versions_seen"].items()
+        },
+    }
     saved = target.put(_config(thread_id, ns, parent_id), checkpoint, tup.metadata, new_versions)
     at = _config(thread_id, ns, str(saved["configurable"]["checkpoint_id"]))
     pending = list(tup.pending_writes or ())

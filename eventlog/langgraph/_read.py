@@ -105,7 +105,6 @@ class Reader(Part):
     def tuples(self, run: Run, marks: list[Mark]) -> dict[int, CheckpointTuple]:
         """Tuples of some checkpoints of one run, folded forward from one to the next where close."""
         out: dict[int, CheckpointTuple] = {}
-        cache: dict[int, tuple[Blob, Any]] = {}
         with run.lock:
             rec = self.threads.writer(run)
             head_state: ThreadState = rec.state
@@ -126,7 +125,7 @@ class Reader(Part):
                     at = end
                     current = state
                 out[id(mark)] = self.values.checkpoint_tuple(
-                    run, current, mark.metadata, head_state.late.get(mark.checkpoint_id), cache=cache
+                    run, current, mark.metadata, head_state.late.get(mark.checkpoint_id)
                 )
             if not self.threads.same_life(run):  # deleted (and made again) while it was read: they are gone
                 run.forget()

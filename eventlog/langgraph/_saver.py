@@ -48,7 +48,7 @@ class _Ops:
         self.rewriter = Rewriter(threads, values)
         self.read = Reader(self.rewriter, values)
         self.write = Writer(self.rewriter, values)
-        self.admin = Admin(self.rewriter, values)
+        self.admin = Admin(self.rewriter, values, self.read)
 
 
 class EventLogSaver(BaseCheckpointSaver[int]):

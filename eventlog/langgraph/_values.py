@@ -39,23 +39,15 @@ class Values:
             raise RefusedValueError(f"the {what} stored is a {type(value).__name__}, not a mapping")
         return value
 
-    def value(self, chunks: list[Blob], cache: dict[int, tuple[Blob, Any]] | None = None) -> Any:
-        """A channel value from its stored blobs (a list's pieces are concatenated)."""
-
-        def load(blob: Blob) -> Any:
-            if cache is None:
-                return self.load(blob)
-            hit = cache.get(id(blob))
-            if hit is None:
-                hit = cache[id(blob)] = (blob, self.load(blob))
-            return hit[1]
-
-        first = load(chunks[0])
+    def value(self, chunks: list[Blob]) -> Any:
+        """A channel value decoded anew from its stored blobs (a list's pieces are concatenated):
+        no object of it is shared with another value read, of this checkpoint or another."""
+        first = self.load(chunks[0])
         if len(chunks) == 1:
-            return list(first) if isinstance(first, list) and cache is not None else first
+            return first
         out = list(first)
         for blob in chunks[1:]:
-            out.extend(load(blob))
+            out.extend(self.load(blob))
         return out
 
     def checkpoint_tuple(
@@ -64,15 +56,13 @@ class Values:
         state: ThreadState,
         metadata: Blob,
         late: list[Write] | None,
-        *,
-        cache: dict[int, tuple[Blob, Any]] | None = None,
     ) -> CheckpointTuple:
         """The tuple LangGraph reads of a checkpoint: `state` folded up to it, its metadata and the
         writes pending on it, every value decoded anew (the caller may change it: nothing it gets
-        is the saver's); `cache` shares decoded blobs between tuples of one listing. A value the
-        serializer refuses is named with its thread, namespace and checkpoint."""
+        is the saver's, nor shared with another tuple of a listing). A value the serializer
+        refuses is named with its thread, namespace and checkpoint."""
         try:
-            return self._tuple(run, state, metadata, late, cache=cache)
+            return self._tuple(run, state, metadata, late)
         except RefusedValueError as exc:
             raise RefusedValueError(
                 f"thread {run.thread_id!r}, namespace {run.ns!r}, checkpoint {state.checkpoint_id!r}: {exc}"
@@ -84,10 +74,8 @@ class Values:
         state: ThreadState,
         metadata: Blob,
         late: list[Write] | None,
-        *,
-        cache: dict[int, tuple[Blob, Any]] | None,
     ) -> CheckpointTuple:
-        values = {ch: self.value(chunks, cache) for ch, chunks in state.values.items()}
+        values = {ch: self.value(chunks) for ch, chunks in state.values.items()}
         checkpoint: dict[str, Any] = {
             "v": state.v,
             "id": state.checkpoint_id,

@@ -4,7 +4,8 @@ writes of a task; both retry against what another writer appended meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -15,6 +16,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     get_serializable_checkpoint_metadata,
 )
+from pydantic import BaseModel
 
 from ..errors import ConflictError, OffsetOutOfRangeError, RunReplacedError, UnknownRunError
 from ._events import (
@@ -39,12 +41,40 @@ CONFLICT_RETRIES = 8
 _NONE = object()
 
 
-def same_items(saved: list[Any], value: list[Any]) -> bool:
-    """Whether `value` starts with the items of `saved`, equal in type and value."""
+def same_items(saved: list[Any], value: list[Any], dumps: Callable[[Any], tuple[str, bytes]]) -> bool:
+    """Whether `value` starts with the items of `saved`, each the same as stored: equal in type
+    and value at every depth (`1` and `True`, `Decimal("1.0")` and `Decimal("1.00")` differ), a
+    leaf of another kind compared as `dumps` (the serializer) writes it."""
     try:
-        return all(type(a) is type(b) and bool(a == b) for a, b in zip(saved, value, strict=False))
+        return all(_same(a, b, dumps, 0) for a, b in zip(saved, value, strict=False))
     except Exception:  # noqa: BLE001 - an item that cannot be compared (an array, say) counts as changed
         return False
+
+
+_PLAIN = frozenset({str, int, bool, bytes, type(None)})
+_DEPTH_MAX = 64
+
+
+def _same(a: Any, b: Any, dumps: Callable[[Any], tuple[str, bytes]], depth: int) -> bool:
+    t = type(a)
+    if t is not type(b) or depth > _DEPTH_MAX:
+        return False
+    if t in _PLAIN:
+        return bool(a == b)
+    if t is float:
+        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
+    if t is dict:
+        return a.keys() == b.keys() and all(
+            type(k) is type(k2) and _same(a[k], b[k2], dumps, depth + 1) for k, k2 in zip(a, b, strict=True)
+        )
+    if t is list or t is tuple:
+        return len(a) == len(b) and all(_same(x, y, dumps, depth + 1) for x, y in zip(a, b, strict=True))
+    fields = getattr(a, "__dict__", None)
+    if isinstance(a, BaseModel) and isinstance(fields, dict):  # a message: its fields, at every depth
+        return _same(fields, b.__dict__, dumps, depth + 1) and _same(
+            a.__pydantic_extra__ or {}, b.__pydantic_extra__ or {}, dumps, depth + 1
+        )
+    return bool(a == b) and dumps(a) == dumps(b)  # a Decimal, a datetime, ...: as it would be stored
 
 
 def next_version(current: Version | None) -> Version:
@@ -195,7 +225,11 @@ class Writer(Part):
                 chunks[ch] = [self.values.blob(value)]
                 continue
             before = None if fork else self.saved_list(run, state, ch)
-            if before is not None and len(before) <= len(value) and same_items(before, value):
+            if (
+                before is not None
+                and len(before) <= len(value)
+                and same_items(before, value, self.values.serde.dumps_typed)
+            ):
                 tails[ch] = tail = self.values.blob(value[len(before) :])
                 lists[ch] = [*before, *self.values.load(tail)]  # the saver's own copies, decoded
             else:

@@ -1,0 +1,182 @@
+"""What EventLogSaver gives a graph is the graph's own, and what it keeps reads and runs on as on
+InMemorySaver: no object shared between two snapshots of a history; an edit made in place saved
+whatever it changes, at any depth; a prune that keeps what a `DeltaChannel` is rebuilt from; a
+thread moved back to LangGraph's own savers that runs on there.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance", reason="pip install 'eventlog[test]' (langgraph extras)")
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Overwrite, interrupt
+from typing_extensions import TypedDict
+
+import eventlog
+from eventlog.langgraph import EventLogSaver, copy_threads
+
+
+@pytest.fixture
+def saver(open_log: Callable[..., eventlog.EventLog]) -> EventLogSaver:
+    return EventLogSaver(open_log())
+
+
+def same_on_both(story: Callable[[Any], Any], saver: EventLogSaver) -> Any:
+    expected = story(InMemorySaver())
+    assert story(saver) == expected
+    return expected
+
+
+class Notes(TypedDict, total=False):
+    messages: Annotated[list, add_messages]
+    notes: Annotated[list, operator.add]
+    ledger: Annotated[list, operator.add]
+
+
+def two_steps(saver: Any) -> Any:
+    g = StateGraph(Notes)
+    g.add_node("a", lambda s: {"messages": [AIMessage(content="answer", id="a1")], "notes": [{"by": "a"}]})
+    g.add_node("b", lambda s: {"notes": [{"by": "b"}]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g.compile(checkpointer=saver)
+
+
+CONFIG: Any = {"configurable": {"thread_id": "t"}}
+
+
+def test_no_two_snapshots_of_a_history_share_an_object(saver: EventLogSaver) -> None:
+    def story(saver: Any) -> Any:
+        graph = two_steps(saver)
+        graph.invoke({"messages": [HumanMessage(content="question", id="h1")], "notes": []}, CONFIG)
+        snaps = list(graph.get_state_history(CONFIG))  # newest first: after b, after a, the input
+        snaps[1].values["messages"][0].content = "edited in one snapshot"
+        snaps[1].values["notes"][0]["by"] = "edited too"
+        untouched = (snaps[2].values["messages"][0].content, snaps[0].values["notes"][0]["by"])
+        fork = graph.update_state(snaps[2].config, {"messages": snaps[2].values["messages"]})
+        return untouched, graph.get_state(fork).values["messages"][0].content
+
+    assert same_on_both(story, saver) == (("question", "a"), "question")
+
+
+def refund_graph(saver: Any) -> Any:
+    def agent(state: Notes) -> dict[str, Any]:
+        call = {"name": "refund", "args": {"amount": 1, "notify": 1, "rate": 0.0}, "id": "c1"}
+        return {
+            "messages": [AIMessage(content="", id="ai1", tool_calls=[call])],
+            "ledger": [{"amount": Decimal("1.0")}],
+        }
+
+    g = StateGraph(Notes)
+    g.add_node("agent", agent)
+    g.add_edge(START, "agent")
+    g.add_edge("agent", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_an_edit_in_place_to_an_equal_value_of_another_kind_is_saved(saver: EventLogSaver) -> None:
+    """`1` to `True`, `0.0` to `-0.0`, `Decimal("1.0")` to `Decimal("1.00")`: equal under `==`,
+    another value as stored."""
+
+    def story(saver: Any) -> Any:
+        graph = refund_graph(saver)
+        graph.invoke({"messages": [HumanMessage(content="refund me", id="h1")], "ledger": []}, CONFIG)
+        values = graph.get_state(CONFIG).values
+        messages, ledger = values["messages"], values["ledger"]
+        messages[1].tool_calls[0]["args"].update(notify=True, rate=-0.0)
+        ledger[0]["amount"] = Decimal("1.00")
+        graph.update_state(CONFIG, {"messages": messages[1:], "ledger": Overwrite([*ledger, {"amount": Decimal("2")}])})
+        after = graph.get_state(CONFIG).values
+        args = after["messages"][1].tool_calls[0]["args"]
+        return repr(args), str(args["rate"]), repr(after["ledger"])
+
+    assert same_on_both(story, saver) == (
+        "{'amount': 1, 'notify': True, 'rate': -0.0}", "-0.0", "[{'amount': Decimal('1.00')}, {'amount': Decimal('2')}]"
+    )  # fmt: skip
+
+
+def extend(state: list[Any], writes: list[Any]) -> list[Any]:
+    out = list(state)
+    for w in writes:
+        out.extend(w)
+    return out
+
+
+@pytest.mark.parametrize("every", [1000, 2])
+def test_a_prune_keeps_what_a_delta_channel_is_rebuilt_from(saver: EventLogSaver, every: int) -> None:
+    """`every`: how often the channel snapshots its value (never in this thread, or every two
+    updates). A prune keeps the latest checkpoint's value whole, and still prunes what it can."""
+
+    # a class would not see `every`: its annotations are read later, at module level
+    items = TypedDict("items", {"items": Annotated[list, DeltaChannel(extend, snapshot_frequency=every)]})  # noqa: UP013
+    g = StateGraph(items)
+    g.add_node("step", lambda s: {"items": ["from the node"]})
+    g.add_edge(START, "step")
+    g.add_edge("step", END)
+    graph = g.compile(checkpointer=saver)
+    for i in range(6):
+        graph.invoke({"items": [f"turn {i}"]}, CONFIG)
+    before = graph.get_state(CONFIG).values
+    assert len(before["items"]) == 12
+    saver.prune(["t"], strategy="keep_latest")
+    assert graph.get_state(CONFIG).values == before
+    graph.invoke({"items": ["turn 6"]}, CONFIG)
+    assert graph.get_state(CONFIG).values["items"] == [*before["items"], "turn 6", "from the node"]
+    if every == 2:
+        assert saver.log.run_info("t").base > 0  # it pruned back to a snapshot of the channel
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def review_graph(saver: Any) -> Any:
+    def review(state: Chat) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"reviewed: {interrupt('ok?')}")]}
+
+    g = StateGraph(Chat)
+    g.add_node("draft", lambda s: {"messages": [AIMessage(content="draft")]})
+    g.add_node("review", review)
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "review")
+    g.add_edge("review", END)
+    return g.compile(checkpointer=saver)
+
+
+def targets(tmp_path: Path) -> list[Any]:
+    out: list[Any] = [InMemorySaver()]
+    try:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:
+        return out
+    sq = SqliteSaver(sqlite3.connect(tmp_path / "back.sqlite", check_same_thread=False))
+    sq.setup()
+    return [*out, sq]
+
+
+def test_a_thread_moved_to_langgraphs_own_savers_runs_on_there(saver: EventLogSaver, tmp_path: Path) -> None:
+    graph = review_graph(saver)
+    graph.invoke({"messages": [HumanMessage(content="q1")]}, CONFIG)  # waits in review
+    for target in targets(tmp_path):
+        copy_threads(saver, target, ["t"])
+        there = review_graph(target)
+        assert there.get_state(CONFIG).next == ("review",)
+        out = there.invoke(Command(resume="yes"), CONFIG)
+        assert [m.content for m in out["messages"]] == ["q1", "draft", "reviewed: yes"]
+        out = there.invoke({"messages": [HumanMessage(content="q2")]}, CONFIG)
+        assert [m.content for m in out["messages"]][-2:] == ["q2", "draft"]
