@@ -57,9 +57,9 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     `log` is any open log (LMDB, `:memory:`, PostgreSQL); the saver does not close it
     (`from_path` does). The sync methods and their async twins (`aget_tuple`, `alist`,
     `aput`, ...) serve `graph.invoke` and `await graph.ainvoke` alike; the async ones run
-    the sync core in a worker thread, so an fsync never blocks the event loop. Safe to
-    share between threads: the log is used from `workers` threads of the saver's own (a
-    PostgreSQL log then holds that many connections). `cache_size` bounds how many runs keep
+    the sync core in one of `workers` threads of the saver's own, so an fsync never blocks
+    the event loop. Safe to share between threads: a sync call runs in its caller's thread
+    (a PostgreSQL log's pool bounds its connections). `cache_size` bounds how many runs keep
     their folded state in memory.
 
     Values are read with `SafeSerializer()` unless `serde` is given: stored bytes construct only
@@ -121,7 +121,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint the config names, or the thread's latest; None if there is none."""
-        return self._workers.call(self._ops().read.get_tuple, config)
+        return self._ops().read.get_tuple(config)
 
     aget_tuple = async_twin(get_tuple)
     """Async `get_tuple`."""
@@ -137,7 +137,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         """Checkpoints newest first (by checkpoint id), across namespaces when the config names
         none and across threads without a config; `filter` keeps those whose metadata has each
         key equal, `before` those older than its checkpoint id, `limit` the first so many."""
-        yield from self._workers.call(self._ops().read.list_tuples, config, filter=filter, before=before, limit=limit)
+        yield from self._ops().read.list_tuples(config, filter=filter, before=before, limit=limit)
 
     alist = async_iter_twin(list)
     """Async `list`."""
@@ -154,7 +154,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         parent = config["configurable"].get("checkpoint_id")
         if parent is not None and getattr(self._caller, "alone", None) == parent:
             self._caller.sequential = True  # it puts after its own writes: waiting would gain nothing
-        return self._workers.call(self._ops().write.put, config, checkpoint, metadata, new_versions)
+        return self._ops().write.put(config, checkpoint, metadata, new_versions)
 
     aput = async_twin(put)
     """Async `put`."""
@@ -185,14 +185,14 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                     raise waiting.error
                 return
             self._caller.alone = waiting.checkpoint_id
-        self._workers.call(ops.write.put_writes, config, writes, task_id, task_path)
+        ops.write.put_writes(config, writes, task_id, task_path)
 
     aput_writes = async_twin(put_writes)
     """Async `put_writes`."""
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread, in every namespace."""
-        self._workers.call(self._ops().admin.delete_thread, thread_id)
+        self._ops().admin.delete_thread(thread_id)
 
     adelete_thread = async_twin(delete_thread)
     """Async `delete_thread`."""
@@ -204,7 +204,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         run of its own first, so that a crash leaves the old or the new one whole); a checkpoint
         whose parent is deleted is then stored whole.
         """
-        self._workers.call(self._ops().admin.delete_for_runs, run_ids)
+        self._ops().admin.delete_for_runs(run_ids)
 
     adelete_for_runs = async_twin(delete_for_runs)
     """Async `delete_for_runs`."""
@@ -215,7 +215,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         The copy stands alone: deleting the source afterwards leaves it whole. A target thread
         that holds checkpoints already is refused with LangGraphThreadError.
         """
-        self._workers.call(self._ops().admin.copy_thread, source_thread_id, target_thread_id)
+        self._ops().admin.copy_thread(source_thread_id, target_thread_id)
 
     acopy_thread = async_twin(copy_thread)
     """Async `copy_thread`."""
@@ -223,7 +223,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """`keep_latest`: keep each namespace's latest checkpoint and its pending writes, drop the
         rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads."""
-        self._workers.call(self._ops().admin.prune, thread_ids, strategy=strategy)
+        self._ops().admin.prune(thread_ids, strategy=strategy)
 
     aprune = async_twin(prune)
     """Async `prune`."""
@@ -239,7 +239,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of `DeltaChannel`s along the checkpoint's parents (LangGraph's walk)."""
         walk = super().get_delta_channel_history
-        return self._workers.call(lambda: walk(config=config, channels=channels))
+        return walk(config=config, channels=channels)
 
     aget_delta_channel_history = async_twin(get_delta_channel_history)
     """Async `get_delta_channel_history`."""

@@ -1,6 +1,6 @@
-"""The saver's threads, and its async face: every method runs in one of the saver's worker
-threads, and each async twin (`aget_tuple`, `alist`, `aput`, ...) is its sync method run in a
-worker while the event loop awaits it, so that an fsync never blocks the loop.
+"""The saver's async face: each async twin (`aget_tuple`, `alist`, `aput`, ...) is its sync
+method run in one of the saver's worker threads while the event loop awaits it, so that an
+fsync never blocks the loop. Sync methods run in their caller's thread.
 """
 
 from __future__ import annotations
@@ -18,21 +18,12 @@ _T = TypeVar("_T")
 
 
 class Workers:
-    """A pool of threads that the log is used from, however many threads call the saver.
-
-    A store that keeps a connection per thread (PostgreSQL) then keeps as many as the pool
-    has threads.
-    """
+    """A pool of threads that the async twins run the sync core in, so that the event loop never
+    waits on the log (an fsync, a round trip); sync calls run in their caller's thread."""
 
     def __init__(self, workers: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eventlog-saver")
         self._local = threading.local()
-
-    def call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """Run `fn` in a worker thread (at once when already in one) and return its result."""
-        if self.inside():
-            return fn(*args, **kwargs)
-        return self._pool.submit(self._work, fn, args, kwargs).result()
 
     def inside(self) -> bool:
         """Whether the calling thread is one of the pool's."""

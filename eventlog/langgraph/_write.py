@@ -4,10 +4,10 @@ writes of a task; both retry against what another writer appended meanwhile.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -42,39 +42,41 @@ _NONE = object()
 
 
 def same_items(saved: list[Any], value: list[Any], dumps: Callable[[Any], tuple[str, bytes]]) -> bool:
-    """Whether `value` starts with the items of `saved`, each the same as stored: equal in type
-    and value at every depth (`1` and `True`, `Decimal("1.0")` and `Decimal("1.00")` differ), a
-    leaf of another kind compared as `dumps` (the serializer) writes it."""
+    """Whether `value` starts with the items of `saved`, each the same as stored: of one type and
+    written alike (`_written`), so that `1` and `True`, `Decimal("1.0")` and `Decimal("1.00")`,
+    equal under `==`, differ at any depth."""
     try:
-        return all(_same(a, b, dumps, 0) for a, b in zip(saved, value, strict=False))
-    except Exception:  # noqa: BLE001 - an item that cannot be compared (an array, say) counts as changed
+        return all(
+            type(a) is type(b) and _written(a, dumps) == _written(b, dumps) for a, b in zip(saved, value, strict=False)
+        )
+    except Exception:  # noqa: BLE001 - an item that cannot be written (an array, say) counts as changed
         return False
 
 
-_PLAIN = frozenset({str, int, bool, bytes, type(None)})
-_DEPTH_MAX = 64
+_ENCODE = msgspec.msgpack.Encoder().encode
 
 
-def _same(a: Any, b: Any, dumps: Callable[[Any], tuple[str, bytes]], depth: int) -> bool:
-    t = type(a)
-    if t is not type(b) or depth > _DEPTH_MAX:
-        return False
-    if t in _PLAIN:
-        return bool(a == b)
-    if t is float:
-        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
-    if t is dict:
-        return a.keys() == b.keys() and all(
-            type(k) is type(k2) and _same(a[k], b[k2], dumps, depth + 1) for k, k2 in zip(a, b, strict=True)
-        )
-    if t is list or t is tuple:
-        return len(a) == len(b) and all(_same(x, y, dumps, depth + 1) for x, y in zip(a, b, strict=True))
-    fields = getattr(a, "__dict__", None)
-    if isinstance(a, BaseModel) and isinstance(fields, dict):  # a message: its fields, at every depth
-        return _same(fields, b.__dict__, dumps, depth + 1) and _same(
-            a.__pydantic_extra__ or {}, b.__pydantic_extra__ or {}, dumps, depth + 1
-        )
-    return bool(a == b) and dumps(a) == dumps(b)  # a Decimal, a datetime, ...: as it would be stored
+_MODELS: dict[type, bool] = {}
+
+
+def _model(kind: type) -> bool:
+    """Whether items of `kind` are pydantic models (a message): kept per type, as `isinstance`
+    with pydantic's metaclass costs more than the rest of the comparison."""
+    known = _MODELS.get(kind)
+    if known is None:
+        known = _MODELS[kind] = issubclass(kind, BaseModel)
+    return known
+
+
+def _written(item: Any, dumps: Callable[[Any], tuple[str, bytes]]) -> bytes:
+    """An item as bytes that tell its values' types apart: msgpack of its fields (a message's) or
+    of itself, which keeps `1`, `True` and `1.0`, a Decimal's digits and a zero's sign apart; an
+    item holding a value msgpack does not write, as the serializer writes it."""
+    fields = (item.__dict__, item.__pydantic_extra__) if _model(type(item)) else item
+    try:
+        return _ENCODE(fields)
+    except (TypeError, ValueError, OverflowError):
+        return dumps(item)[1]
 
 
 def next_version(current: Version | None) -> Version:
