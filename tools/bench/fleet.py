@@ -9,7 +9,9 @@ last process's end. Side by side, in one run: `EventLogSaver` on an LMDB directo
 (durability `sync`, fsync per commit) and LangGraph's `SqliteSaver` on one SQLite file (WAL,
 `synchronous=FULL`), and, with `EVENTLOG_BENCH_PG_DSN` set, `EventLogSaver` on a PostgreSQL
 schema and `PostgresSaver` on another schema of the same server (both dropped after), each at
-N = 1, 4 and 8 (`EVENTLOG_BENCH_FLEET_N`, comma-separated).
+N = 1, 4 and 8 (`EVENTLOG_BENCH_FLEET_N`, comma-separated). Beside the rates: each side's
+client CPU and voluntary context switches per turn (every thread of a process: waits on a
+lock, another thread or a socket).
 """
 
 from __future__ import annotations
@@ -106,26 +108,37 @@ def worker(system: str, where: str, k: int, turns: int, barrier: Any, out: Any) 
             {"messages": [HumanMessage(content="hello", id="w1")]}, {"configurable": {"thread_id": f"warm-{k}"}}
         )
         barrier.wait()
-        t0, c0 = time.monotonic(), time.process_time()
+        t0, c0, w0 = time.monotonic(), time.process_time(), _waits()
         config = {"configurable": {"thread_id": f"fleet-{k}"}}
         for i, text in enumerate(users):
             graph.invoke({"messages": [HumanMessage(content=text, id=f"u{i + 1}")]}, config)
-        t1, cpu = time.monotonic(), (time.process_time() - c0) / turns * 1000
+        t1, cpu, waits = time.monotonic(), (time.process_time() - c0) / turns * 1000, (_waits() - w0) / turns
         n = len(graph.get_state(config).values["messages"])
         if n != 2 * turns:
             raise AssertionError(f"{system}: thread fleet-{k} holds {n} messages, not {2 * turns}")
-        out.put((k, t0, t1, cpu, None))
+        out.put((k, t0, t1, cpu, waits, None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        out.put((k, 0.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}"))
+        out.put((k, 0.0, 0.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}"))
         barrier.abort()
     finally:
         for close in closers:
             close()
 
 
-def fleet(system: str, where: str, n: int, turns: int) -> tuple[float, float]:
-    """Turns per second of `n` processes of `system` over the store at `where`, and the median
-    process's CPU per turn in ms (all its threads, `time.process_time`; not the server's)."""
+def _waits() -> int:
+    """The process's voluntary context switches so far, all its threads (a thread that waits on
+    another, a lock or a socket), where the platform counts them."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on this platform
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
+def fleet(system: str, where: str, n: int, turns: int) -> tuple[float, float, float]:
+    """Turns per second of `n` processes of `system` over the store at `where`, the median
+    process's CPU per turn in ms (all its threads, `time.process_time`; not the server's) and
+    its voluntary context switches per turn."""
     _prepare(system, where)
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(n)
@@ -136,11 +149,11 @@ def fleet(system: str, where: str, n: int, turns: int) -> tuple[float, float]:
     results = [out.get(timeout=900) for _ in procs]
     for p in procs:
         p.join()
-    errors = [r[4] for r in results if r[4]]
+    errors = [r[5] for r in results if r[5]]
     if errors:
         raise RuntimeError(f"{system} with {n} processes: {errors[0]}")
     start, end = min(r[1] for r in results), max(r[2] for r in results)
-    return n * turns / (end - start), statistics.median(r[3] for r in results)
+    return n * turns / (end - start), statistics.median(r[3] for r in results), statistics.median(r[4] for r in results)
 
 
 def _pg_where(dsn: str, system: str, n: int) -> str:
@@ -169,6 +182,7 @@ def run(ctx: Context) -> SuiteResult:
         pairs.append(PAIRS[1])
     table: dict[str, dict[int, float]] = {}
     cpu: dict[str, dict[int, float]] = {}
+    waits: dict[str, dict[int, float]] = {}
     for pair in pairs:
         for n in counts:
             for system in pair:
@@ -177,15 +191,16 @@ def run(ctx: Context) -> SuiteResult:
                     assert dsn is not None
                     where = _pg_where(dsn, system, n)
                     try:
-                        rate, per_turn = fleet(system, where, n, turns)
+                        rate, per_turn, switches = fleet(system, where, n, turns)
                     finally:
                         lg._pg_drop(dsn, where.split("#")[1])
                 else:
                     where = ctx.path(f"{system}-{n}")
                     os.makedirs(where, exist_ok=True)
-                    rate, per_turn = fleet(system, where, n, turns)
+                    rate, per_turn, switches = fleet(system, where, n, turns)
                 table.setdefault(system, {})[n] = rate
                 cpu.setdefault(system, {})[n] = per_turn
+                waits.setdefault(system, {})[n] = switches
         ours, theirs = pair
         for n in counts:
             a, b = table[ours][n], table[theirs][n]
@@ -195,6 +210,10 @@ def run(ctx: Context) -> SuiteResult:
                 _LABELS[ours], f"  {n} processes, client CPU per turn", cpu[ours][n], "ms",
                 ratio=cpu[theirs][n] / cpu[ours][n], note=f"{_LABELS[theirs]}: {cpu[theirs][n]:.2f} ms; ratio: theirs ÷ ours",
             )  # fmt: skip
+            res.row(
+                _LABELS[ours], f"  {n} processes, context switches per turn", waits[ours][n], "",
+                note=f"{_LABELS[theirs]}: {waits[theirs][n]:.1f} (voluntary, every thread of the process)",
+            )  # fmt: skip
             needs = ours == "eventlog-pg" or n in (1, 4)
             if needs:
                 res.target(f"{_LABELS[ours]} ÷ {_LABELS[theirs]}, {n} processes", a / b, 1.0, ">=", "x")
@@ -202,6 +221,7 @@ def run(ctx: Context) -> SuiteResult:
     res.metrics["processes"] = counts
     res.metrics["turns_per_s"] = {s: {str(n): r for n, r in by.items()} for s, by in table.items()}
     res.metrics["client_cpu_ms_per_turn"] = {s: {str(n): c for n, c in by.items()} for s, by in cpu.items()}
+    res.metrics["context_switches_per_turn"] = {s: {str(n): c for n, c in by.items()} for s, by in waits.items()}
     print(markdown(table, cpu, counts, pairs, turns), flush=True)
     return res
 
