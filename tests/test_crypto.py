@@ -352,11 +352,14 @@ def test_a_parent_made_again_below_its_forks_number_is_refused(
     child = [(e.offset, e.event) for e in log.read("child")]
     _remove_rows(log, "a")
     _set_run_numbers_back(log, 0)
-    with pytest.raises(eventlog.errors.CorruptRecordError, match="counter was set back"):
+    if log.store.dense:  # numbers only grow there: no run is given one at or below the fork's
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="counter was set back"):
+            log.append("a", UserMessage(content="a made again"))
+        assert "a" not in log.runs()
+    else:  # PostgreSQL's writers take numbers side by side: a number no row holds is given
         log.append("a", UserMessage(content="a made again"))
-    assert "a" not in log.runs()
-    with pytest.raises(eventlog.errors.CorruptRecordError):  # its parent is gone, and never another
-        list(log.read("child"))
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="forks from 'a'"):
+        list(log.read("child"))  # its parent is gone, and never another one read for it
     assert child  # what it read before
 
 
