@@ -1,5 +1,6 @@
 """A write decided on one life of a run never lands in the next, through the writers above the
-core: a run writer, the conversation loop, the Agents SDK's run checkpointer, a WayFlow rewind.
+core: the conversation loop (its restore, its approvals), the Agents SDK's run checkpointer, a
+WayFlow rewind.
 
 Each test deletes the run and makes it again (to the same head where that matters) exactly
 between a read and the write decided on it: a log calls its clock as each write is prepared,
@@ -8,10 +9,8 @@ before its transaction, and `Between` runs the other writer's work at the call i
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,6 @@ import eventlog
 from eventlog.agent.conversation import Agent
 from eventlog.agent.events import LLMCallCompleted, LLMCallStarted, Message, ToolCall, TurnStarted, UserMessage
 from eventlog.errors import RunReplacedError
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 class Between:
