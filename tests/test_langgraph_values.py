@@ -6,7 +6,9 @@ thread moved back to LangGraph's own savers that runs on there.
 
 from __future__ import annotations
 
+import datetime
 import operator
+import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -106,6 +108,43 @@ def test_an_edit_in_place_to_an_equal_value_of_another_kind_is_saved(saver: Even
     assert same_on_both(story, saver) == (
         "{'amount': 1, 'notify': True, 'rate': -0.0}", "-0.0", "[{'amount': Decimal('1.00')}, {'amount': Decimal('2')}]"
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ([1, 2], {1, 2}),
+        ([1, 2], frozenset({1, 2})),
+        ("12345678-1234-5678-1234-567812345678", uuid.UUID("12345678-1234-5678-1234-567812345678")),
+        ("1.50", Decimal("1.50")),
+        ("2024-01-01T12:00:00", datetime.datetime(2024, 1, 1, 12)),
+        (
+            datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.UTC),
+            datetime.datetime(2024, 1, 1, 14, tzinfo=datetime.timezone(datetime.timedelta(hours=2))),
+        ),
+    ],
+    ids=["set", "frozenset", "uuid", "decimal", "datetime", "offset"],
+)
+def test_an_edit_in_place_to_a_value_of_another_kind_written_alike_is_saved(
+    saver: EventLogSaver, before: Any, after: Any
+) -> None:
+    """A nested value changed to one that msgpack would write alike (a set for a list, a UUID
+    for its text, another offset of one instant): the saver's comparison still tells them apart."""
+
+    def story(saver: Any) -> Any:
+        g = StateGraph(Notes)
+        g.add_node("a", lambda s: {"notes": [{"k": before}]})
+        g.add_edge(START, "a")
+        g.add_edge("a", END)
+        graph = g.compile(checkpointer=saver)
+        graph.invoke({"notes": []}, CONFIG)
+        notes = graph.get_state(CONFIG).values["notes"]
+        notes[0]["k"] = after
+        graph.update_state(CONFIG, {"notes": Overwrite([*notes, {"k": 0}])})
+        got = graph.get_state(CONFIG).values["notes"][0]["k"]
+        return type(got).__name__, repr(got)
+
+    assert same_on_both(story, saver) == (type(after).__name__, repr(after))
 
 
 def extend(state: list[Any], writes: list[Any]) -> list[Any]:

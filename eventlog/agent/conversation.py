@@ -47,6 +47,8 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from ..errors import EventLogError, InvalidEventError, RecordTooLargeError, RunReplacedError
 from ..log import EventLog
 from ..record.kinds import Event
@@ -251,8 +253,8 @@ class Conversation:
 
     @property
     def messages(self) -> list[Message]:
-        """The conversation's messages: user, assistant and tool, in order."""
-        return list(self._rec.state.messages)
+        """A copy of the conversation's messages: user, assistant and tool, in order."""
+        return _copies(self._rec.state.messages)
 
     @property
     def turn(self) -> int:
@@ -341,7 +343,7 @@ class Conversation:
     def _status(self) -> TurnResult:
         """The last turn's end, as `send` returned it."""
         last = next((m for m in reversed(self._rec.state.messages) if m.role == "assistant"), None)
-        return TurnResult("answered", self.turn, self.offset, message=last)
+        return TurnResult("answered", self.turn, self.offset, message=None if last is None else _copies([last])[0])
 
     def resume(self, value: Any, *, metadata: Mapping[str, Any] | None = None) -> TurnResult:
         """Answer the pending approval (a true value runs the tool, a false one declines it) and go on."""
@@ -389,7 +391,7 @@ class Conversation:
     def _llm(self, turn: int) -> Message:
         agent = self.agent
         call_id = agent.ids()
-        prompt = list(self._rec.state.messages)
+        prompt = _copies(self._rec.state.messages)  # the LLM's own: what it does to them stays there
         self._append([LLMCallStarted(call_id=call_id, model=agent.model, context_messages=len(prompt))])
         t0 = agent.clock()
         try:
@@ -474,3 +476,11 @@ class Conversation:
             )
             raise TurnFailedError(self.conversation_id, turn, offset, f"tool {call.name!r}", exc) from exc
         return None
+
+
+_MESSAGES = msgspec.msgpack.Decoder(list[Message])
+
+
+def _copies(messages: list[Message]) -> list[Message]:
+    """Copies of messages of the writer's state, sharing no object with it (a msgspec round trip)."""
+    return _MESSAGES.decode(msgspec.msgpack.encode(messages))

@@ -49,6 +49,9 @@ class Append(msgspec.Struct, frozen=True):
 
     run_id: str
     event_bytes: tuple[bytes, ...]
+    events: tuple[Any, ...]
+    """The events as their bytes read back: the log's own copies, which a run writer folds (what
+    the caller does to its objects after the append never reaches a state or a snapshot)."""
     meta: bytes
     ids: tuple[str | None, ...]
     """The caller's id of each event, None where the log gives one."""
@@ -195,8 +198,9 @@ class GroupCommit:
                     check_id("event_id", event_id)
         codec = self._codec
         meta_bytes = codec.encode_meta(meta)
-        encode = codec.encode_event
-        event_bytes = tuple([encode(e) for e in events])
+        encode = codec.encode_event_read
+        encoded = [encode(e) for e in events]
+        event_bytes, copies = tuple([e[0] for e in encoded]), tuple([e[1] for e in encoded])
         # An entry is its event and meta plus at most 5 bytes of array header and nil
         # placeholders before its position, time and id are known (checked again then).
         room = codec.record_size_bytes_max - 5 - len(meta_bytes)
@@ -205,7 +209,7 @@ class GroupCommit:
                 codec.check_entry_size(type(event).__name__, meta_bytes, data)
         stamp = self.now() if time_ns is None else check_time_ns("time_ns", time_ns)
         given = ids.count(None) != len(ids)  # some ids are the caller's
-        return Append(run_id, event_bytes, meta_bytes, ids, given, stamp, expected_offset, expected_number)
+        return Append(run_id, event_bytes, copies, meta_bytes, ids, given, stamp, expected_offset, expected_number)
 
     # -- group commit ----------------------------------------------------------------------
 

@@ -4,10 +4,9 @@ writes of a task; both retry against what another writer appended meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -41,42 +40,29 @@ CONFLICT_RETRIES = 8
 _NONE = object()
 
 
-def same_items(saved: list[Any], value: list[Any], dumps: Callable[[Any], tuple[str, bytes]]) -> bool:
+def same_items(saved: list[Any], value: list[Any]) -> bool:
     """Whether `value` starts with the items of `saved`, each the same as stored: of one type and
-    written alike (`_written`), so that `1` and `True`, `Decimal("1.0")` and `Decimal("1.00")`,
-    equal under `==`, differ at any depth."""
+    written alike at every depth (`_written`), so that values equal under `==` but of other kinds
+    or forms (`1` and `True`, `Decimal("1.0")` and `Decimal("1.00")`, a list and a set, a str
+    and a UUID, two offsets of one instant) differ."""
     try:
-        return all(
-            type(a) is type(b) and _written(a, dumps) == _written(b, dumps) for a, b in zip(saved, value, strict=False)
-        )
-    except Exception:  # noqa: BLE001 - an item that cannot be written (an array, say) counts as changed
+        return all(type(a) is type(b) and _written(a) == _written(b) for a, b in zip(saved, value, strict=False))
+    except Exception:  # noqa: BLE001 - an item that cannot be written counts as changed
         return False
-
-
-_ENCODE = msgspec.msgpack.Encoder().encode
 
 
 _MODELS: dict[type, bool] = {}
 
 
-def _model(kind: type) -> bool:
-    """Whether items of `kind` are pydantic models (a message): kept per type, as `isinstance`
-    with pydantic's metaclass costs more than the rest of the comparison."""
-    known = _MODELS.get(kind)
-    if known is None:
-        known = _MODELS[kind] = issubclass(kind, BaseModel)
-    return known
-
-
-def _written(item: Any, dumps: Callable[[Any], tuple[str, bytes]]) -> bytes:
-    """An item as bytes that tell its values' types apart: msgpack of its fields (a message's) or
-    of itself, which keeps `1`, `True` and `1.0`, a Decimal's digits and a zero's sign apart; an
-    item holding a value msgpack does not write, as the serializer writes it."""
-    fields = (item.__dict__, item.__pydantic_extra__) if _model(type(item)) else item
-    try:
-        return _ENCODE(fields)
-    except (TypeError, ValueError, OverflowError):
-        return dumps(item)[1]
+def _written(item: Any) -> str:
+    """An item as a text that tells its values' kinds and forms apart at every depth: the `repr`
+    of a message's fields, or of the item (a value of a kind whose `repr` shows no value, an
+    object at an address, then counts as changed: stored whole again, never lost)."""
+    kind = type(item)
+    model = _MODELS.get(kind)
+    if model is None:  # `isinstance` with pydantic's metaclass costs more than the rest: once per type
+        model = _MODELS[kind] = issubclass(kind, BaseModel)
+    return repr((item.__dict__, item.__pydantic_extra__) if model else item)
 
 
 def next_version(current: Version | None) -> Version:
@@ -227,11 +213,7 @@ class Writer(Part):
                 chunks[ch] = [self.values.blob(value)]
                 continue
             before = None if fork else self.saved_list(run, state, ch)
-            if (
-                before is not None
-                and len(before) <= len(value)
-                and same_items(before, value, self.values.serde.dumps_typed)
-            ):
+            if before is not None and len(before) <= len(value) and same_items(before, value):
                 tails[ch] = tail = self.values.blob(value[len(before) :])
                 lists[ch] = [*before, *self.values.load(tail)]  # the saver's own copies, decoded
             else:

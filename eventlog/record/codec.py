@@ -209,7 +209,12 @@ class Codec:
             )
 
     def encode_event(self, event: object) -> bytes:
-        """The msgpack bytes of a registered event that reads back equal; else InvalidEventError.
+        """The msgpack bytes of a registered event that reads back equal; else InvalidEventError."""
+        return self.encode_event_read(event)[0]
+
+    def encode_event_read(self, event: object) -> tuple[bytes, Any]:
+        """`encode_event`'s bytes and the event they read back as: the log's own copy, equal to
+        `event` and sharing none of its objects.
 
         What it costs is msgspec's: one encode, one typed decode and one compare in C (the
         nesting walk and `same` run only when the bytes or the compare say they must)."""
@@ -231,7 +236,7 @@ class Codec:
             raise InvalidEventError(f"{type(event).__name__} does not match its field types: {exc}") from None
         if back != event and not same(back, event):
             raise InvalidEventError(f"{type(event).__name__} would read back as {back!r}, not as given{_VALUES}")
-        return data
+        return data, back
 
     def encode_meta(self, meta: object) -> bytes:
         """The msgpack bytes of an entry's meta (None or a dict with string keys) that reads back equal."""

@@ -87,7 +87,9 @@ class RunWriter(Generic[S]):
         self.offset = 0
         """Offset of the last event appended (the run's head, as this writer knows it)."""
         self.state: S = reducer.initial()
-        """The run's state at `offset`."""
+        """The run's state at `offset`: the writer's own, folded from the log's copies of the
+        events (nothing the caller appended is held in it). Read it; change a copy of it only:
+        the writer's next checkpoint stores it as it is."""
         self._number: int | None = None
         self._since: Any = None  # what the policy keeps since the last checkpoint
         self._bytes_since = 0
@@ -167,7 +169,7 @@ class RunWriter(Generic[S]):
         )  # fmt: skip
         cp_meta = self._checkpoints.check_metadata(checkpoint_metadata)
         known = self._known(append.ids)
-        state, wants, since_after = self._fold(events, known)
+        state, wants, since_after = self._fold(append.events, known)  # the log's copies, not the caller's
         written_checkpoint: list[int] = []
 
         def hook(txn: Txn, rec: RunRecord, written: int, checked: bool) -> bool:
