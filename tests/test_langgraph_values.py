@@ -219,3 +219,50 @@ def test_a_thread_moved_to_langgraphs_own_savers_runs_on_there(saver: EventLogSa
         assert [m.content for m in out["messages"]] == ["q1", "draft", "reviewed: yes"]
         out = there.invoke({"messages": [HumanMessage(content="q2")]}, CONFIG)
         assert [m.content for m in out["messages"]][-2:] == ["q2", "draft"]
+
+
+@pytest.mark.parametrize("evicted", [False, True], ids=["cached", "evicted"])
+def test_a_step_a_worker_began_on_a_thread_it_made_never_lands_in_its_next_life(
+    open_log: Callable[..., eventlog.EventLog], evicted: bool
+) -> None:
+    """Worker A's first put makes the thread; during A's node, worker B deletes the thread and
+    starts it again. A's step is refused, whether A still caches the thread or let go of it."""
+    log = open_log()
+    a, b = EventLogSaver(log, cache_size=2), EventLogSaver(log)
+
+    def build(saver: Any, node: Callable[[Any], Any]) -> Any:
+        g = StateGraph(Chat)
+        g.add_node("n", node)
+        g.add_edge(START, "n")
+        g.add_edge("n", END)
+        return g.compile(checkpointer=saver)
+
+    other = build(b, lambda s: {"messages": [AIMessage(content="life 2 answer", id="a2")]})
+
+    def slow(state: Any) -> Any:
+        if evicted:  # A serves other threads meanwhile: its cache lets this one go
+            for i in range(3):
+                a.get_tuple({"configurable": {"thread_id": f"other-{i}"}})
+        b.delete_thread("t")
+        other.invoke({"messages": [HumanMessage(content="life 2", id="h2")]}, CONFIG, durability="sync")
+        return {"messages": [AIMessage(content="life 1 answer", id="a1")]}
+
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        build(a, slow).invoke({"messages": [HumanMessage(content="life 1", id="h1")]}, CONFIG, durability="sync")
+    contents = [[m.content for m in s.values.get("messages", [])] for s in other.get_state_history(CONFIG)]
+    assert not any("life 1" in c for snap in contents for c in snap), contents
+
+
+def test_a_thread_another_worker_pruned_reads_as_pruned(open_log: Callable[..., eventlog.EventLog]) -> None:
+    log = open_log()
+    a, b = EventLogSaver(log), EventLogSaver(log)
+    graph_a, graph_b = review_graph(a), review_graph(b)
+    for i in range(3):
+        graph_a.invoke({"messages": [HumanMessage(content=f"q{i}")]}, CONFIG)
+        graph_a.invoke(Command(resume="yes"), CONFIG)
+    history = list(graph_a.get_state_history(CONFIG))
+    b.prune(["t"], strategy="keep_latest")
+    after = list(graph_a.get_state_history(CONFIG))  # A's cache of the thread is older than the prune
+    assert len(after) == len(list(graph_b.get_state_history(CONFIG))) < len(history)
+    assert a.get_tuple(history[-1].config) is None  # a pruned checkpoint: gone, as on B
+    graph_a.invoke({"messages": [HumanMessage(content="on")]}, CONFIG)

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 
-from ..errors import ConflictError, UnknownRunError
+from ..errors import ConflictError, PrunedError, UnknownRunError
 from ._events import Blob, ThreadState
 from ._rewrite import Part
 from ._threads import Mark, Run, mark_of, thread_of
@@ -52,7 +52,8 @@ class Reader(Part):
                 if found is None:
                     return None
                 mark, end = found
-                with contextlib.suppress(UnknownRunError):
+                # deleted meanwhile, or pruned by another worker (its checkpoints with it): read anew
+                with contextlib.suppress(UnknownRunError, PrunedError):
                     old = self.log.state_at(run.run_id, end, reducer=self.reducer)
                     if self.threads.same_life(run):  # not a run deleted (and made again) while it was read
                         return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
@@ -67,7 +68,22 @@ class Reader(Part):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> list[CheckpointTuple]:
-        """What `EventLogSaver.list` yields, as a list."""
+        """What `EventLogSaver.list` yields, as a list: read anew once when another worker pruned
+        a run since this saver kept its checkpoints."""
+        try:
+            return self._list(config, filter=filter, before=before, limit=limit)
+        except PrunedError:
+            return self._list(config, filter=filter, before=before, limit=limit, anew=True)
+
+    def _list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+        anew: bool = False,
+    ) -> list[CheckpointTuple]:
         if config is None:
             runs = [self.rewriter.open(*thread_of(r)) for r in self.threads.all_runs()]
         else:
@@ -82,6 +98,8 @@ class Reader(Part):
         chosen: list[tuple[str, Run, Mark]] = []
         for run in runs:
             with run.lock:
+                if anew:
+                    run.forget()
                 self.threads.writer(run, check=True)
                 marks = list(self.threads.marks(run))
                 latest = {m.checkpoint_id: m for m in marks}  # a checkpoint saved twice counts once

@@ -98,8 +98,6 @@ class Run:
         self.lock = threading.RLock()
         self.rec: RunWriter[ThreadState] | None = None
         """The run's writer, made when first used."""
-        self.number = 0
-        """The run number `rec` writes (each life of the run id has its own): what is cached is of it."""
         self.lists: dict[str, list[Any]] = {}
         """List values of the current checkpoint, decoded from the stored bytes for the saver alone
         (never handed out, never the caller's objects): `put` compares a new list with them by value."""
@@ -114,8 +112,18 @@ class Run:
         `forget`): until a write onto the life it holds now commits, a write onto a checkpoint
         that this life does not hold is of the gone one (`Writer.onto_gone_life`)."""
 
+    @property
+    def number(self) -> int:
+        """The run number `rec` writes (each life of the run id has its own; 0: none yet), what
+        is cached is of: the writer's own, so a run its first write made is known by its number."""
+        return 0 if self.rec is None else self.rec.run_number or 0
+
     def forget(self) -> None:
-        self.rec, self.number, self.lists, self.marks, self.position, self.current = None, 0, {}, None, {}, None
+        self.rec, self.lists, self.marks, self.position, self.current = None, {}, None, {}, None
+
+
+_LIVES_HELD = 65536
+"""How many runs the cache let go of keep the number of their life (`Threads._lives`)."""
 
 
 class Threads:
@@ -126,6 +134,10 @@ class Threads:
         self.reducer = reducer
         self.cache_size = cache_size
         self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._lives: OrderedDict[str, int] = OrderedDict()
+        """The number of the life of each run the cache let go of (the last `_LIVES_HELD`): a run
+        cached again remembers it (`Run.replaced`), so a write onto a checkpoint of that life
+        still never lands in a later one."""
         self._lock = threading.Lock()
         self.settle: Callable[[str], None] = lambda run_id: None
         """Called before a run's writer is made: the rewriter's wait for a rewrite of the run to end."""
@@ -139,8 +151,13 @@ class Threads:
                 self._runs.move_to_end(run_id)
                 return run, False
             run = self._runs[run_id] = Run(run_id, thread_id, ns)
+            run.replaced = self._lives.pop(run_id, 0)
             while len(self._runs) > self.cache_size:
-                self._runs.popitem(last=False)
+                _, gone = self._runs.popitem(last=False)
+                if gone.number or gone.replaced:
+                    self._lives[gone.run_id] = gone.number or gone.replaced
+                    if len(self._lives) > _LIVES_HELD:
+                        self._lives.popitem(last=False)
         return run, True
 
     def drop(self, run_id: str) -> None:
@@ -165,14 +182,14 @@ class Threads:
             self.settle(run.run_id)
             number, head = self.log.life(run.run_id)
             rec = self.log.writer(run.run_id, reducer=self.reducer, policy=POLICY)
-            if rec.offset != head:
+            if (rec.run_number or 0, rec.offset) != (number, head):
                 continue  # written meanwhile: read the run number again
             if rec.offset:
                 try:
                     self.check_owned(run.run_id)
                 except UnknownRunError:
                     continue  # deleted meanwhile (another saver's rewrite, say): read its life again
-            run.rec, run.number = rec, number
+            run.rec = rec
         return run.rec
 
     def same_life(self, run: Run) -> bool:
