@@ -101,6 +101,14 @@ def open_log(
 
 
 @pytest.fixture
+def saver(open_log: Callable[..., eventlog.EventLog]) -> Any:
+    """A LangGraph `EventLogSaver` on a fresh log of each store."""
+    from eventlog.langgraph import EventLogSaver
+
+    return EventLogSaver(open_log())
+
+
+@pytest.fixture
 def log(open_log: Callable[..., eventlog.EventLog]) -> eventlog.EventLog:
     """A fresh log on each backend."""
     return open_log()

@@ -70,11 +70,6 @@ def history(graph: Any, config: dict[str, Any]) -> list[Any]:
     return out
 
 
-@pytest.fixture
-def saver(open_log: Callable[..., eventlog.EventLog]) -> EventLogSaver:
-    return EventLogSaver(open_log())
-
-
 def same_on_both(story: Callable[[Any], Any], saver: EventLogSaver) -> Any:
     """Run the story on InMemorySaver and on the saver; they must give the same; return it."""
     expected = story(InMemorySaver())

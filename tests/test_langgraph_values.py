@@ -24,21 +24,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Overwrite, interrupt
+from test_langgraph_graphs import same_on_both
 from typing_extensions import TypedDict
 
 import eventlog
 from eventlog.langgraph import EventLogSaver, copy_threads
-
-
-@pytest.fixture
-def saver(open_log: Callable[..., eventlog.EventLog]) -> EventLogSaver:
-    return EventLogSaver(open_log())
-
-
-def same_on_both(story: Callable[[Any], Any], saver: EventLogSaver) -> Any:
-    expected = story(InMemorySaver())
-    assert story(saver) == expected
-    return expected
 
 
 class Notes(TypedDict, total=False):
