@@ -2,10 +2,11 @@
 every stored snapshot against a fresh fold (docs/concepts.md, "Verify").
 
 The unchecksummed tables are cross-checked both ways: each entry's feed position must point
-back at it and its event id must be indexed to its offset; each feed position must name a
-run that has that number, an offset of the run's own, and an entry that holds that position;
-each run's number must be indexed to it, and each indexed number must be its run's. So a
-re-pointed, swapped, duplicated or extra reference is found too.
+back at it and be above the one before it in the run, and its event id must be indexed to its
+offset; each feed position must name a run that has that number, an offset of the run's own,
+and an entry that holds that position; each run's number must be indexed to it, and each
+indexed number must be its run's. So a re-pointed, swapped, duplicated or extra reference is
+found too, and so is a feed that would deliver a run out of order.
 """
 
 from __future__ import annotations
@@ -254,6 +255,7 @@ class Verifier:
         number = rec.number
         prefix = own_prefix(self._codec.log_id)
         own = unread = 0  # entries whose id the log made (not indexed); entries whose id is unreadable
+        before = (-1, -1)  # the position and offset of the entry before: positions grow with offsets
         first = max(rec.base, rec.fork_offset) + 1
         count = 0
         start = EVENTS.key(number, first)
@@ -261,7 +263,7 @@ class Verifier:
         while True:
 
             def check(txn: Txn, start: bytes = start) -> tuple[int, bytes | None]:
-                nonlocal own, unread
+                nonlocal own, unread, before
                 seen = 0
                 last = None
                 for key, value in txn.scan(EVENTS, start, stop, limit=_CHUNK):
@@ -280,6 +282,12 @@ class Verifier:
                     if txn.get(FEED, FEED.key(position)) != key:
                         message = f"feed position {position} does not point at it"
                         problems.append(Problem(run_id, offset, "feed", message, position))
+                    if position <= before[0]:
+                        message = (
+                            f"feed position {position} is not above {before[0]}, the position of offset {before[1]}"
+                        )
+                        problems.append(Problem(run_id, offset, "feed", message, position))
+                    before = (position, offset)
                     if own_slot(prefix, event_id) == (number, offset):
                         own += 1
                     elif ids_indexed and txn.get(EVENT_IDS, EVENT_IDS.key(number, event_id)) != EVENTS.tail(key):

@@ -195,7 +195,7 @@ class PostgresStore:
                 f"schema {self.schema!r} holds a log of relational layout {rows.get('version')}; "
                 f"this eventlog reads layout {LAYOUT_VERSION}"
             )
-        self._xid_offset = int(rows.get("xid_offset", 0))
+        self._xid_offset = _checked_xid_offset(conn, self.schema, rows.get("xid_offset"))
 
     def _holds_log(self, conn: Any) -> str | None:
         """ "log" when the schema holds a log, "kv" when it holds one of the key-value layout,
@@ -256,7 +256,7 @@ class PostgresStore:
                     except BaseException:
                         self._rollback(conn)
                         raise
-                    if not txn.held or not self._settle(conn, txn.held, deadline):
+                    if not txn.held or time.monotonic() >= deadline or not self._settle(conn, txn.held, deadline):
                         return result
         except self._psycopg.Error as exc:
             raise _translate(self._psycopg, exc) from None
@@ -381,6 +381,33 @@ _POOL_TIMEOUT_SECONDS = 30.0
 """How long an operation waits for a free connection of the pool."""
 
 _SETTLE_SECONDS = 1.0
+_POSITION_XIDS_MAX = 1 << (62 - POSITION_SHIFT)  # a transaction's base below 2^62: half of bigint's room kept
+
+
+def _checked_xid_offset(conn: Any, schema: str, value: Any) -> int:
+    """The layout's xid offset, refused (NotALogError) unless the positions it gives from now on
+    lie above every feed position held and far below bigint's end: an offset set back would give
+    positions below held ones (the feed out of order, entries skipped), one set forward too far
+    would overflow the positions and the feed's horizon (docs/format.md, "PostgreSQL")."""
+    (next_xid, greatest) = conn.execute(
+        f'SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, (SELECT max(position) FROM "{schema}".feed)'
+    ).fetchone()
+    if type(value) is not int or value < 0:
+        raise NotALogError(f"schema {schema!r}: the layout's xid_offset is {value!r}, not a count from 0")
+    least = 0 if greatest is None else max(0, (greatest >> POSITION_SHIFT) + 1 - next_xid)
+    if value < least:
+        raise NotALogError(
+            f"schema {schema!r}: the layout's xid_offset {value} would give feed positions below those held "
+            f"(up to {greatest}); it must be at least {least}"
+        )
+    if next_xid + value >= _POSITION_XIDS_MAX:
+        raise NotALogError(
+            f"schema {schema!r}: the layout's xid_offset {value} would give feed positions past 2**62, near "
+            "the end of their 63 bits"
+        )
+    return value
+
+
 """How long a read of the feed waits for older transactions to end before it returns what was settled."""
 
 _SETTLE_POLL_SECONDS = 0.002
