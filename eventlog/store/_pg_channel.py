@@ -12,12 +12,17 @@ from ..errors import EventLogError
 
 _LISTEN_TICK_SECONDS = 0.2
 """How often the threads look whether the store was closed (so `close()` waits at most this)."""
+_NOTIFY_INTERVAL_SECONDS = 0.02
+"""The least time between two notifications of one store: a follower learns of a commit at most
+this much later, and a process committing hundreds of times a second notifies 50 times."""
 
 
 class Channel:
     """The log's channel. Notifications are sent by a thread of their own after the commits, one
-    for all the commits made while the last one was sent: a transaction that notifies holds a
-    database-wide lock while it commits, which no write transaction takes so."""
+    for all the commits made while the last one was sent and `_NOTIFY_INTERVAL_SECONDS` after:
+    a transaction that notifies holds a database-wide lock while it commits, which no write
+    transaction takes so, and each notification costs the server a transaction and the
+    process a thread's wake-up."""
 
     def __init__(
         self, psycopg: Any, dsn: str, channel: str, name: str, translate: Callable[[Any, Exception], EventLogError]
@@ -62,6 +67,7 @@ class Channel:
                 if conn is not None:
                     conn.close()
                 conn = None  # followers of other processes wait for their poll meanwhile
+            time.sleep(_NOTIFY_INTERVAL_SECONDS)  # the commits made meanwhile share the next one
         if conn is not None:
             conn.close()
 
