@@ -206,3 +206,38 @@ def test_statements_deallocated_behind_the_store_are_prepared_again(url: str) ->
         assert log.verify().ok
     finally:
         log.close()
+
+
+def test_a_read_of_several_statements_sees_one_snapshot(url: str) -> None:
+    """A read function that asks for one statement runs as that statement alone (no BEGIN and
+    COMMIT around it); one that asks for a second is run again in one REPEATABLE READ
+    transaction, so that what its statements read is of one instant: here another client commits
+    between its two statements, the first time it runs."""
+    from eventlog.record.tables import RUNS
+
+    a, b = eventlog.open(url), eventlog.open(url)
+    try:
+        a.append("x", StepCompleted(node="n", superstep=1))
+        a.append("y", StepCompleted(node="n", superstep=1))
+        calls = []
+        commit = [True]
+
+        def read(txn: object) -> tuple[bytes | None, bytes | None]:
+            x = txn.get("runs", RUNS.key("x"))  # type: ignore[attr-defined]
+            if commit.pop() if commit else False:
+                b.append_many("x", [StepCompleted(node="n", superstep=2)])
+                b.append_many("y", [StepCompleted(node="n", superstep=2)])
+            calls.append(1)
+            return x, txn.get("runs", RUNS.key("y"))  # type: ignore[attr-defined]
+
+        x, y = a.store.read(read)
+        assert len(calls) == 2  # the first run asked for a second statement: it ran again
+        now = a.store.read(lambda txn: (txn.get("runs", RUNS.key("x")), txn.get("runs", RUNS.key("y"))))
+        assert (x, y) == now  # both of one instant (after b's commits): none mixed with the other
+        calls.clear()
+        assert a.store.read(read) == now and len(calls) == 1  # its code now runs in a transaction at once
+        one = a.store.read(lambda txn: txn.get("runs", RUNS.key("x")))
+        assert one == now[0]
+    finally:
+        a.close()
+        b.close()

@@ -46,6 +46,7 @@ from .checkpoints import Checkpoints
 __all__ = ["Problem", "VerifyReport"]
 
 _CHUNK = 4096
+Ordered = tuple[int, int]  # a feed position and the offset of the entry that holds it
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -160,7 +161,11 @@ class Verifier:
             problems.append(Problem(run_id, None, "corrupt", str(exc)))
             return
         problems.extend(self._store.read(lambda txn: _number_problems(self._runs, txn, run_id, rec)))
-        checkpoints, snapshots = self._store.read(lambda txn: self._stored(txn, run_id, rec, reducer, report))
+        checkpoints, snapshots, seen, found = self._store.read(
+            lambda txn: _stored(self._checkpoints, txn, run_id, rec, reducer)
+        )
+        report.checkpoints += seen
+        problems.extend(found)
         self._indexes(run_id, rec, report, ids_indexed)
         start = rec.base
         try:
@@ -203,36 +208,6 @@ class Verifier:
         if progress is not None and pending:
             progress(pending)
 
-    def _stored(
-        self, txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any], report: VerifyReport
-    ) -> tuple[dict[int, list[bytes]], set[int]]:
-        """The keys of the run's checkpoints by offset, and the offsets of its snapshots by
-        `reducer`: a record is read again, and a snapshot read, only when the fold reaches it."""
-        start, stop = run_range(rec.number)
-        tag = reducer_tag(reducer)
-        checkpoints: dict[int, list[bytes]] = {}
-        seen = 0
-        for key, value in scan_chunks(txn, CHECKPOINTS, start, stop):
-            seen += 1
-            try:
-                cp = self._checkpoints.record(run_id, key, value)
-            except CorruptRecordError as exc:
-                report.problems.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
-                continue
-            checkpoints.setdefault(cp.offset, []).append(key)
-            if txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, cp.checkpoint_id)) != CHECKPOINTS.tail(key):
-                report.problems.append(
-                    Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
-                )
-        report.checkpoints += seen
-        if sum(1 for _ in scan_chunks(txn, CHECKPOINT_IDS, start, stop)) > seen:
-            report.problems.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
-        snapshots: set[int] = set()
-        while keys := txn.keys(SNAPSHOTS, start, stop, _CHUNK):
-            snapshots.update(at for _, at, found in map(SNAPSHOTS.parse, keys) if found == tag)
-            start = keys[-1] + b"\x00"
-        return checkpoints, snapshots
-
     def _snapshot(
         self, run_id: str, rec: RunRecord, offset: int, reducer: Reducer[Any], report: VerifyReport
     ) -> bytes | None:
@@ -255,25 +230,25 @@ class Verifier:
         number = rec.number
         prefix = own_prefix(self._codec.log_id)
         own = unread = 0  # entries whose id the log made (not indexed); entries whose id is unreadable
-        before = (-1, -1)  # the position and offset of the entry before: positions grow with offsets
+        previous: Ordered = (-1, -1)  # the position and offset of the entry before: positions grow with offsets
         first = max(rec.base, rec.fork_offset) + 1
         count = 0
         start = EVENTS.key(number, first)
         stop = run_range(number)[1]
         while True:
 
-            def check(txn: Txn, start: bytes = start) -> tuple[int, bytes | None]:
-                nonlocal own, unread, before
-                seen = 0
+            def check(
+                txn: Txn, start: bytes = start, before: Ordered = previous
+            ) -> tuple[int, bytes | None, list[Problem], int, int, Ordered]:
+                found: list[Problem] = []
+                own = unread = seen = 0
                 last = None
                 for key, value in txn.scan(EVENTS, start, stop, limit=_CHUNK):
                     seen += 1
                     last = key
                     offset = EVENTS.second(key)
                     if offset > rec.head:
-                        problems.append(
-                            Problem(run_id, offset, "index", f"an entry lies past the run's head {rec.head}")
-                        )
+                        found.append(Problem(run_id, offset, "index", f"an entry lies past the run's head {rec.head}"))
                     try:  # position and id only: the fold decodes the event
                         position, event_id = self._codec.decode_entry_id(value, key)
                     except CorruptRecordError:
@@ -281,20 +256,23 @@ class Verifier:
                         continue  # named by the fold
                     if txn.get(FEED, FEED.key(position)) != key:
                         message = f"feed position {position} does not point at it"
-                        problems.append(Problem(run_id, offset, "feed", message, position))
+                        found.append(Problem(run_id, offset, "feed", message, position))
                     if position <= before[0]:
                         message = (
                             f"feed position {position} is not above {before[0]}, the position of offset {before[1]}"
                         )
-                        problems.append(Problem(run_id, offset, "feed", message, position))
+                        found.append(Problem(run_id, offset, "feed", message, position))
                     before = (position, offset)
                     if own_slot(prefix, event_id) == (number, offset):
                         own += 1
                     elif ids_indexed and txn.get(EVENT_IDS, EVENT_IDS.key(number, event_id)) != EVENTS.tail(key):
-                        problems.append(Problem(run_id, offset, "index", f"event id {event_id!r} is not indexed to it"))
-                return seen, last
+                        found.append(Problem(run_id, offset, "index", f"event id {event_id!r} is not indexed to it"))
+                return seen, last, found, own, unread, before
 
-            seen, last = self._store.read(check)
+            seen, last, found, own_here, unread_here, previous = self._store.read(check)
+            problems.extend(found)
+            own += own_here
+            unread += unread_here
             count += seen
             if last is None or seen < _CHUNK:
                 break
@@ -359,18 +337,53 @@ class Verifier:
         start = b""
         while True:
 
-            def check(txn: Txn, start: bytes = start) -> tuple[int, bytes]:
+            def check(txn: Txn, start: bytes = start) -> tuple[int, bytes, list[Problem]]:
                 pairs = txn.scan(FEED, start, None, limit=_CHUNK)
                 cache: dict[int, tuple[str, RunRecord | None]] = {}
-                for key, ref in pairs:
-                    problem = _position_problem(self._runs, self._codec, txn, from_u64(key), ref, removing, cache)
-                    if problem is not None:
-                        report.problems.append(problem)
-                return len(pairs), (pairs[-1][0] + b"\x00" if pairs else start)
+                found = [
+                    problem
+                    for key, ref in pairs
+                    if (problem := _position_problem(self._runs, self._codec, txn, from_u64(key), ref, removing, cache))
+                    is not None
+                ]
+                return len(pairs), (pairs[-1][0] + b"\x00" if pairs else start), found
 
-            seen, start = self._store.read(check)
+            seen, start, found = self._store.read(check)
+            report.problems.extend(found)
             if seen < _CHUNK:
                 return
+
+
+def _stored(
+    records: Checkpoints[Any], txn: Txn, run_id: str, rec: RunRecord, reducer: Reducer[Any]
+) -> tuple[dict[int, list[bytes]], set[int], int, list[Problem]]:
+    """The keys of the run's checkpoints by offset, the offsets of its snapshots by `reducer`
+    (a record is read again, and a snapshot read, only when the fold reaches it), how many
+    checkpoints it has, and what is wrong with their records and ids."""
+    found: list[Problem] = []
+    start, stop = run_range(rec.number)
+    tag = reducer_tag(reducer)
+    checkpoints: dict[int, list[bytes]] = {}
+    seen = 0
+    for key, value in scan_chunks(txn, CHECKPOINTS, start, stop):
+        seen += 1
+        try:
+            cp = records.record(run_id, key, value)
+        except CorruptRecordError as exc:
+            found.append(Problem(run_id, None, "corrupt", f"checkpoint record: {exc}"))
+            continue
+        checkpoints.setdefault(cp.offset, []).append(key)
+        if txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, cp.checkpoint_id)) != CHECKPOINTS.tail(key):
+            found.append(
+                Problem(run_id, cp.offset, "index", f"checkpoint {cp.checkpoint_id!r} is not indexed by its id")
+            )
+    if sum(1 for _ in scan_chunks(txn, CHECKPOINT_IDS, start, stop)) > seen:
+        found.append(Problem(run_id, None, "index", "checkpoint ids index checkpoints that are gone"))
+    snapshots: set[int] = set()
+    while keys := txn.keys(SNAPSHOTS, start, stop, _CHUNK):
+        snapshots.update(at for _, at, held in map(SNAPSHOTS.parse, keys) if held == tag)
+        start = keys[-1] + b"\x00"
+    return checkpoints, snapshots, seen, found
 
 
 def _number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[Problem]:

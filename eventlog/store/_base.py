@@ -123,7 +123,11 @@ class Store(Protocol):
     """When commits reach the disk: `sync` (each commit), `batch` (at `sync()` and close) or `none`."""
 
     def read(self, fn: Callable[[Txn], T]) -> T:
-        """Run `fn` in a read transaction and return its result."""
+        """Run `fn` in a read transaction and return its result.
+
+        `fn` may be called again (PostgreSQL runs a function of one statement without a
+        transaction first, and reads again once older writers settle): it must not have side
+        effects outside its result."""
 
     def write(self, fn: Callable[[Txn], T]) -> T:
         """Run `fn` in a write transaction; commit when it returns, roll back when it raises.

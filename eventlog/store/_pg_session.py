@@ -85,14 +85,22 @@ def write_begin(schema: str) -> tuple[str, ...]:
 READ_BEGIN = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",)
 
 
+class SeveralStatements(BaseException):
+    """A session of one statement was asked for a second (`Session(once=True)`): nothing was sent.
+    Not an `Exception`, so that no handler of the read function it goes through takes it."""
+
+
 class Session:
     """One transaction's messages on one connection, each sent as one text: its parameters are
     written into it as literals (`_literal`). `begin` is sent with the first statement; a
-    message that fails leaves the transaction to the caller's ROLLBACK."""
+    message that fails leaves the transaction to the caller's ROLLBACK. A session made `once`
+    sends one statement by itself, outside any transaction (its own snapshot, one round trip),
+    and refuses a second (`SeveralStatements`) before sending anything."""
 
-    def __init__(self, cursor: Any, begin: tuple[str, ...]) -> None:
-        self.cursor, self._begin = cursor, begin
+    def __init__(self, cursor: Any, begin: tuple[str, ...], once: bool = False) -> None:
+        self.cursor, self._begin, self._once = cursor, () if once else begin, once
         self.begun = False
+        self._sent = False
         prepared = _SESSIONS.get(cursor.connection)
         if prepared is None:
             prepared = _SESSIONS[cursor.connection] = _Prepared()
@@ -104,6 +112,10 @@ class Session:
         the statement's rows are not read); returns the cursor at the statement's rows. A
         statement with many rows in its arrays goes by itself, its parameters in binary
         (`_run_binary`)."""
+        if self._once:
+            if self._sent:
+                raise SeveralStatements
+            self._sent = True
         if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
             return self._run_binary(sql, params, then)
         parts = self._opening()

@@ -37,7 +37,7 @@ from ..errors import (
 from ._base import KeyExistsError
 from ._pg_channel import Channel
 from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, migrate_kv_sql, schema_sql
-from ._pg_session import READ_BEGIN, Session, write_begin
+from ._pg_session import READ_BEGIN, Session, SeveralStatements, write_begin
 from ._pg_txn import PgTxn
 
 T = TypeVar("T")
@@ -231,22 +231,33 @@ class PostgresStore:
     def read(self, fn: Callable[[PgTxn], T]) -> T:
         """Run `fn` in a REPEATABLE READ snapshot. When it met feed positions above the oldest
         transaction still in flight (which may yet commit a smaller one), it waits up to
-        `_SETTLE_SECONDS` for those to settle and runs again; past that it returns what was settled."""
+        `_SETTLE_SECONDS` for those to settle and runs again; past that it returns what was settled.
+
+        A function that reads with one statement needs no transaction: it runs first as one
+        statement by itself (one round trip, not a BEGIN and a COMMIT too), and again in a
+        transaction the first time it asks for a second, as does its code from then on."""
         self._check_open()
         current: Session | None = getattr(self._local, "session", None)
         if current is not None:  # a read inside this thread's write: see that transaction
             return fn(PgTxn(current, self.schema, self._xid_offset, write=False))
         deadline = time.monotonic() + _SETTLE_SECONDS
         gone = self._psycopg.errors.InvalidSqlStatementName
+        code = getattr(fn, "__code__", None)
         try:
             with self._pool.connection() as conn:
                 again = True
                 while True:
-                    session = Session(conn.cursor(), READ_BEGIN)
+                    once = code is not None and code not in _SEVERAL
+                    session = Session(conn.cursor(), READ_BEGIN, once=once)
                     txn = PgTxn(session, self.schema, self._xid_offset, write=False)
                     try:
                         result = fn(txn)
                         session.end()
+                    except SeveralStatements:
+                        if len(_SEVERAL) >= _SQL_CODES_HELD:
+                            _SEVERAL.clear()
+                        _SEVERAL.add(code)
+                        continue
                     except gone:  # deallocated behind the store (DISCARD ALL): prepared again once
                         self._rollback(conn)
                         if not again:
@@ -381,6 +392,9 @@ _POOL_TIMEOUT_SECONDS = 30.0
 """How long an operation waits for a free connection of the pool."""
 
 _SETTLE_SECONDS = 1.0
+_SEVERAL: set[Any] = set()
+"""The code of the read functions that asked for a second statement: run in a transaction."""
+_SQL_CODES_HELD = 4096
 _POSITION_XIDS_MAX = 1 << (62 - POSITION_SHIFT)  # a transaction's base below 2^62: half of bigint's room kept
 
 
