@@ -280,9 +280,18 @@ class AsyncEventLog(Generic[S]):
         finally:
             commits.unsubscribe(wake)
 
-    async def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
+    async def state_at(
+        self,
+        run_id: str,
+        offset: int | None = None,
+        *,
+        reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
+    ) -> Any:
         """See `EventLog.state_at`."""
-        return await asyncio.to_thread(partial(self.sync.state_at, run_id, offset, reducer=reducer))
+        return await asyncio.to_thread(
+            partial(self.sync.state_at, run_id, offset, reducer=reducer, run_number=run_number)
+        )
 
     async def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
         return await asyncio.to_thread(partial(self.sync.fork, run_id, at, new_run_id, run_number=run_number))

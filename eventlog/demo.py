@@ -268,7 +268,7 @@ def _conversation(path: str, console: Console, names: dict[str, str]) -> None:
         _say(console, rewound, "What about Rome?", rewound.offset)
         for run in (chat_id, rewind_id):
             info = log.run_info(run)
-            last = log.state_at(run).messages[-1].content
+            last = log.state_at(run, run_number=info.number).messages[-1].content
             origin = f", forked from {info.parent} at offset {info.fork_offset}" if info.parent else ""
             console.print(
                 f"  {run}: {_count(info.head, 'event')}, {_count(info.checkpoints, 'checkpoint')}{origin}; last: {escape(last)}"

@@ -89,6 +89,15 @@ def _pinned(log: EventLog[Any], run_id: str) -> Iterator[RunInfo]:
     log.run_info(run_id, run_number=info.number)
 
 
+def _check_options(clock: object, ids: object, record_size_bytes_max: int, reducer: object, policy: object) -> None:
+    for name, given, returning in (("clock", clock, "nanoseconds"), ("ids", ids, "new id strings")):
+        if given is not None and not callable(given):
+            raise InvalidArgumentError(f"{name} must be a function returning {returning}, not {given!r}")
+    check_int("record_size_bytes_max", record_size_bytes_max, 1, _limits.snapshot_size_bytes_max)
+    check_reducer(reducer)
+    _check_policy(policy)
+
+
 def _check_policy(policy: object) -> None:
     if policy is not None and not isinstance(policy, Policy):
         raise InvalidArgumentError(f"policy must be a CheckpointPolicy (or have Policy's step), not {policy!r}")
@@ -116,12 +125,7 @@ class EventLog(Generic[S]):
         policy: Policy | None = None,
         cipher: Cipher | None = None,
     ) -> None:
-        for name, given, returning in (("clock", clock, "nanoseconds"), ("ids", ids, "new id strings")):
-            if given is not None and not callable(given):
-                raise InvalidArgumentError(f"{name} must be a function returning {returning}, not {given!r}")
-        check_int("record_size_bytes_max", record_size_bytes_max, 1, _limits.snapshot_size_bytes_max)
-        check_reducer(reducer)
-        _check_policy(policy)
+        _check_options(clock, ids, record_size_bytes_max, reducer, policy)
         self.store = store
         """The store the log keeps its tables in."""
         self.reducer: Reducer[S] = reducer
@@ -243,7 +247,7 @@ class EventLog(Generic[S]):
                                     expected_offset=expected_offset, expected_number=number)  # fmt: skip
         return self._commit.commit(append).offsets
 
-    # -- read --------------------------------------------------------------------------------
+    # -- read and fold -----------------------------------------------------------------------
 
     def read(
         self, run_id: str, after: int = 0, upto: int | None = None, *, run_number: int | None = None
@@ -277,30 +281,39 @@ class EventLog(Generic[S]):
 
     def follow(self, after: int = 0, *, timeout: float | None = None, poll: float = 0.5) -> Iterator[Entry]:
         """Entries with position > after as they are committed: the feed, then wait for more.
-
         Appends of this process wake every follower at once; those of other processes are seen
         within `poll` seconds (on PostgreSQL at once, through LISTEN/NOTIFY). Stops after `timeout`
         seconds without a new entry (None: never), or when the log is closed."""
         follow = Follow(self._reader, after, timeout, poll)  # checked now, not at the first entry
         return follow.entries(self.engine.commits().waiter())
 
-    # -- fold --------------------------------------------------------------------------------
+    @overload
+    def state_at(
+        self, run_id: str, offset: int | None = None, *, reducer: None = None, run_number: int | None = None
+    ) -> S: ...
 
     @overload
-    def state_at(self, run_id: str, offset: int | None = None, *, reducer: None = None) -> S: ...
+    def state_at(
+        self, run_id: str, offset: int | None = None, *, reducer: Reducer[T], run_number: int | None = None
+    ) -> T: ...
 
-    @overload
-    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[T]) -> T: ...
-
-    def state_at(self, run_id: str, offset: int | None = None, *, reducer: Reducer[Any] | None = None) -> Any:
+    def state_at(
+        self,
+        run_id: str,
+        offset: int | None = None,
+        *,
+        reducer: Reducer[Any] | None = None,
+        run_number: int | None = None,
+    ) -> Any:
         """The run's state after its first `offset` events (default: the head), 0 <= offset <= head.
 
         Loads the nearest snapshot at or below the offset made by the same reducer name and
         version, then folds the events after it, all of one life of the run: when it is deleted
-        and made again meanwhile, the fold starts again (`pinned` keeps to one life instead).
+        and made again meanwhile, the fold starts again; with `run_number`, of that life only
+        (else RunReplacedError), as a caller that read the run's life before needs.
         """
         check_run_id(run_id)
-        return self._replay.state_at(run_id, offset, self._reducer(reducer))
+        return self._replay.state_at(run_id, offset, reducer_or(reducer, self.reducer), check_run_number(run_number))
 
     @overload
     def writer(
@@ -329,12 +342,9 @@ class EventLog(Generic[S]):
         _check_policy(policy)
         check_int("snapshot_bytes_min", snapshot_bytes_min, 0)
         return RunWriter(
-            self.store, self._runs, self._commit, self._replay, self.checkpoints, run_id, self._reducer(reducer),
+            self.store, self._runs, self._commit, self._replay, self.checkpoints, run_id, reducer_or(reducer, self.reducer),
             policy or self.policy, snapshot_bytes_min,
         )  # fmt: skip
-
-    def _reducer(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
-        return reducer_or(reducer, self.reducer)
 
     # -- maintenance -------------------------------------------------------------------------
 
@@ -345,15 +355,13 @@ class EventLog(Generic[S]):
     def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
         """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
 
-        That checkpoint is materialized (if it was not) and becomes the run's base: the state
-        at any offset from it on stays readable; `state_at` below raises PrunedError. Event
-        ids stay indexed. Refused while forks of the run exist. Returns the new base offset.
-        The base moves in one transaction; what lies below it is then removed a chunk per
-        transaction, in memory that does not grow with the run (`repair` ends a removal a
-        crash cut short).
-        """
+        That checkpoint is materialized (if it was not) and becomes the run's base, returned:
+        the state at any offset from it on stays readable; `state_at` below raises PrunedError.
+        Event ids stay indexed. Refused while forks of the run exist. The base moves in one
+        transaction; what lies below it is then removed a chunk per transaction, in bounded
+        memory (`repair` ends a removal a crash cut short)."""
         check_run_id(run_id)
-        return self._maintenance.prune(run_id, before, self._reducer(reducer))
+        return self._maintenance.prune(run_id, before, reducer_or(reducer, self.reducer))
 
     def delete_run(self, run_id: str, *, run_number: int | None = None, expected_offset: int | None = None) -> None:
         """Remove a run, damaged or not, unless forks of it exist; with `run_number` or `expected_offset`, only
@@ -379,22 +387,22 @@ class EventLog(Generic[S]):
         the entries, and that every stored snapshot equals, byte for byte once encoded, a fresh
         fold from the run's start.
 
-        Each run is folded by `reducer` (the log's by default), or by the one of `reducers`
-        whose name and version its latest checkpoint names: a log whose runs were checkpointed
-        by several reducers (an integration's beside the standard kinds) is checked whole.
-        `progress(n)` is called with the number of events checked since its last call.
+        Each run is folded by `reducer` (the log's by default), or by the one of `reducers` its
+        latest checkpoint names (runs of several reducers are checked whole). `progress(n)` is
+        called with the number of events checked since its last call.
         """
         if run_id is not None:
             check_run_id(run_id)
         return self._verifier.verify(
-            run_id, self._reducer(reducer), progress, self.engine.format >= 2, [self._reducer(r) for r in reducers]
+            run_id,
+            reducer_or(reducer, self.reducer),
+            progress,
+            self.engine.format >= 2,
+            [reducer_or(r, self.reducer) for r in reducers],
         )
 
     def stats(self, *, scan: bool = False) -> dict[str, Any]:
-        """Runs, events, checkpoints, snapshots, bytes on disk and map size.
-
-        With `scan`, also read every stored event record (headers only, nothing is
-        decompressed): `event_bytes_stored` (framed, as kept), `event_bytes_raw` (encoded,
-        before compression) and `compression_ratio` (raw / stored; 1.0 for an empty log).
-        """
+        """Runs, events, checkpoints, snapshots, bytes on disk and map size. With `scan`, also read
+        every stored event record's header: `event_bytes_stored` (framed, as kept), `event_bytes_raw`
+        (encoded) and `compression_ratio` (raw / stored; 1.0 for an empty log)."""
         return log_stats(self.store, self.codec, scan=scan)

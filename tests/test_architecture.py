@@ -247,3 +247,59 @@ def test_every_write_above_the_core_names_the_life_it_was_decided_on() -> None:
             if node.func.attr in WRITES_OF_A_LIFE and decided and "run_number" not in named:
                 unfenced.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)[:100]}")
     assert unfenced == []
+
+
+READS_OF_A_LIFE = {"state_at", "read", "entry", "list", "load", "load_latest"}
+"""The log's reads (and its checkpoints') that take `run_number=`."""
+READ_ALONE = {
+    "cli/_commands.py:_resolve": "a checkpoint id is looked up by itself; its callers read under `log.pinned`",
+    "demo.py:_workflow": "its reads are of two runs, neither joined with the other's life",
+    "ui/app.py:state_fragment": "its routes are wrapped by `one_life` (`log.pinned`)",
+}
+
+
+def test_every_read_above_the_core_after_a_life_is_of_that_life() -> None:
+    """Above the core, a function that read a run's life (`life`, `run_info`) and then reads the
+    run again joins the two only when the later read names that life (`run_number=`) or is made
+    inside `log.pinned`: else the run deleted and made again between them hands out one life's
+    values with the other's (docs/concepts.md, "A run's lives")."""
+    below = {"core", "services", "store", "record", "testing", "log.py", "aio.py"}
+    unpinned = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in below:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or f"{rel}:{fn.name}" in READ_ALONE:
+                continue
+            inside = {
+                id(node)
+                for w in ast.walk(fn)
+                if isinstance(w, ast.With) and "pinned" in ast.unparse(w.items[0].context_expr)
+                for node in ast.walk(w)
+            }
+            calls = [n for n in _own_nodes(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+            lives = [c.lineno for c in calls if c.func.attr in ("life", "run_info")]  # type: ignore[union-attr]
+            for c in calls:
+                named = {k.arg for k in c.keywords}
+                if (
+                    lives
+                    and c.func.attr in READS_OF_A_LIFE  # type: ignore[union-attr]
+                    and c.lineno >= min(lives)
+                    and "run_number" not in named
+                    and id(c) not in inside
+                ):
+                    unpinned.append(f"{rel}:{c.lineno} {fn.name}: {ast.unparse(c)[:100]}")
+    assert unpinned == []
+
+
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's body, not those of the functions defined in it."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            todo.extend(ast.iter_child_nodes(node))
+    return out

@@ -154,17 +154,19 @@ class Sessions:
         return w
 
     def folded(self, run: str, scoped: bool) -> tuple[int, Any] | None:
-        """(run number, state at the head) of a run, or None when it holds no event."""
+        """(run number, state at the head) of a run, or None when it holds no event; both of one
+        life of it (else RunReplacedError: `retrying` reads again)."""
         number, head = self.log.life(run)
         if head == 0:
             return None
         w = self._writers.get(run)
         if w is not None and w.run_number == number and w.offset == head:
             return number, w.state
-        return number, self.log.state_at(run, head, reducer=SCOPED_FOLD if scoped else SESSION_FOLD)
+        reducer = SCOPED_FOLD if scoped else SESSION_FOLD
+        return number, self.log.state_at(run, head, reducer=reducer, run_number=number)  # of the life read
 
     def scoped(self, run: str) -> dict[str, Any]:
-        found = self.folded(run, scoped=True)
+        found = self.retrying(lambda: self.folded(run, scoped=True))
         return {} if found is None else dict(found[1].values)
 
     def session(self, run: str) -> tuple[int, SessionState] | None:

@@ -74,9 +74,10 @@ class Superstep:
 
 def graph_name(log: EventLog[Any], run_id: str) -> str | None:
     """The name of the graph that started the run (its RunStarted), or None when unknown (pruned)."""
-    if log.run_info(run_id).base > 0 or log.head(run_id) == 0:
+    info = log.run_info(run_id)
+    if info.base > 0 or info.head == 0:
         return None
-    first = log.entry(run_id, 1).event
+    first = log.entry(run_id, 1, run_number=info.number).event
     return first.graph if isinstance(first, RunStarted) else None
 
 
@@ -115,8 +116,9 @@ def _superstep(log: EventLog[Any], reducer: AgentReducer, run_id: str, state: Ag
 
 def _scan_start(log: EventLog[Any], reducer: AgentReducer, run_id: str, superstep: int) -> int:
     """An offset at or before the last superstep boundary: a checkpoint of an earlier superstep."""
-    floor = log.run_info(run_id).base
-    for cp in log.checkpoints.list(run_id, newest_first=True, reducer=reducer):
+    info = log.run_info(run_id)
+    floor = info.base
+    for cp in log.checkpoints.list(run_id, newest_first=True, reducer=reducer, run_number=info.number):
         if cp.summary.get("superstep") is not None and cp.summary["superstep"] < superstep and cp.offset >= floor:
             return cp.offset
     return floor

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 
-from ..errors import ConflictError, PrunedError, UnknownRunError
+from ..errors import ConflictError, PrunedError, RunReplacedError, UnknownRunError
 from ._events import Blob, ThreadState
 from ._rewrite import Part
 from ._threads import Mark, Run, mark_of, thread_of
@@ -28,7 +28,7 @@ class Reader(Part):
     def current_metadata(self, run: Run, state: ThreadState) -> Blob:
         """The LangGraph metadata of the run's current checkpoint (read once, then kept)."""
         if run.current is None:
-            latest = self.log.checkpoints.load_latest(run.run_id, reducer=self.reducer)
+            latest = self.log.checkpoints.load_latest(run.run_id, reducer=self.reducer, run_number=run.number or None)
             mark = None if latest is None else mark_of(latest.offset, latest.metadata)
             if mark is None or mark.checkpoint_id != state.checkpoint_id:
                 found = self.threads.find(run, state.checkpoint_id or "")
@@ -42,21 +42,21 @@ class Reader(Part):
         checkpoint_id = get_checkpoint_id(config)
         with run.lock:
             for _ in range(CONFLICT_RETRIES):
-                rec = self.threads.writer(run, check=True)
-                state: ThreadState = rec.state
-                if state.checkpoint_id is None:
-                    return None
-                if checkpoint_id is None or checkpoint_id == state.checkpoint_id:
-                    return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None)
-                found = self.threads.find(run, checkpoint_id)
-                if found is None:
-                    return None
-                mark, end = found
-                # deleted meanwhile, or pruned by another worker (its checkpoints with it): read anew
-                with contextlib.suppress(UnknownRunError, PrunedError):
-                    old = self.log.state_at(run.run_id, end, reducer=self.reducer)
-                    if self.threads.same_life(run):  # not a run deleted (and made again) while it was read
-                        return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
+                # every read of one life, the writer's (else read anew): deleted meanwhile, made
+                # again, or pruned by another worker (its checkpoints with it)
+                with contextlib.suppress(UnknownRunError, PrunedError, RunReplacedError):
+                    rec = self.threads.writer(run, check=True)
+                    state: ThreadState = rec.state
+                    if state.checkpoint_id is None:
+                        return None
+                    if checkpoint_id is None or checkpoint_id == state.checkpoint_id:
+                        return self.values.checkpoint_tuple(run, state, self.current_metadata(run, state), None)
+                    found = self.threads.find(run, checkpoint_id)
+                    if found is None:
+                        return None
+                    mark, end = found
+                    old = self.log.state_at(run.run_id, end, reducer=self.reducer, run_number=run.number)
+                    return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
                 run.forget()
             raise ConflictError(run.run_id, 0, self.log.head(run.run_id))
 
@@ -68,11 +68,12 @@ class Reader(Part):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> list[CheckpointTuple]:
-        """What `EventLogSaver.list` yields, as a list: read anew once when another worker pruned
-        a run since this saver kept its checkpoints."""
+        """What `EventLogSaver.list` yields, as a list, each run's checkpoints of one life of it:
+        read anew once when another worker pruned a run since this saver kept its checkpoints,
+        or made it again while it was read."""
         try:
             return self._list(config, filter=filter, before=before, limit=limit)
-        except PrunedError:
+        except (PrunedError, RunReplacedError):  # pruned, or deleted and made again, by another worker
             return self._list(config, filter=filter, before=before, limit=limit, anew=True)
 
     def _list(
@@ -96,12 +97,14 @@ class Reader(Part):
         wanted = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
         chosen: list[tuple[str, Run, Mark]] = []
+        lives: dict[int, int] = {}  # the life of each run its marks are of
         for run in runs:
             with run.lock:
                 if anew:
                     run.forget()
                 self.threads.writer(run, check=True)
                 marks = list(self.threads.marks(run))
+                lives[id(run)] = run.number
                 latest = {m.checkpoint_id: m for m in marks}  # a checkpoint saved twice counts once
             for mark in marks:
                 cid = mark.checkpoint_id
@@ -117,14 +120,17 @@ class Reader(Part):
             chosen = chosen[: max(limit, 0)]
         tuples: dict[int, CheckpointTuple] = {}
         for run in {id(r): r for _, r, _ in chosen}.values():
-            tuples.update(self.tuples(run, [m for _, r, m in chosen if r is run]))
+            tuples.update(self.tuples(run, [m for _, r, m in chosen if r is run], lives[id(run)]))
         return [tuples[id(mark)] for _, _, mark in chosen if id(mark) in tuples]  # not one deleted meanwhile
 
-    def tuples(self, run: Run, marks: list[Mark]) -> dict[int, CheckpointTuple]:
-        """Tuples of some checkpoints of one run, folded forward from one to the next where close."""
+    def tuples(self, run: Run, marks: list[Mark], number: int) -> dict[int, CheckpointTuple]:
+        """Tuples of some checkpoints of one life of a run (`number`, else RunReplacedError),
+        folded forward from one to the next where close."""
         out: dict[int, CheckpointTuple] = {}
         with run.lock:
             rec = self.threads.writer(run)
+            if run.number != number:
+                raise RunReplacedError(run.run_id, number, run.number or None, "its checkpoints were listed")
             head_state: ThreadState = rec.state
             state: ThreadState | None = None
             at = -1
@@ -137,8 +143,8 @@ class Reader(Part):
                     current = head_state
                 else:
                     if state is None or not at <= end <= at + FOLD_GAP_EVENTS:
-                        state, at = self.log.state_at(run.run_id, end, reducer=self.reducer), end
-                    for entry in self.log.read(run.run_id, after=at, upto=end):
+                        state, at = self.log.state_at(run.run_id, end, reducer=self.reducer, run_number=number), end
+                    for entry in self.log.read(run.run_id, after=at, upto=end, run_number=number):
                         state = self.reducer.apply(state, entry.event)
                     at = end
                     current = state

@@ -108,9 +108,10 @@ class Rewriter:
 
     def _rewrite(self, run_id: str, doomed: set[str] | None, head: int) -> Batches:
         log, reducer = self.log, self.reducer
-        base = log.run_info(run_id).base
+        info = log.run_info(run_id)
+        base, number = info.base, info.number
         records: dict[int, dict[str, Any]] = {}
-        for cp in log.checkpoints.list(run_id, reducer=reducer):
+        for cp in log.checkpoints.list(run_id, reducer=reducer, run_number=number):
             if cp.offset <= head and mark_of(cp.offset, cp.metadata) is not None:
                 records[cp.offset] = cp.metadata
         batches: Batches = []
@@ -143,14 +144,14 @@ class Rewriter:
                     WritesSaved(checkpoint_id, w.task_id, w.task_path, [WriteValue(w.idx, w.channel, w.value)])
                 )
 
-        state = log.state_at(run_id, base, reducer=reducer) if base else reducer.initial()
+        state = log.state_at(run_id, base, reducer=reducer, run_number=number) if base else reducer.initial()
         if base and state.checkpoint_id is not None and keep(state.checkpoint_id):
             whole(state, base)
             writes(state.checkpoint_id, state.writes)
         for checkpoint_id, pending in state.late.items():
             if keep(checkpoint_id):
                 writes(checkpoint_id, pending)
-        for entry in log.read(run_id, after=base, upto=head):
+        for entry in log.read(run_id, after=base, upto=head, run_number=number):
             event = entry.event
             current = state.checkpoint_id
             state = reducer.apply(state, event)

@@ -200,10 +200,10 @@ class Threads:
         """None when the run holds a LangGraph thread (its first event, or the snapshot it was
         pruned to, is the saver's), else the kind of event it holds. Writes and admin use this one check."""
         info = self.log.run_info(run_id)
-        for entry in self.log.read(run_id, info.base, min(info.head, info.base + 1)):
+        for entry in self.log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
             kind = str(type(entry.event).__struct_config__.tag)
             return None if kind.startswith("langgraph.") else kind
-        latest = self.log.checkpoints.list(run_id, limit=1, newest_first=True)
+        latest = self.log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)
         return None if latest and latest[0].reducer == self.reducer.name else "no LangGraph"
 
     def check_owned(self, run_id: str) -> None:
@@ -218,7 +218,7 @@ class Threads:
         """The run's checkpoints, oldest first (read once, then kept up to date)."""
         if run.marks is None:
             try:
-                cps = self.log.checkpoints.list(run.run_id, reducer=self.reducer)
+                cps = self.log.checkpoints.list(run.run_id, reducer=self.reducer, run_number=run.number or None)
             except UnknownRunError:
                 cps = []
             marks = [m for cp in cps if cp.reducer == self.reducer.name and (m := mark_of(cp.offset, cp.metadata))]

@@ -186,7 +186,7 @@ class EventLogSession:
             if number == 0:
                 return self._state
             if (base := self.log.run_info(self.session_id, run_number=number).base) > 0:
-                self._state = self.log.state_at(self.session_id, base, reducer=self._reducer)
+                self._state = self.log.state_at(self.session_id, base, reducer=self._reducer, run_number=number)
         if head > self._state.events:
             for entry in self.log.read(self.session_id, self._state.events, head, run_number=number):
                 if not isinstance(entry.event, _SESSION_KINDS):

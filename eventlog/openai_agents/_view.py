@@ -67,7 +67,8 @@ class _View:
     def history(self, log: EventLog[Any], run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:
         columns = ("offset", "time", "event", "turn", "model calls", "items", "status")
         rows: list[dict[str, Any]] = []
-        for entry in log.read(run_id, log.run_info(run_id).base):
+        info = log.run_info(run_id)
+        for entry in log.read(run_id, info.base, run_number=info.number):
             event = entry.event
             row: dict[str, Any] = dict.fromkeys(columns) | {
                 "offset": entry.offset,

@@ -239,8 +239,8 @@ class RunPage(msgspec.Struct):
 
 
 def run_page(log: EventLog[Any], run_id: str) -> RunPage:
-    summary = summary_of(log, log.run_info(run_id))
-    return RunPage(summary, forks_of(log, run_id), log.checkpoints.list(run_id))
+    info = log.run_info(run_id)
+    return RunPage(summary_of(log, info), forks_of(log, run_id), log.checkpoints.list(run_id, run_number=info.number))
 
 
 class Window(msgspec.Struct):
@@ -359,7 +359,7 @@ def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | Non
         entry = None
         if state is None and offset > 0:
             info = log.run_info(run_id)
-            entry = log.entry(run_id, offset) if info.base < offset <= info.head else None
+            entry = log.entry(run_id, offset, run_number=info.number) if info.base < offset <= info.head else None
         asked = _asked(state, entry)
     else:
         asked = waiting(view, log, run_id, offset)

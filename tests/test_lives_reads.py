@@ -1,0 +1,152 @@
+"""A read above the core that spans calls of the log never joins two lives of one run: the
+LangGraph saver's `get_tuple` and `list`, the ADK session service's `get_session` and
+`list_sessions`.
+
+Each test deletes the run and makes it again (with other content, the same checkpoint ids or
+the same number of events) exactly between two of the reads a call makes, by wrapping the log's
+method that the second read goes through for one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import eventlog
+
+CFG = {"configurable": {"thread_id": "T", "checkpoint_ns": ""}}
+IDS = [f"1f000000-0000-6000-8000-00000000000{i}" for i in range(1, 4)]
+
+
+def once_before(owner: Any, name: str, action: Callable[[], None]) -> None:
+    """Wrap `owner.name` so that its next call runs `action` first."""
+    real = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        action()
+        return real(*args, **kwargs)
+
+    setattr(owner, name, wrapped)
+
+
+def put_thread(saver: Any, life: int, ids: list[str]) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = None
+    for n, cid in enumerate(ids):
+        cp = empty_checkpoint()
+        cp["id"] = cid
+        cp["channel_values"] = {"who": f"life{life}-{n}"}
+        cp["channel_versions"] = {"who": n + 1}
+        conf = {**CFG["configurable"], **({"checkpoint_id": parent} if parent else {})}
+        saver.put({"configurable": conf}, cp, {"source": "loop", "step": n, "life": life}, {"who": n + 1})
+        parent = cid
+
+
+def lives_of(tuples: list[Any]) -> list[tuple[str, Any]]:
+    return [(t.checkpoint["channel_values"]["who"].split("-")[0], t.metadata.get("life")) for t in tuples]
+
+
+def test_get_tuple_never_gives_one_life_values_with_the_next_ones_metadata(log: eventlog.EventLog) -> None:
+    pytest.importorskip("langgraph")
+    from eventlog.langgraph import EventLogSaver
+
+    writer, reader = EventLogSaver(log), EventLogSaver(log)
+    put_thread(writer, 1, IDS[:1])
+
+    def remake() -> None:
+        writer.delete_thread("T")
+        put_thread(writer, 2, IDS[:1])  # the same checkpoint id, other values and metadata
+
+    once_before(log.checkpoints, "load_latest", remake)  # after the reader's writer read life 1
+    got = reader.get_tuple(CFG)
+    assert got is not None and lives_of([got]) == [("life2", 2)]
+
+
+def test_list_gives_each_run_checkpoints_of_one_life(log: eventlog.EventLog) -> None:
+    """`list` chooses checkpoints, then folds their values: the thread is made again between the
+    two (and read by another thread of the same saver, so its cache moves to the new life)."""
+    pytest.importorskip("langgraph")
+    from eventlog.langgraph import EventLogSaver
+    from eventlog.langgraph._serde import SafeSerializer
+
+    arm: list[Callable[[], None]] = []
+
+    class Between(SafeSerializer):  # the listing's filter decodes each chosen checkpoint's metadata here
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            if arm:
+                arm.pop()()
+            return super().loads_typed(data)
+
+    writer, reader = EventLogSaver(log), EventLogSaver(log, serde=Between())
+    put_thread(writer, 1, IDS)
+    assert lives_of(list(reader.list(CFG))) == [("life1", 1)] * 3  # cached, of life 1
+
+    def remake() -> None:
+        writer.delete_thread("T")
+        put_thread(writer, 2, IDS)
+        other = threading.Thread(target=lambda: reader.get_tuple(CFG))
+        other.start()
+        other.join()
+
+    arm.append(remake)
+    got = list(reader.list(CFG, filter={"source": "loop"}))
+    assert not arm and lives_of(got) == [("life2", 2)] * 3
+
+
+def _adk_make(service: Any, life: int, events: int) -> None:
+    from google.adk.events import Event, EventActions
+
+    async def make() -> None:
+        s = await service.create_session(app_name="app", user_id="u", session_id="s", state={"life": life})
+        for i in range(events):
+            delta = {"step": f"{life}-{i}"}
+            await service.append_event(
+                s, Event(author="user", invocation_id=f"i{i}", actions=EventActions(state_delta=delta))
+            )
+
+    asyncio.run(make())
+
+
+def _adk_remake(service: Any, events: int) -> Callable[[], None]:
+    def remake() -> None:  # in a thread of its own: the caller is inside an event loop
+        def run() -> None:
+            asyncio.run(service.delete_session(app_name="app", user_id="u", session_id="s"))
+            _adk_make(service, 2, events)
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+
+    return remake
+
+
+@pytest.mark.parametrize("events", [3, 6])
+def test_an_adk_session_read_is_of_one_life(log: eventlog.EventLog, events: int) -> None:
+    """`get_session` with no recent events, and `list_sessions`: the state is the new life's, at
+    its own head, and the session returned is known as of that life (an append with it lands)."""
+    pytest.importorskip("google.adk")
+    from google.adk.events import Event, EventActions
+    from google.adk.sessions.base_session_service import GetSessionConfig
+
+    from eventlog.adk import EventLogSessionService
+
+    other, service = EventLogSessionService(log, offload=False), EventLogSessionService(log, offload=False)
+    _adk_make(other, 1, 3)
+    once_before(log, "state_at", _adk_remake(other, events))  # after the service read the run's life
+    got = asyncio.run(
+        service.get_session(app_name="app", user_id="u", session_id="s", config=GetSessionConfig(num_recent_events=0))
+    )
+    assert got is not None and got.state == {"life": 2, "step": f"2-{events - 1}"}
+    asyncio.run(
+        service.append_event(got, Event(author="user", invocation_id="x", actions=EventActions(state_delta={"k": 1})))
+    )
+    lister = EventLogSessionService(log, offload=False)  # one that holds no writer of the session: it folds
+    once_before(log, "state_at", _adk_remake(other, events))
+    listed = asyncio.run(lister.list_sessions(app_name="app", user_id="u")).sessions
+    assert [s.state for s in listed] == [{"life": 2, "step": f"2-{events - 1}"}]
