@@ -424,3 +424,31 @@ def test_a_read_returns_at_its_deadline_whatever_the_horizon_says(schema: str) -
         first.join()
         for closing in (reader, writer, held):
             closing.close()
+
+
+@pytest.mark.parametrize("column", ["run", "off"])
+def test_a_feed_row_of_a_negative_number_is_named_like_any_damaged_reference(schema: str, column: str) -> None:
+    """The feed's `run` and `off` are bigint columns: one set negative reads as a u64 past
+    2**63-1, which no row can hold: a reference to nothing, never a store error. A run number
+    no run has is passed over by the feed (as a deleted run's positions are); an offset the run
+    does not have stops the feed naming its position, and the feed goes on after it. verify
+    names it either way, and repair removes it."""
+    import psycopg
+
+    assert DSN is not None
+    with eventlog.open(_store(schema)) as log:
+        log.append_many("a", [step(1), step(2)])
+        log.append("b", step(1))
+        position = [e.position for e in log.feed()][1]
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".feed SET {column} = -1 WHERE off = 2')
+    with eventlog.open(_store(schema)) as log:
+        if column == "off":
+            with pytest.raises(eventlog.errors.CorruptRecordError) as raised:
+                list(log.feed())
+            assert raised.value.position == position
+        assert [(e.run_id, e.offset) for e in log.feed(after=position)] == [("b", 1)]
+        report = log.verify()
+        assert not report.ok and position in {p.position for p in report.problems}
+        assert any(str(position) in done for done in log.repair())
+        assert [(e.run_id, e.offset) for e in log.feed()] == [("a", 1), ("b", 1)]

@@ -199,12 +199,13 @@ class PgTxn:
         known = self._known
         wanted = [(t, bytes(k)) for t, k in gets]
         missing = list(dict.fromkeys(w for w in wanted if w not in known))
+        for found in missing:
+            known[found] = None
+        missing = [w for w in missing if _storable(*w)]  # a key no row can have (a u64 part past 2**63-1) is absent
         ends: dict[str, bytes | None] = {}
         if missing or lasts:
             if lasts:
                 self.flush()
-            for found in missing:
-                known[found] = None
             sql, params = self._fetch_sql(missing, lasts)
             for kind, name, key, value in self._run(sql, params):
                 if kind == 1:
@@ -344,3 +345,12 @@ def _flush_sql(schema: str, shape: list[tuple[bool, str, int]]) -> str:
 
 def _type(kind: str) -> str:
     return "bigint" if kind == "u64" else "bytea"
+
+
+def _storable(table: str, key: bytes) -> bool:
+    """Whether a row of `table` can have the byte key `key` (its parts fit the columns)."""
+    try:
+        TABLES[table].parse_key(key)
+    except EventLogError:
+        return False
+    return True
