@@ -20,10 +20,9 @@ swapped or replayed under another key, table or log does not open (docs/format.m
 from __future__ import annotations
 
 import struct
-import threading
 import zlib
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import zstandard
 
@@ -128,14 +127,21 @@ class Zstd:
         data is the header alone (bound to nothing) is accepted too."""
         self._level = level
         self._dicts: dict[int, zstandard.ZstdCompressionDict] = {}
-        self._local = threading.local()
+        self._free: dict[tuple[int, int], list[Any]] = {}
+        """Compressors (by dictionary and level) and decompressors (by dictionary, level -1) not in
+        use: a thread takes one and gives it back, so a short-lived thread (LangGraph runs each
+        graph's checkpoint writes in threads of its own) makes none, where making one costs more
+        than compressing an event with it (a dictionary's tables are built again)."""
 
     def compress(self, payload: bytes, dict_id: int, place: Place | None, level: int | None = None) -> bytes:
         """Compress when that makes the record smaller, seal when the log has a key, then frame.
         `place` None leaves the frame open, to be sealed by `place_frame` once its key is known."""
         method = RAW
         if len(payload) >= (_limits.compress_size_bytes_min if dict_id else _limits.compress_nodict_size_bytes_min):
-            compressed = self._compressor(dict_id, self._level if level is None else level).compress(payload)
+            key = (dict_id, self._level if level is None else level)
+            compressor = self._take(key)
+            compressed = compressor.compress(payload)
+            self._give(key, compressor)
             if len(compressed) < len(payload):
                 payload, method = compressed, ZSTD_DICT if dict_id else ZSTD
         if method != ZSTD_DICT:
@@ -208,10 +214,13 @@ class Zstd:
             raise CorruptRecordError("zstd frame without a declared content size")
         if size > limit:
             raise CorruptRecordError(f"zstd frame declares {size} bytes, over the limit of {limit}")
+        decompressor = self._take((dict_id, -1))
         try:
-            out = self._decompressor(dict_id).decompress(payload)  # size checked above
+            out: bytes = decompressor.decompress(payload)  # size checked above
         except zstandard.ZstdError as exc:
             raise CorruptRecordError(f"zstd: {exc}") from None
+        finally:
+            self._give((dict_id, -1), decompressor)  # each call starts anew: fit for the next after an error too
         if len(out) != size:
             raise CorruptRecordError("decompressed size differs from the declared size")
         return out
@@ -247,13 +256,16 @@ class Zstd:
                     return None
                 decompressor = decompressors.get(dict_id)
                 if decompressor is None:
-                    decompressor = decompressors[dict_id] = self._decompressor(dict_id)
+                    decompressor = decompressors[dict_id] = self._take((dict_id, -1))
                 data = decompressor.decompress(payload)  # size checked above
                 if len(data) != size:
                     return None
                 append(data)
         except (struct.error, zstandard.ZstdError, CorruptRecordError):
             return None
+        finally:
+            for dict_id, decompressor in decompressors.items():
+                self._give((dict_id, -1), decompressor)
         return out
 
     def _dict(self, dict_id: int) -> zstandard.ZstdCompressionDict:
@@ -270,32 +282,26 @@ class Zstd:
         found = self._dicts[dict_id] = zstandard.ZstdCompressionDict(data)
         return found
 
-    def _compressor(self, dict_id: int, level: int) -> zstandard.ZstdCompressor:
-        try:
-            cache = self._local.compressors
-        except AttributeError:
-            cache = self._local.compressors = {}
-        found: zstandard.ZstdCompressor | None = cache.get((dict_id, level))
-        if found is None:
-            if dict_id:
-                found = zstandard.ZstdCompressor(level=level, dict_data=self._dict(dict_id), write_checksum=False)
-            else:
-                found = zstandard.ZstdCompressor(level=level, write_checksum=False)
-            cache[(dict_id, level)] = found
-        return found
-
-    def _decompressor(self, dict_id: int) -> zstandard.ZstdDecompressor:
-        try:
-            cache = self._local.decompressors
-        except AttributeError:
-            cache = self._local.decompressors = {}
-        found: zstandard.ZstdDecompressor | None = cache.get(dict_id)
-        if found is None:
-            found = (
+    def _take(self, key: tuple[int, int]) -> Any:
+        """A compressor (`key`: dictionary id and level) or decompressor (level -1) no other thread
+        uses, made when none is free; give it back with `_give`."""
+        free = self._free.get(key)
+        if free:
+            try:
+                return free.pop()
+            except IndexError:  # another thread took the last one meanwhile
+                pass
+        dict_id, level = key
+        if level < 0:
+            return (
                 zstandard.ZstdDecompressor(dict_data=self._dict(dict_id)) if dict_id else zstandard.ZstdDecompressor()
             )
-            cache[dict_id] = found
-        return found
+        if dict_id:
+            return zstandard.ZstdCompressor(level=level, dict_data=self._dict(dict_id), write_checksum=False)
+        return zstandard.ZstdCompressor(level=level, write_checksum=False)
+
+    def _give(self, key: tuple[int, int], done: Any) -> None:
+        self._free.setdefault(key, []).append(done)
 
 
 def train_dictionary(samples: list[bytes]) -> bytes | None:
