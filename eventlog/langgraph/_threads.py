@@ -98,9 +98,10 @@ class Run:
         self.lock = threading.RLock()
         self.rec: RunWriter[ThreadState] | None = None
         """The run's writer, made when first used."""
-        self.lists: dict[str, list[Any]] = {}
-        """List values of the current checkpoint, decoded from the stored bytes for the saver alone
-        (never handed out, never the caller's objects): `put` compares a new list with them by value."""
+        self.lists: dict[str, list[tuple[type, str]]] = {}
+        """The items of the current checkpoint's list values as stored (`_write.written`: each one's
+        type and writing, decoded from the stored bytes, never from the caller's objects): `put`
+        compares a new list with them by value."""
         self.marks: list[Mark] | None = None
         self.position: dict[str, int] = {}
         self.current: Blob | None = None

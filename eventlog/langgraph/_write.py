@@ -31,24 +31,35 @@ from ._events import (
 from ._rewrite import Part
 from ._threads import Mark, Run, Waiting, checkpoint_metadata
 
-__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items"]
+__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "Written", "next_version", "same_items", "written"]
 
 KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"})
 """The keys of a LangGraph checkpoint that `CheckpointSaved` has fields for; others go in its `extra`."""
 CONFLICT_RETRIES = 8
 """How many times a write is made again when another writer appended to the run meanwhile."""
 _NONE = object()
+Written = tuple[type, str]
+"""An item of a saved list as `same_items` compares it: its type and its `_written` text."""
 
 
-def same_items(saved: list[Any], value: list[Any]) -> bool:
-    """Whether `value` starts with the items of `saved`, each the same as stored: of one type and
-    written alike at every depth (`_written`), so that values equal under `==` but of other kinds
-    or forms (`1` and `True`, `Decimal("1.0")` and `Decimal("1.00")`, a list and a set, a str
-    and a UUID, two offsets of one instant) differ."""
+def same_items(saved: list[Written], value: list[Any]) -> bool:
+    """Whether `value` starts with the items whose writings are `saved` (`written`), each the same
+    as stored: of one type and written alike at every depth, so that values equal under `==` but
+    of other kinds or forms (`1` and `True`, `Decimal("1.0")` and `Decimal("1.00")`, a list and a
+    set, a str and a UUID, two offsets of one instant) differ."""
     try:
-        return all(type(a) is type(b) and _written(a) == _written(b) for a, b in zip(saved, value, strict=False))
+        return all(kind is type(b) and text == _written(b) for (kind, text), b in zip(saved, value, strict=False))
     except Exception:  # noqa: BLE001 - an item that cannot be written counts as changed
         return False
+
+
+def written(items: list[Any]) -> list[Written] | None:
+    """The writings of `items` that `same_items` compares with: each item's type and `_written`
+    text; None when one cannot be written (the list is then stored whole at its next change)."""
+    try:
+        return [(type(item), _written(item)) for item in items]
+    except Exception:  # noqa: BLE001 - as in same_items
+        return None
 
 
 _MODELS: dict[type, bool] = {}
@@ -172,9 +183,9 @@ class Writer(Part):
         checkpoint: Checkpoint,
         new_versions: ChannelVersions,
         parent: str | None,
-    ) -> tuple[CheckpointSaved, dict[str, list[Any]]]:
+    ) -> tuple[CheckpointSaved, dict[str, list[Written]]]:
         """The event that saves `checkpoint` as a change of `parent` when that is the run's current
-        checkpoint (`state`), or whole otherwise (a fork), and the saver's own copies of its lists.
+        checkpoint (`state`), or whole otherwise (a fork), and the writings of its lists as stored.
 
         A channel keeps its parent's value only when the parent has it at the version the
         checkpoint names; any other channel (in `new_versions`, or at a version the parent did
@@ -188,7 +199,7 @@ class Writer(Part):
         chunks: dict[str, list[Blob]] = {}
         tails: dict[str, Blob] = {}
         empty: list[str] = []
-        lists: dict[str, list[Any]] = {}
+        lists: dict[str, list[Written]] = {}
         base = state
         if fork:
             found = None if parent is None else self.threads.find(run, parent)
@@ -215,7 +226,9 @@ class Writer(Part):
             before = None if fork else self.saved_list(run, state, ch)
             if before is not None and len(before) <= len(value) and same_items(before, value):
                 tails[ch] = tail = self.values.blob(value[len(before) :])
-                lists[ch] = [*before, *self.values.load(tail)]  # the saver's own copies, decoded
+                added = written(self.values.load(tail))  # as stored: decoded from the bytes
+                if added is not None:
+                    lists[ch] = [*before, *added]
             else:
                 chunks[ch] = [self.values.blob(value)]
         extra = {k: v for k, v in checkpoint.items() if k not in KNOWN_KEYS}
@@ -240,14 +253,15 @@ class Writer(Part):
         )
         return event, lists
 
-    def saved_list(self, run: Run, state: ThreadState, channel: str) -> list[Any] | None:
-        """The saver's own copy of a list channel of the run's current checkpoint (decoded from
+    def saved_list(self, run: Run, state: ThreadState, channel: str) -> list[Written] | None:
+        """The writings of a list channel of the run's current checkpoint, as stored (decoded from
         the stored bytes when not kept yet); None when the channel holds no list."""
         kept = run.lists.get(channel)
         if kept is None and channel in state.values:
             value = self.values.value(state.values[channel])
-            if isinstance(value, list):
-                kept = run.lists[channel] = value
+            kept = written(value) if isinstance(value, list) else None
+            if kept is not None:
+                run.lists[channel] = kept
         return kept
 
     def offer(
