@@ -87,12 +87,13 @@ def view_of(first_kind: str | None) -> RunView | None:
     return None
 
 
-def view_for_run(log: EventLog[Any], run_id: str) -> RunView | None:
-    """The view of a run of `log`: by its first event kept, else by its latest checkpoint's reducer."""
+def view_for_run(log: EventLog[Any], run_id: str, *, run_number: int | None = None) -> RunView | None:
+    """The view of a run of `log`: by its first event kept, else by its latest checkpoint's
+    reducer (with `run_number`: of that life of the run, else RunReplacedError)."""
     views = load_views()
     if not views:
         return None
-    info = log.run_info(run_id)
+    info = log.run_info(run_id, run_number=run_number)
     for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
         return view_of(str(type(entry.event).__struct_config__.tag))
     latest = log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "eventlog"
@@ -249,48 +250,124 @@ def test_every_write_above_the_core_names_the_life_it_was_decided_on() -> None:
     assert unfenced == []
 
 
-READS_OF_A_LIFE = {"state_at", "read", "entry", "list", "load", "load_latest"}
+READS_OF_A_LIFE = {"state_at", "read", "entry", "list", "load", "load_latest", "run_info"}
 """The log's reads (and its checkpoints') that take `run_number=`."""
 READ_ALONE = {
     "cli/_commands.py:_resolve": "a checkpoint id is looked up by itself; its callers read under `log.pinned`",
     "demo.py:_workflow": "its reads are of two runs, neither joined with the other's life",
     "ui/app.py:state_fragment": "its routes are wrapped by `one_life` (`log.pinned`)",
+    "demo.py:_conversation": "its conversations are written by it alone, each read by itself",
+    "wayflow/_conversation.py:rewind": "its later `run_info` is of the branch, another run, read by itself",
+    "cli/_commands.py:_cmd_verify": "its `run_info` reads count the progress bar's total, joined with nothing",
 }
+NOT_RUN_READS = {"views.py:load_views": "its `load` is an entry point's, not a run's"}
+
+
+class _Readers:
+    """Which functions of the package above the core read a run, themselves or through another
+    such function (a view's lookup, a row of the runs list): a name called in a module is the
+    function that module defines by it, or the one it imports by it."""
+
+    def __init__(self, trees: dict[Path, ast.Module]) -> None:
+        self.imported: dict[tuple[Path, str], Path] = {}
+        for rel, tree in trees.items():
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.ImportFrom) and node.module):
+                    continue
+                if node.level:
+                    base = Path(*rel.parent.parts[: len(rel.parent.parts) - node.level + 1], *node.module.split("."))
+                elif node.module.startswith(f"{PACKAGE.name}."):
+                    base = Path(*node.module.split(".")[1:])
+                else:
+                    continue
+                found = next((m for m in (base.with_suffix(".py"), base / "__init__.py") if m in trees), None)
+                for alias in node.names if found else ():
+                    self.imported[(rel, alias.asname or alias.name)] = found  # type: ignore[assignment]
+        self.functions = [
+            (rel, fn)
+            for rel, tree in trees.items()
+            for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        self.defined = {(rel, fn.name) for rel, fn in self.functions}
+        self.reading: set[tuple[Path, str]] = set()
+        while more := {
+            (rel, fn.name)
+            for rel, fn in self.functions
+            if (rel, fn.name) not in self.reading
+            and f"{rel}:{fn.name}" not in NOT_RUN_READS
+            and any(isinstance(n, ast.Call) and self.read_by(rel, n) for n in _own_nodes(fn))
+        }:
+            self.reading |= more
+
+    def read_by(self, rel: Path, call: ast.Call) -> str | None:
+        """The name by which `call`, made in module `rel`, reads a run: one of the log's reads (a
+        method), or a function of the package that reads one; None for any other call."""
+        if isinstance(call.func, ast.Attribute):
+            return call.func.attr if call.func.attr in READS_OF_A_LIFE | {"life"} else None
+        name = getattr(call.func, "id", None)
+        if name is None or hasattr(builtins, name):
+            return None
+        where = rel if (rel, name) in self.defined else self.imported.get((rel, name))
+        return name if (where, name) in self.reading else None
 
 
 def test_every_read_above_the_core_after_a_life_is_of_that_life() -> None:
     """Above the core, a function that read a run's life (`life`, `run_info`) and then reads the
-    run again joins the two only when the later read names that life (`run_number=`) or is made
-    inside `log.pinned`: else the run deleted and made again between them hands out one life's
-    values with the other's (docs/concepts.md, "A run's lives")."""
+    run again, itself or through a function of the package that reads it, joins the two only
+    when the later read names that life (`run_number=`, or the `RunInfo` read handed to a
+    function) or is made inside `log.pinned`: else the
+    run deleted and made again between them hands out one life's values with the other's
+    (docs/concepts.md, "A run's lives")."""
     below = {"core", "services", "store", "record", "testing", "log.py", "aio.py"}
+    trees = {
+        path.relative_to(PACKAGE): ast.parse(path.read_text())
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in below
+    }
+    readers = _Readers(trees)
     unpinned = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE)
-        if rel.parts[0] in below:
+    for rel, fn in readers.functions:
+        if f"{rel}:{fn.name}" in READ_ALONE:
             continue
-        for fn in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or f"{rel}:{fn.name}" in READ_ALONE:
-                continue
-            inside = {
-                id(node)
-                for w in ast.walk(fn)
-                if isinstance(w, ast.With) and "pinned" in ast.unparse(w.items[0].context_expr)
-                for node in ast.walk(w)
+        inside = {
+            id(node)
+            for w in ast.walk(fn)
+            if isinstance(w, ast.With) and "pinned" in ast.unparse(w.items[0].context_expr)
+            for node in ast.walk(w)
+        }
+        calls = [(n, readers.read_by(rel, n)) for n in _own_nodes(fn) if isinstance(n, ast.Call)]
+        lives = [c.lineno for c, name in calls if name in ("life", "run_info")]
+        handed_a_life = [
+            a.arg for a in fn.args.args if a.annotation is not None and "RunInfo" in ast.unparse(a.annotation)
+        ]
+        lives += [fn.lineno] * bool(handed_a_life)  # a function handed a life reads of it
+        infos = set(handed_a_life) | {  # names bound to a life read: a call handed one reads of that life
+            t.id
+            for n in _own_nodes(fn)
+            if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call)
+            and readers.read_by(rel, n.value) == "run_info"
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for c, name in calls:
+            passed = [*c.args, *(k.value for k in c.keywords)]
+            handed = {a.id for a in passed if isinstance(a, ast.Name)} | {  # a life read, its number
+                a.value.id
+                for a in passed
+                if isinstance(a, ast.Attribute) and a.attr == "number" and isinstance(a.value, ast.Name)
             }
-            calls = [n for n in _own_nodes(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
-            lives = [c.lineno for c in calls if c.func.attr in ("life", "run_info")]  # type: ignore[union-attr]
-            for c in calls:
-                named = {k.arg for k in c.keywords}
-                if (
-                    lives
-                    and c.func.attr in READS_OF_A_LIFE  # type: ignore[union-attr]
-                    and c.lineno >= min(lives)
-                    and "run_number" not in named
-                    and id(c) not in inside
-                ):
-                    unpinned.append(f"{rel}:{c.lineno} {fn.name}: {ast.unparse(c)[:100]}")
-    assert unpinned == []
+            if (
+                lives
+                and name not in (None, "life")
+                and c.lineno > min(lives)
+                and "run_number" not in {k.arg for k in c.keywords}
+                and not handed & (infos | {"number", "run_number"})
+                and id(c) not in inside
+            ):
+                unpinned.append(f"{rel}:{c.lineno} {fn.name}: {ast.unparse(c)[:100]}")
+    assert unpinned == [], "\n".join(unpinned)
 
 
 def _own_nodes(fn: ast.AST) -> list[ast.AST]:

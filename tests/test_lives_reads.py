@@ -150,3 +150,44 @@ def test_an_adk_session_read_is_of_one_life(log: eventlog.EventLog, events: int)
     once_before(log, "state_at", _adk_remake(other, events))
     listed = asyncio.run(lister.list_sessions(app_name="app", user_id="u")).sessions
     assert [s.state for s in listed] == [{"life": 2, "step": f"2-{events - 1}"}]
+
+
+def test_the_runs_table_names_the_view_of_the_life_it_shows(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eventlog runs` reads each run's info and then its view: a run another process made
+    again between the two is shown whole from one life, or not at all, never one life's head
+    beside the next one's view."""
+    import contextlib
+    import io
+    import subprocess
+    import sys
+
+    from eventlog.cli import main
+    from eventlog.events import StepCompleted
+
+    where = str(tmp_path / "log")
+    with eventlog.open(where) as log:
+        log.append_many("r", [StepCompleted(node=f"n{i}", superstep=i) for i in (1, 2, 3)])
+    again = (
+        "import asyncio, eventlog\n"
+        "from eventlog.openai_agents import EventLogSession\n"
+        f"with eventlog.open({where!r}) as log:\n"
+        "    log.delete_run('r')\n"
+        "    asyncio.run(EventLogSession('r', log).add_items([{'role': 'user', 'content': 'hi'}]))\n"
+    )
+    real = eventlog.EventLog.run_info
+
+    def run_info(self: Any, run_id: str, **kwargs: Any) -> Any:
+        info = real(self, run_id, **kwargs)
+        if run_id == "r" and info.head == 3:  # life 1 read: another process makes the run again
+            subprocess.run([sys.executable, "-c", again], check=True)
+        return info
+
+    monkeypatch.setattr(eventlog.EventLog, "run_info", run_info)
+    monkeypatch.setenv("COLUMNS", "200")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["runs", "--log", where]) == 0
+    rows = [line for line in out.getvalue().splitlines() if "openai-agents" in line]
+    assert all(" 3 " not in row for row in rows), out.getvalue()
+    with eventlog.open(where) as log:
+        assert log.head("r") == 1  # the other process's life is there: the interleaving happened

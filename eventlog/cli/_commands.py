@@ -48,11 +48,11 @@ from ._langgraph import cmd_langgraph_copy
 # -- commands ----------------------------------------------------------------------------------
 
 
-def _view(log: Any, run_id: str) -> Any:
+def _view(log: Any, run_id: str, run_number: int | None = None) -> Any:
     """The run view of an integration's run (see eventlog/views.py), or None."""
     from ..views import view_for_run
 
-    return view_for_run(log, run_id)
+    return view_for_run(log, run_id, run_number=run_number)
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -61,7 +61,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         for rid in log.runs():
             try:
                 info = log.run_info(rid)
-                view = None if args.json else _view(log, rid)
+                view = None if args.json else _view(log, rid, run_number=info.number)
             except (UnknownRunError, RunReplacedError):
                 continue  # deleted (and made again) since the runs were listed
             infos.append(info)

@@ -182,7 +182,7 @@ status_lookback_events = 8
 def summary_of(log: EventLog[Any], info: RunInfo) -> RunSummary:
     """The runs-list row of one run: three reads, however long the run."""
     first = _first_kind(log, info)
-    view = view_of(first) if first is not None else view_for_run(log, info.run_id)
+    view = view_of(first) if first is not None else view_for_run(log, info.run_id, run_number=info.number)
     if info.head <= info.base:
         return RunSummary(info, run_kind(first, view), "empty", info.created_ns, view)
     lo = max(info.base, info.head - status_lookback_events)  # the life `info` names
@@ -210,8 +210,10 @@ def free_fork_name(log: EventLog[Any], run_id: str, at: int) -> str:
     return first
 
 
-def forks_of(log: EventLog[Any], run_id: str) -> list[RunInfo]:
-    """The runs forked from `run_id` (a scan of every run's info)."""
+def forks_of(log: EventLog[Any], run_id: str, *, run_number: int | None = None) -> list[RunInfo]:
+    """The runs forked from `run_id` (a scan of every run's info); with `run_number`, of that life
+    of it (RunReplacedError when the run was made again meanwhile: a number is never given twice,
+    so the same life before and after the scan is the same life throughout)."""
     out = []
     for other in log.runs():
         try:
@@ -220,6 +222,8 @@ def forks_of(log: EventLog[Any], run_id: str) -> list[RunInfo]:
             continue
         if info.parent == run_id:
             out.append(info)
+    if run_number is not None:
+        log.run_info(run_id, run_number=run_number)
     return sorted(out, key=lambda i: (i.fork_offset, i.run_id))
 
 
@@ -240,7 +244,8 @@ class RunPage(msgspec.Struct):
 
 def run_page(log: EventLog[Any], run_id: str) -> RunPage:
     info = log.run_info(run_id)
-    return RunPage(summary_of(log, info), forks_of(log, run_id), log.checkpoints.list(run_id, run_number=info.number))
+    forks = forks_of(log, run_id, run_number=info.number)
+    return RunPage(summary_of(log, info), forks, log.checkpoints.list(run_id, run_number=info.number))
 
 
 class Window(msgspec.Struct):
