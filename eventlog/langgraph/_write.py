@@ -4,6 +4,7 @@ writes of a task; both retry against what another writer appended meanwhile.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,7 @@ KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "
 CONFLICT_RETRIES = 8
 """How many times a write is made again when another writer appended to the run meanwhile."""
 _NONE = object()
-Written = tuple[type, str]
+Written = tuple[type, bytes | str]
 """An item of a saved list as `same_items` compares it: its type and its `_written` text."""
 
 
@@ -65,15 +66,24 @@ def written(items: list[Any]) -> list[Written] | None:
 _MODELS: dict[type, bool] = {}
 
 
-def _written(item: Any) -> str:
-    """An item as a text that tells its values' kinds and forms apart at every depth: the `repr`
-    of a message's fields, or of the item (a value of a kind whose `repr` shows no value, an
-    object at an address, then counts as changed: stored whole again, never lost)."""
+def _written(item: Any) -> bytes | str:
+    """An item written so as to tell its values' kinds and forms apart at every depth: a message's
+    fields (or the item) in `marshal`'s format 0, which writes each built-in type exactly (a bool,
+    an int, a float's digits, a tuple, a list, a set, a str) and nothing else: no references, no
+    interning, never read back. A value of any other type inside (a `UUID`, a `Decimal`, a
+    subclass) is written by its `repr` instead (a value of a kind whose `repr` shows no value, an
+    object at an address, then counts as changed: stored whole again, never lost). The two
+    forms never compare equal (bytes, text). Bytes, bytearrays and memoryviews write alike, as
+    LangGraph's serializer stores them."""
     kind = type(item)
     model = _MODELS.get(kind)
     if model is None:  # `isinstance` with pydantic's metaclass costs more than the rest: once per type
         model = _MODELS[kind] = issubclass(kind, BaseModel)
-    return repr((item.__dict__, item.__pydantic_extra__) if model else item)
+    fields = (item.__dict__, item.__pydantic_extra__) if model else item
+    try:
+        return marshal.dumps(fields, 0)
+    except ValueError:  # a type marshal does not write
+        return repr(fields)
 
 
 def next_version(current: Version | None) -> Version:
