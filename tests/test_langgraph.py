@@ -555,6 +555,48 @@ def test_writes_are_committed_when_put_writes_returns(open_log: Callable[..., ev
     assert kinds[-2:] in (["WritesSaved", "CheckpointSaved"], ["CheckpointSaved", "WritesSaved"])
 
 
+def test_writes_offered_while_a_put_commits_share_the_put_after_it(
+    open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task's writes offered while a put of the thread still commits (a slow disk, a loaded
+    machine) wait beside it, and the put that ends their superstep takes them into its commit,
+    even when it starts the moment the put before it ends (LangGraph's next put, in the same
+    thread or in another that is scheduled first)."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 3.0)
+    slow = threading.Event()
+
+    def clock() -> int:
+        if slow.is_set():  # the first put's commit takes a second
+            slow.clear()
+            time.sleep(1.0)
+        return time.time_ns()
+
+    log = open_log(clock=clock)
+    saver = EventLogSaver(log)
+    cfg = {"configurable": {"thread_id": "slow"}}
+    _one_node_chat(saver).invoke({"messages": [HumanMessage(content="q", id="q")]}, cfg)
+    head = saver.get_tuple(cfg)
+    assert head is not None
+    first, second = ({**head.checkpoint, "id": f"1f{n}" + "0" * 33} for n in (1, 2))
+    at_first = {"configurable": {"thread_id": "slow", "checkpoint_ns": "", "checkpoint_id": first["id"]}}
+
+    before = log.engine.commit.commits
+    slow.set()
+    putting = threading.Thread(target=saver.put, args=(head.config, first, {"source": "update", "step": 8}, {}))
+    putting.start()
+    while slow.is_set():  # the first put is committing
+        time.sleep(0.001)
+    following = threading.Thread(target=saver.put, args=(at_first, second, {"source": "update", "step": 9}, {}))
+    following.start()  # waits for the first to end, before the writes are offered
+    time.sleep(0.1)
+    saver.put_writes(at_first, [("messages", [HumanMessage(content="w", id="w")])], "task-1")
+    putting.join()
+    following.join()
+    assert log.engine.commit.commits - before == 2  # the writes went into the second put's commit
+    kinds = [type(e.event).__name__ for e in log.read("slow")]
+    assert kinds[-3:] == ["CheckpointSaved", "WritesSaved", "CheckpointSaved"]
+
+
 def test_a_caller_that_puts_after_its_own_writes_waits_once(
     open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:

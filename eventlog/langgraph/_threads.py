@@ -91,7 +91,7 @@ class Waiting:
 
 
 class Run:
-    """What the saver keeps in memory of one run; every use holds `lock`."""
+    """What the saver keeps in memory of one run; every use holds `lock` (of `waiting`, `waiting_lock`)."""
 
     def __init__(self, run_id: str, thread_id: str, ns: str) -> None:
         self.run_id, self.thread_id, self.ns = run_id, thread_id, ns
@@ -108,6 +108,9 @@ class Run:
         """Metadata of the current checkpoint, when known."""
         self.waiting: list[Waiting] = []
         """`put_writes` calls waiting to share the commit of the next `put` (kept by `forget`)."""
+        self.waiting_lock = threading.Lock()
+        """Guards `waiting` and each one's `taken`, apart from `lock`: a `put_writes` offered while
+        a put commits (holding `lock`) is in the list before the next put looks, never after it."""
         self.replaced = 0
         """The number of a life of the run this saver used and then found deleted (kept by
         `forget`): until a write onto the life it holds now commits, a write onto a checkpoint

@@ -120,10 +120,11 @@ class Writer(Part):
         run = self.rewriter.open(thread_id, ns)
         md = self.values.blob(get_serializable_checkpoint_metadata(config, metadata))
         with run.lock:
-            shared = [w for w in run.waiting if w.checkpoint_id == parent]  # its superstep's writes
-            for w in shared:
-                w.taken = True
-                run.waiting.remove(w)
+            with run.waiting_lock:
+                shared = [w for w in run.waiting if w.checkpoint_id == parent]  # its superstep's writes
+                for w in shared:
+                    w.taken = True
+                    run.waiting.remove(w)
             try:
                 self._put(run, checkpoint, new_versions, parent, md, shared)
             except BaseException as exc:
@@ -285,14 +286,14 @@ class Writer(Part):
         conf = config["configurable"]
         run = self.rewriter.run_of(config)
         waiting = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
-        with run.lock:
+        with run.waiting_lock:
             run.waiting.append(waiting)
         return run, waiting
 
     @staticmethod
     def withdraw(run: Run, waiting: Waiting) -> bool:
         """Take back an offered `put_writes` no put took: True when the caller must write it itself."""
-        with run.lock:
+        with run.waiting_lock:
             if waiting.taken:
                 return False
             run.waiting.remove(waiting)
