@@ -120,3 +120,17 @@ def test_fleet_suite(tmp_path: Path) -> None:
     assert [t["name"] for t in suite["targets"]] == [
         "EventLogSaver, LMDB (sync) ÷ SqliteSaver (WAL, one file), 1 processes"
     ]
+
+
+def test_saver_replay(tmp_path: Path) -> None:
+    """A two-turn chat's puts replayed into EventLogSaver and SqliteSaver: both rates printed."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install 'eventlog[bench]'")
+    env = {k: v for k, v in os.environ.items() if k != "EVENTLOG_BENCH_PG_DSN"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench.saver_replay", "--turns", "2", "--rounds", "1"],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "6 puts for 2 turns" in proc.stdout
+    [row] = [line.split() for line in proc.stdout.splitlines() if "eventlog-lmdb" in line]
+    assert row[2] == "langgraph-sqlite" and float(row[1]) > 0 and float(row[3]) > 0
