@@ -98,7 +98,7 @@ class Run:
         self.lock = threading.RLock()
         self.rec: RunWriter[ThreadState] | None = None
         """The run's writer, made when first used."""
-        self.lists: dict[str, list[tuple[type, bytes | str]]] = {}
+        self.lists: dict[str, list[tuple[type, bytes]]] = {}
         """The items of the current checkpoint's list values as stored (`_write.written`: each one's
         type and writing, decoded from the stored bytes, never from the caller's objects): `put`
         compares a new list with them by value."""

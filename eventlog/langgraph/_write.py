@@ -4,10 +4,12 @@ writes of a task; both retry against what another writer appended meanwhile.
 
 from __future__ import annotations
 
-import marshal
+import collections
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -39,8 +41,8 @@ KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "
 CONFLICT_RETRIES = 8
 """How many times a write is made again when another writer appended to the run meanwhile."""
 _NONE = object()
-Written = tuple[type, bytes | str]
-"""An item of a saved list as `same_items` compares it: its type and its `_written` text."""
+Written = tuple[type, bytes]
+"""An item of a saved list as `same_items` compares it: its type and its `_written` bytes."""
 
 
 def same_items(saved: list[Written], value: list[Any]) -> bool:
@@ -64,26 +66,57 @@ def written(items: list[Any]) -> list[Written] | None:
 
 
 _MODELS: dict[type, bool] = {}
+_WRITING = (
+    ormsgpack.OPT_NON_STR_KEYS
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+    | ormsgpack.OPT_REPLACE_SURROGATES
+)
+"""The options of LangGraph's own msgpack writing: msgpack writes the built-in types itself (each
+exactly: a bool, an int, a float's bits, a str, bytes; their subclasses as they are, as
+LangGraph stores them), every other value goes to `_tagged`."""
 
 
-def _written(item: Any) -> bytes | str:
-    """An item written so as to tell its values' kinds and forms apart at every depth: a message's
-    fields (or the item) in `marshal`'s format 0, which writes each built-in type exactly (a bool,
-    an int, a float's digits, a tuple, a list, a set, a str) and nothing else: no references, no
-    interning, never read back. A value of any other type inside (a `UUID`, a `Decimal`, a
-    subclass) is written by its `repr` instead (a value of a kind whose `repr` shows no value, an
-    object at an address, then counts as changed: stored whole again, never lost). The two
-    forms never compare equal (bytes, text). Bytes, bytearrays and memoryviews write alike, as
-    LangGraph's serializer stores them."""
-    kind = type(item)
-    model = _MODELS.get(kind)
-    if model is None:  # `isinstance` with pydantic's metaclass costs more than the rest: once per type
-        model = _MODELS[kind] = issubclass(kind, BaseModel)
-    fields = (item.__dict__, item.__pydantic_extra__) if model else item
-    try:
-        return marshal.dumps(fields, 0)
-    except ValueError:  # a type marshal does not write
-        return repr(fields)
+def _model(kind: type) -> bool:
+    found = _MODELS.get(kind)
+    if found is None:  # `isinstance` with pydantic's metaclass costs more than the rest: once per type
+        found = _MODELS[kind] = issubclass(kind, BaseModel)
+    return found
+
+
+def _written(item: Any) -> bytes:
+    """An item written so as to tell its values' kinds and forms apart at every depth, as the
+    saver stores them or finer: msgpack for the built-in types (a tuple and a list, a dict and an
+    `OrderedDict`, bytes and a bytearray write alike, as LangGraph's serializer stores them), and
+    any other value tagged with its type (`_tagged`). Never read back."""
+    fields = (item.__dict__, item.__pydantic_extra__) if _model(type(item)) else item
+    return ormsgpack.packb(fields, default=_tagged, option=_WRITING)
+
+
+def _tagged(value: Any) -> ormsgpack.Ext:
+    """A value msgpack does not write itself, as its type's name and its state: a model's fields
+    (those its `repr` leaves out too), a dataclass's fields, a set's items, a buffer's format,
+    shape and bytes (a numpy array), else its `repr` (a value whose `repr` shows no value, an
+    object at an address, then counts as changed: stored whole again, never lost)."""
+    kind = type(value)
+    state: Any
+    if _model(kind):
+        state = [value.__dict__, value.__pydantic_extra__]
+    elif dataclasses.is_dataclass(value):
+        state = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    elif isinstance(value, set | frozenset | collections.deque):
+        state = list(value)
+    else:
+        try:
+            view = memoryview(value)
+            state = [view.format, view.shape, view.tobytes()]
+        except (TypeError, ValueError):  # no buffer (or one of objects)
+            state = repr(value)
+    return ormsgpack.Ext(
+        0, ormsgpack.packb([kind.__module__, kind.__qualname__, state], default=_tagged, option=_WRITING)
+    )
 
 
 def next_version(current: Version | None) -> Version:
