@@ -106,6 +106,21 @@ def test_an_edit_in_place_to_an_equal_value_of_another_kind_is_saved(saver: Even
     )  # fmt: skip
 
 
+def _edited_in_place(saver: Any, before: Any, edit: Callable[[Any], None], look: Callable[[Any], Any]) -> Any:
+    """A node stores `[{"k": before}]`; the state read back is edited in place (`edit` of that
+    item) and written with one more item; `look` of the value read after."""
+    g = StateGraph(Notes)
+    g.add_node("a", lambda s: {"notes": [{"k": before}]})
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    graph = g.compile(checkpointer=saver)
+    graph.invoke({"notes": []}, CONFIG)
+    notes = graph.get_state(CONFIG).values["notes"]
+    edit(notes[0])
+    graph.update_state(CONFIG, {"notes": Overwrite([*notes, {"k": 0}])})
+    return look(graph.get_state(CONFIG).values["notes"][0]["k"])
+
+
 @pytest.mark.parametrize(
     ("before", "after"),
     [
@@ -128,34 +143,11 @@ def test_an_edit_in_place_to_a_value_of_another_kind_written_alike_is_saved(
     for its text, another offset of one instant): the saver's comparison still tells them apart."""
 
     def story(saver: Any) -> Any:
-        g = StateGraph(Notes)
-        g.add_node("a", lambda s: {"notes": [{"k": before}]})
-        g.add_edge(START, "a")
-        g.add_edge("a", END)
-        graph = g.compile(checkpointer=saver)
-        graph.invoke({"notes": []}, CONFIG)
-        notes = graph.get_state(CONFIG).values["notes"]
-        notes[0]["k"] = after
-        graph.update_state(CONFIG, {"notes": Overwrite([*notes, {"k": 0}])})
-        got = graph.get_state(CONFIG).values["notes"][0]["k"]
-        return type(got).__name__, repr(got)
+        return _edited_in_place(
+            saver, before, lambda item: item.update(k=after), lambda got: (type(got).__name__, repr(got))
+        )
 
     assert same_on_both(story, saver) == (type(after).__name__, repr(after))
-
-
-def _edited_in_place(saver: Any, before: Any, edit: Callable[[Any], None], look: Callable[[Any], Any]) -> Any:
-    """A node stores `[{"k": before}]`; the state read back is edited in place (`edit` of that
-    item) and written with one more item; `look` of the value read after."""
-    g = StateGraph(Notes)
-    g.add_node("a", lambda s: {"notes": [{"k": before}]})
-    g.add_edge(START, "a")
-    g.add_edge("a", END)
-    graph = g.compile(checkpointer=saver)
-    graph.invoke({"notes": []}, CONFIG)
-    notes = graph.get_state(CONFIG).values["notes"]
-    edit(notes[0])
-    graph.update_state(CONFIG, {"notes": Overwrite([*notes, {"k": 0}])})
-    return look(graph.get_state(CONFIG).values["notes"][0]["k"])
 
 
 @pytest.mark.parametrize("case", ["reshaped", "one-element-of-many"])

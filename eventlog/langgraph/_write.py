@@ -57,8 +57,8 @@ def same_items(saved: list[Written], value: list[Any]) -> bool:
 
 
 def written(items: list[Any]) -> list[Written] | None:
-    """The writings of `items` that `same_items` compares with: each item's type and `_written`
-    text; None when one cannot be written (the list is then stored whole at its next change)."""
+    """The writings of `items` that `same_items` compares with: each item's type and its
+    `_written` bytes; None when one cannot be written (the list is then stored whole at its next change)."""
     try:
         return [(type(item), _written(item)) for item in items]
     except Exception:  # noqa: BLE001 - as in same_items
