@@ -70,7 +70,7 @@ def _held_store(schema: str) -> Any:
             def held(txn: Any) -> T:
                 result = fn(txn)
                 txn.flush()
-                self.backend_pid = txn._session.cursor.connection.info.backend_pid
+                self.backend_pid = txn._session.connection.info.backend_pid
                 self.holding.set()
                 assert self.release.wait(60)
                 return result

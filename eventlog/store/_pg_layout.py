@@ -9,9 +9,11 @@ range over its columns: byte order of the keys is the order of the column tuples
 
 from __future__ import annotations
 
+import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from ..errors import EventLogError
@@ -47,10 +49,18 @@ class Table:
         return [_SQL_TYPE[kind] for _, kind in self.key + self.value]
 
     def parse_key(self, key: bytes) -> tuple[Any, ...]:
-        return _split(self.name, "key", key, self.key)
+        return self._key_parser(key) or _split(self.name, "key", key, self.key)
 
     def parse_value(self, value: bytes) -> tuple[Any, ...]:
-        return _split(self.name, "value", value, self.value)
+        return self._value_parser(value) or _split(self.name, "value", value, self.value)
+
+    @cached_property
+    def _key_parser(self) -> Callable[[bytes], tuple[Any, ...] | None]:
+        return _parser(self.key)
+
+    @cached_property
+    def _value_parser(self) -> Callable[[bytes], tuple[Any, ...] | None]:
+        return _parser(self.value)
 
     def bound(self, key: bytes, op: str) -> tuple[str, list[Any]]:
         """SQL (and its parameters) true for the rows whose byte key is >= `key` (op ">=") or
@@ -107,6 +117,32 @@ def _as_bytes(column: str, kind: str) -> str:
 
 
 _SQL_TYPE = {"u64": "bigint", "bytes": "bytea"}
+
+
+def _parser(parts: tuple[tuple[str, str], ...]) -> Callable[[bytes], tuple[Any, ...] | None]:
+    """The columns of a well-formed key or value of these parts in one `struct` call; None for
+    any other (`_split` then says what is wrong with it)."""
+    u64s = sum(kind == U64 for _, kind in parts)
+    size, unpack = 8 * u64s, struct.Struct(">" + "Q" * u64s).unpack_from
+    if parts[-1][1] == BYTES:
+        if not u64s:
+            return lambda raw: (bytes(raw),)
+
+        def with_bytes(raw: bytes) -> tuple[Any, ...] | None:
+            if len(raw) < size:
+                return None
+            numbers = unpack(raw)
+            return (*numbers, bytes(raw[size:])) if max(numbers) < _I63 else None
+
+        return with_bytes
+
+    def numbers_only(raw: bytes) -> tuple[Any, ...] | None:
+        if len(raw) != size:
+            return None
+        numbers: tuple[int, ...] = unpack(raw)
+        return numbers if max(numbers) < _I63 else None
+
+    return numbers_only
 
 
 def _split(table: str, what: str, raw: bytes, parts: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:

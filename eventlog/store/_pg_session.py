@@ -25,10 +25,18 @@ _PERCENT = re.compile(r"%[s%]?")
 
 class _Prepared:
     """The statements prepared on one connection, by name (the pool's connections leave
-    preparing to this: `prepare_threshold=None`)."""
+    preparing to this: `prepare_threshold=None`), and the connection's loader of result rows."""
 
-    def __init__(self) -> None:
+    def __init__(self, conn: Any) -> None:
+        from psycopg import errors, pq
+        from psycopg.adapt import Transformer
+
         self.names: set[str] = set()
+        self.rows = Transformer.from_context(conn)
+        """Loads a result's rows with the connection's types (set to one result at a time)."""
+        self.encoding = conn.info.encoding
+        self.error = errors.error_from_result
+        self.fine = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
         self.unsure = False
         """A message failed: which statements it prepared is not known, so all are deallocated
         at the next use and prepared again."""
@@ -92,26 +100,27 @@ class SeveralStatements(BaseException):
 
 class Session:
     """One transaction's messages on one connection, each sent as one text: its parameters are
-    written into it as literals (`_literal`). `begin` is sent with the first statement; a
-    message that fails leaves the transaction to the caller's ROLLBACK. A session made `once`
-    sends one statement by itself, outside any transaction (its own snapshot, one round trip),
-    and refuses a second (`SeveralStatements`) before sending anything."""
+    written into it as literals (`_literal`), and the text goes to libpq as it is (one
+    `PQexec`: psycopg's cursor would add about half again of the client's CPU per round trip).
+    `begin` is sent with the first statement; a message that fails leaves the transaction to
+    the caller's ROLLBACK. A session made `once` sends one statement by itself, outside any
+    transaction (its own snapshot, one round trip), and refuses a second (`SeveralStatements`)
+    before sending anything."""
 
-    def __init__(self, cursor: Any, begin: tuple[str, ...], once: bool = False) -> None:
-        self.cursor, self._begin, self._once = cursor, () if once else begin, once
+    def __init__(self, conn: Any, begin: tuple[str, ...], once: bool = False) -> None:
+        self.connection, self._begin, self._once = conn, () if once else begin, once
         self.begun = False
         self._sent = False
-        prepared = _SESSIONS.get(cursor.connection)
+        prepared = _SESSIONS.get(conn)
         if prepared is None:
-            prepared = _SESSIONS[cursor.connection] = _Prepared()
+            prepared = _SESSIONS[conn] = _Prepared(conn)
         self._prepared = prepared
 
-    def run(self, sql: str, params: Sequence[Any] = (), then: str = "") -> Any:
+    def run(self, sql: str, params: Sequence[Any] = (), then: str = "") -> list[tuple[Any, ...]]:
         """Send the statement `sql` (prepared once on the connection, then executed by name)
         after the BEGIN when none was sent yet, followed by `then` (e.g. "COMMIT", after which
-        the statement's rows are not read); returns the cursor at the statement's rows. A
-        statement with many rows in its arrays goes by itself, its parameters in binary
-        (`_run_binary`)."""
+        the statement's rows are not read); returns the statement's rows. A statement with many
+        rows in its arrays goes by itself, its parameters in binary (`_run_binary`)."""
         if self._once:
             if self._sent:
                 raise SeveralStatements
@@ -129,35 +138,45 @@ class Session:
             parts.append(prepare)
             prepared.names.add(name)
         if params:
-            conn = self.cursor.connection
+            conn = self.connection
             parts.append(f"EXECUTE {name}({', '.join([_literal(p, conn) for p in params])})")
         else:
             parts.append(f"EXECUTE {name}")
-        at = len(parts) - 1
         if then:
             parts.append(then)
-        cur = self.cursor
         try:
-            cur.execute("; ".join(parts))
+            result = self._exec("; ".join(parts))
         except BaseException:
             prepared.unsure = True
             raise
-        for _ in range(at):
-            cur.nextset()
-        return cur
+        if then or not result.ntuples:
+            return []
+        rows = prepared.rows
+        rows.set_pgresult(result)
+        return rows.load_rows(0, result.ntuples, tuple)
 
-    def _run_binary(self, sql: str, params: Sequence[Any], then: str) -> Any:
+    def _exec(self, text: str) -> Any:
+        """Send `text` (statements joined by `;`) in one message; the result of its last
+        statement, or the error of the first that failed (processing stops there)."""
+        prepared = self._prepared
+        result = self.connection.pgconn.exec_(text.encode(prepared.encoding))
+        if result.status not in prepared.fine:
+            raise prepared.error(result, encoding=prepared.encoding)
+        return result
+
+    def _run_binary(self, sql: str, params: Sequence[Any], then: str) -> list[tuple[Any, ...]]:
         """`run` for a statement whose parameters hold many rows: bound by the server from their
         binary form (text literals of a thousand values cost ten times more to make), not
         prepared; the BEGIN and `then` are messages of their own."""
         opening = self._opening()
         if opening:
-            self.cursor.execute("; ".join(opening))
-        cur = self.cursor
+            self._exec("; ".join(opening))
+        cur = self.connection.cursor()
         cur.execute(_PERCENT.sub(lambda m: "%b" if m[0] == "%s" else m[0], sql), params)
         if then:  # its rows are not read
-            cur.execute(then)
-        return cur
+            self._exec(then)
+            return []
+        return cur.fetchall() if cur.description is not None else []
 
     def _opening(self) -> list[str]:
         """The statements that begin the transaction, once: the first message sends them."""
@@ -169,4 +188,4 @@ class Session:
     def end(self) -> None:
         """COMMIT what was begun (nothing when no statement was sent)."""
         if self.begun:
-            self.cursor.execute("COMMIT")
+            self._exec("COMMIT")

@@ -166,7 +166,7 @@ class PgTxn:
 
     def _deleted(self, sql: str, params: Any) -> int:
         """Run a DELETE; how many rows went (counted by the statement itself)."""
-        row = self._run(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params).fetchone()
+        (row,) = self._run(f"WITH d AS ({sql} RETURNING 1) SELECT count(*) FROM d", params)
         return int(row[0])
 
     def generation(self) -> int | None:  # writers to different runs commit side by side: not numbered
@@ -177,14 +177,14 @@ class PgTxn:
             if not self._write:
                 raise ReadOnlyError("feed positions are given in write transactions only")
             if self._xid is None:
-                (xid,) = self._run("SELECT pg_current_xact_id()::text::bigint").fetchone()
+                ((xid,),) = self._run("SELECT pg_current_xact_id()::text::bigint")
                 self._xid = int(xid)
             self._base = (self._xid + self._xid_offset) << POSITION_SHIFT
         return self._base
 
     def run_number(self, last: int) -> int:
         self._writing("run_number")
-        row = self._run(f"SELECT nextval('\"{self._s}\".run_number')").fetchone()
+        (row,) = self._run(f"SELECT nextval('\"{self._s}\".run_number')")
         return int(row[0])
 
     # -- reads -------------------------------------------------------------------------

@@ -248,7 +248,7 @@ class PostgresStore:
                 again = True
                 while True:
                     once = code is not None and code not in _SEVERAL
-                    session = Session(conn.cursor(), READ_BEGIN, once=once)
+                    session = Session(conn, READ_BEGIN, once=once)
                     txn = PgTxn(session, self.schema, self._xid_offset, write=False)
                     try:
                         result = fn(txn)
@@ -318,7 +318,7 @@ class PostgresStore:
 
     def _write_once(self, fn: Callable[[PgTxn], T]) -> T:
         with self._pool.connection() as conn:
-            session = Session(conn.cursor(), self._write_begin)
+            session = Session(conn, self._write_begin)
             self._local.session = session
             try:
                 try:
