@@ -25,6 +25,8 @@ __all__ = [
     "Write",
     "WriteValue",
     "WritesSaved",
+    "add_writes",
+    "pending_writes",
 ]
 
 Version = str | int | float
@@ -143,7 +145,8 @@ class ThreadState(msgspec.Struct, omit_defaults=True):
     """Writes pending on the current checkpoint."""
     late: dict[str, list[Write]] = {}
     """Writes pending on other checkpoints than the current one: an earlier one, or one not saved
-    yet (LangGraph saves a checkpoint in the background and the writes of its tasks may come first)."""
+    yet (LangGraph saves a checkpoint in the background and the writes of its tasks may come first).
+    A read of an earlier one adds them to those it had then by LangGraph's rule (`pending_writes`)."""
 
 
 class ThreadReducer:
@@ -200,15 +203,31 @@ def _apply_checkpoint(s: ThreadState, e: CheckpointSaved) -> None:
 
 def _apply_writes(s: ThreadState, e: WritesSaved) -> None:
     pending = s.writes if e.checkpoint_id == s.checkpoint_id else s.late.setdefault(e.checkpoint_id, [])
-    for w in e.writes:
-        new = Write(e.task_id, w.idx, w.channel, w.value, e.task_path)
+    add_writes(pending, [Write(e.task_id, w.idx, w.channel, w.value, e.task_path) for w in e.writes])
+
+
+def add_writes(pending: list[Write], new: list[Write]) -> None:
+    """Add `new` to the writes pending on one checkpoint as LangGraph's savers key them, by task
+    and index: a write to a special channel (error, scheduled, interrupt, resume: a negative index)
+    replaces the one under its key, in its place; any other leaves the one there (the first counts)."""
+    for w in new:
         for i, old in enumerate(pending):
-            if old.task_id == e.task_id and old.idx == w.idx:
-                if w.idx < 0:  # a special channel (error, interrupt, resume): the last one counts
-                    pending[i] = new
+            if old.task_id == w.task_id and old.idx == w.idx:
+                if w.idx < 0:
+                    pending[i] = w
                 break
         else:
-            pending.append(new)
+            pending.append(w)
+
+
+def pending_writes(then: list[Write], late: list[Write] | None) -> list[Write]:
+    """The writes pending on a checkpoint: `then`, those of the run's state while it was the current
+    checkpoint, and `late`, those saved after the run moved on (`ThreadState.late` of the head),
+    added by `add_writes`: a later resume of the checkpoint replaces its `__resume__` write."""
+    out = list(then)
+    if late:
+        add_writes(out, late)
+    return out
 
 
 class _AtCheckpoints(CheckpointPolicy, frozen=True):

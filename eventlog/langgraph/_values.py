@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._events import Blob, ThreadState, Write
+from ._events import Blob, ThreadState, Write, pending_writes
 from ._serde import RefusedValueError
 from ._threads import Run
 
@@ -87,7 +87,8 @@ class Values:
         }
         if state.extra is not None:
             checkpoint.update(self.mapping(state.extra, "checkpoint's extra keys"))
-        writes = sorted([*state.writes, *(late or ())], key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        writes = pending_writes(state.writes, late)  # a list of its own
+        writes.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         conf = {"thread_id": run.thread_id, "checkpoint_ns": run.ns}
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": state.checkpoint_id}},

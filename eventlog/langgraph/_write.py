@@ -30,6 +30,7 @@ from ._events import (
     Write,
     WritesSaved,
     WriteValue,
+    pending_writes,
 )
 from ._rewrite import Part
 from ._threads import Mark, Run, Waiting, checkpoint_metadata
@@ -388,4 +389,4 @@ class Writer(Part):
             then = None
         if then is None or not self.threads.same_life(run):  # deleted (and made again) meanwhile
             raise RunReplacedError(run.run_id, run.number, self.log.life(run.run_id)[0] or None, "a write read it")
-        return [*then.writes, *late]
+        return pending_writes(then.writes, late)
