@@ -121,7 +121,12 @@ than one at a time on the agent mix; 32-64 folds fastest, docs/benchmarks.md).""
 
 replaced_retries_max = 4
 """Times `state_at` (and `verify`, per run) starts again when the run it reads is deleted and made
-again meanwhile; past that, RunReplacedError."""
+again meanwhile; past that, RunReplacedError. `verify` also starts a run again when it was pruned
+meanwhile, and past that says so in a note."""
+
+base_reducers_named_max = 16
+"""Reducers an error or a `verify` note names as keeping the state at a pruned base (a base holds
+one snapshot per reducer that pruned the run or checkpointed it there)."""
 
 lmdb_max_dbs = 16
 """Named sub-databases an LMDB log may hold."""
@@ -148,6 +153,7 @@ pg_pool_connections_max = 8
 
 assert 0 < run_id_size_bytes_max <= 4096
 assert 0 < id_draws_max and 0 < pg_pool_connections_max and 0 <= replaced_retries_max
+assert 0 < base_reducers_named_max
 assert 0 < read_chunk_entries and 0 < fold_chunk_entries and 0 < fold_decode_entries
 assert run_key_inline_size_bytes_max + 1 + 32 <= 511  # LMDB's largest key
 assert 16 + event_id_size_bytes_max <= 511

@@ -45,14 +45,23 @@ class EventLogError(Exception):
 
 
 class ConflictError(EventLogError):
-    """`expected_offset` did not match the run's head: another writer appended first."""
+    """`expected_offset` did not match the run's head: another writer appended first.
 
-    def __init__(self, run_id: str, expected: int, head: int) -> None:
-        self.run_id, self.expected, self.head = run_id, expected, head
+    `expected` and `head` are the heads the write expected and found; `attempts`, how many times
+    a writer that retries built the write again on the head it found and met another writer."""
+
+    def __init__(self, run_id: str, expected: int, head: int, *, attempts: int = 1) -> None:
+        self.run_id, self.expected, self.head, self.attempts = run_id, expected, head, attempts
+        tried = f" at the last of {attempts} attempts" if attempts > 1 else ""
         super().__init__(
-            f"run {run_id!r}: expected head {expected} but head is {head}; "
+            f"run {run_id!r}: expected head {expected} but head is {head}{tried}; "
             f"re-read the run from offset {expected} and retry"
         )
+
+    def after(self, attempts: int) -> ConflictError:
+        """This conflict, met by the last of `attempts` attempts of a write: the error to raise when
+        they are spent, naming the heads this one expected and found."""
+        return ConflictError(self.run_id, self.expected, self.head, attempts=attempts)
 
 
 class RunReplacedError(ConflictError):
@@ -63,13 +72,17 @@ class RunReplacedError(ConflictError):
 
     def __init__(self, run_id: str, number: int, now: int | None, doing: str = "it was used") -> None:
         self.run_id, self.number, self.now = run_id, number, now
-        self.expected, self.head = 0, 0
+        self.expected, self.head, self.attempts = 0, 0, 1
         again = "deleted" if now is None else f"deleted and made again (run number {number}, now {now})"
         EventLogError.__init__(
             self,
             f"run {run_id!r} was {again} while {doing}; what was read of it no longer holds: "
             "read the run again (or make a new run writer)",
         )
+
+    def after(self, attempts: int) -> ConflictError:
+        """Itself: what it says holds whatever the attempts before it met (it has no heads to name)."""
+        return self
 
 
 class UnknownRunError(EventLogError, LookupError):
@@ -97,14 +110,18 @@ class OffsetOutOfRangeError(EventLogError, IndexError):
 
 
 class PrunedError(EventLogError):
-    """The offset lies below the run's pruned base."""
+    """The offset lies below the run's pruned base (an event's: at or below it), or the state kept
+    at the base cannot be read by the reducer asked (`detail` says why)."""
 
     def __init__(self, run_id: str, offset: int, base: int, *, detail: str | None = None) -> None:
         self.run_id, self.offset, self.base = run_id, offset, base
         if detail is not None:
             super().__init__(f"run {run_id!r}: offset {offset}: {detail}")
             return
-        super().__init__(f"run {run_id!r}: offset {offset} was pruned; the earliest state kept is at offset {base}")
+        super().__init__(
+            f"run {run_id!r}: offset {offset} was pruned: the events up to offset {base} are gone, "
+            f"the states from offset {base} on are kept"
+        )
 
 
 class CorruptRecordError(EventLogError):

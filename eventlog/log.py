@@ -387,10 +387,11 @@ class EventLog(Generic[S]):
         the entries, and that every stored snapshot equals, byte for byte once encoded, a fresh
         fold from the run's start.
 
-        Each run is folded by `reducer` (the log's by default), or by the one of `reducers` its
-        latest checkpoint names (runs of several reducers are checked whole). `progress(n)` is
-        called with the number of events checked since its last call.
-        """
+        Each run is folded by `reducer` (the log's by default), or by the one of `reducers` its latest
+        checkpoint names (runs of several reducers are checked whole); a pruned run, or a fork of one,
+        by one that keeps the state at its base. When none does (a thread its saver pruned, without
+        `ThreadReducer()`), its records are checked, not folded, and a note (not a problem) in
+        `report.notes` names that reducer. `progress(n)`: events checked since its last call."""
         if run_id is not None:
             check_run_id(run_id)
         return self._verifier.verify(

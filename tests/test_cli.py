@@ -260,6 +260,7 @@ def test_verify_ok(run: Run, demo_log: Path) -> None:
         "events": report.events,
         "checkpoints": report.checkpoints,
         "problems": [],
+        "notes": [],
     }
     code, out, _ = run("--log", demo_log, "verify")
     assert code == 0 and "ok" in out

@@ -201,7 +201,7 @@ def test_verify_folds_each_run_by_the_reducer_that_checkpointed_it(tmp_path: Pat
     """A LangGraph thread's snapshots are made by the saver's reducer, not the log's: verify with
     the installed views' reducers folds the thread by its own and finds a damaged snapshot the
     log's reducer never reads; a pruned thread, whose base state only that reducer holds, is
-    whole by it."""
+    whole by it, and without it checked but not folded, as a note names."""
     pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
     from ui_support import write_langgraph_thread
 
@@ -226,7 +226,8 @@ def test_verify_folds_each_run_by_the_reducer_that_checkpointed_it(tmp_path: Pat
         with pytest.raises(CheckpointNotFoundError, match="were made by langgraph@"):
             log.prune("t", before=head)  # by the log's reducer, which made none of them: named, nothing moved
         log.prune("t", before=head, reducer=next(r for r in reducers if r.name == "langgraph"))
-        assert not log.verify().ok  # its base state is the thread reducer's alone
+        alone = log.verify()  # its base state is the thread reducer's alone: not a problem, a note
+        assert alone.ok and [(n.run_id, n.kind) for n in alone.notes] == [("t", "reducer")], alone.problems
         assert log.verify(reducers=reducers).ok
 
 

@@ -80,7 +80,7 @@ takes `--json` and then prints one JSON document on stdout, for scripts:
 | `state` | `run_id`, `offset`, `checkpoint_id` and `state` (every field of the state) |
 | `diff` | `a` and `b` (offset and checkpoint id), `added`, `removed`, `changed` (`from`, `to`) keys of the values, `messages_appended`, `messages_removed`, and other `fields` that changed |
 | `fork` | the new run's info |
-| `verify` | `ok`, counts of `runs`, `events`, `checkpoints`, and `problems` (each with `run_id`, `offset`, `kind`, `message` and `position`, the feed position concerned or null) |
+| `verify` | `ok`, counts of `runs`, `events`, `checkpoints`, `problems` (each with `run_id`, `offset`, `kind`, `message` and `position`, the feed position concerned or null), and `notes` of the same form, of what was not checked (they leave `ok` true) |
 | `prune` | `run_id` and the new `base` |
 | `delete` | `run_id` and `deleted` |
 | `export`, `import` | `path`, `runs`, `entries`, `checkpoints`, `skipped_checkpoints`, `skipped_runs` (the runs `export --skip-pruned` left out) |

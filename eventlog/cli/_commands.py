@@ -265,6 +265,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         "events": report.events,
         "checkpoints": report.checkpoints,
         "problems": report.problems,
+        "notes": report.notes,
     }
     if args.json:
         _emit_json(doc)
@@ -272,15 +273,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         console = _console()
         for line in repaired:
             _say(f"repaired: {line}")
-        if report.problems:
-            _table(
-                "problems",
-                ["run", "offset", "kind", "message"],
-                [(p.run_id, p.offset, p.kind, p.message) for p in report.problems],
-            )
+        for title, rows in (("problems", report.problems), ("not checked", report.notes)):
+            if rows:
+                _table(
+                    title, ["run", "offset", "kind", "message"], [(p.run_id, p.offset, p.kind, p.message) for p in rows]
+                )
         verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        noted = f"; {len(report.notes)} note(s) of what was not checked" if report.notes else ""
         console.print(
             f"{verdict}: checked {report.runs} run(s), {report.events} event(s), {report.checkpoints} checkpoint(s)"
+            f"{noted}"
         )
     return EXIT_OK if report.ok else EXIT_CORRUPT
 

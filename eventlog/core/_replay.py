@@ -8,7 +8,7 @@ reducer's `upgrade` may carry an older version's state forward.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -22,6 +22,36 @@ from ..store._base import Store, Txn
 from ._reader import Reader, event_place
 from ._runs import Runs
 from .fold import Reducer, reducer_tag
+
+
+class PrunedBase(NamedTuple):
+    """The nearest pruned run of a run's lineage: the run itself, or one it forks from."""
+
+    run_id: str
+    """The run that was pruned."""
+    offset: int
+    """Its base: the state there is kept as a snapshot, the events up to it are gone."""
+    tags: tuple[str, ...]
+    """The reducers (`name@version`) of the snapshots kept at the base."""
+
+    def read_by(self, reducer: Reducer[Any]) -> bool:
+        """Whether `reducer` can start at the base: a snapshot is kept by it, or by another
+        version of it that its `upgrade(state, from_version)` reads."""
+        if reducer_tag(reducer).decode() in self.tags:
+            return True
+        return hasattr(reducer, "upgrade") and any(t.rpartition("@")[0] == reducer.name for t in self.tags)
+
+    def kept(self, run_id: str) -> str:
+        """Where the state at the base is kept, in words true of `run_id` (this run or a fork of it)."""
+        where = "the run" if run_id == self.run_id else f"run {self.run_id!r}, which it forks from,"
+        if not self.tags:
+            return f"the state at offset {self.offset}, where {where} was pruned, has no snapshot by any reducer"
+        named = _limits.base_reducers_named_max
+        by = ", ".join(repr(t) for t in self.tags[:named])
+        if len(self.tags) > named:
+            by += f" and {len(self.tags) - named} more"
+        reducers = "reducer" if len(self.tags) == 1 else "reducers"
+        return f"the state at offset {self.offset}, where {where} was pruned, is kept only by {reducers} {by}"
 
 
 class Replay:
@@ -52,6 +82,20 @@ class Replay:
                     break
                 stop = found[-1][0]  # exclusive: go on below the last key seen
         return None
+
+    def pruned_base(self, txn: Txn, run_id: str, rec: RunRecord) -> PrunedBase | None:
+        """The nearest pruned run along the run's lineage, its base and the reducers that keep the
+        state there (None: no run of the lineage was pruned)."""
+        link = self._runs.pruned(txn, run_id, rec)
+        if link is None:
+            return None
+        number, base = link.rec.number, link.rec.base
+        first, stop = SNAPSHOTS.key(number, base, b""), SNAPSHOTS.key(number, base + 1, b"")
+        tags: list[str] = []
+        while keys := txn.keys(SNAPSHOTS, first, stop, 64):
+            tags.extend(bytes(SNAPSHOTS.parse(key)[2]).decode("utf-8", "replace") for key in keys)
+            first = keys[-1] + b"\x00"
+        return PrunedBase(link.run_id, base, tuple(tags))
 
     def load_snapshot(self, run_id: str, key: bytes, value: bytes, reducer: Reducer[Any]) -> tuple[int, bytes, Any]:
         """(offset, canonical state bytes, state) of the snapshot stored under `key`."""
@@ -116,11 +160,12 @@ class Replay:
             found = self.find_snapshot(txn, run_id, rec, target, tag)
             older = None
             if found is None:
-                base = self._runs.chain_base(txn, run_id, rec)
-                if base > 0:
-                    older = self._older_base(txn, run_id, rec, base, reducer)
+                pruned = self.pruned_base(txn, run_id, rec)
+                if pruned is not None:
+                    older = self._older_base(txn, run_id, rec, pruned.offset, reducer)
                     if older is None:
-                        raise PrunedError(run_id, target, base)
+                        detail = f"{pruned.kept(run_id)}, not by {reducer.name}@{reducer.version}"
+                        raise PrunedError(run_id, target, pruned.offset, detail=detail)
             return rec.number, target, found, older
 
         number, target, found, older = self._store.read(plan)

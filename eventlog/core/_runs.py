@@ -336,9 +336,10 @@ class Runs:
         pieces.reverse()
         return pieces
 
-    def chain_base(self, txn: Txn, run_id: str, rec: RunRecord) -> int:
-        """The pruned base of the run or of the nearest pruned run it reads from (0: none)."""
+    def pruned(self, txn: Txn, run_id: str, rec: RunRecord) -> Link | None:
+        """The link of the nearest pruned run of the lineage: the run itself, or one it forks from
+        (its state at `link.rec.base` is where a fold of the run starts); None when none was pruned."""
         for link in self.lineage(txn, run_id, rec):
             if link.rec.base:
-                return link.rec.base
-        return 0
+                return link
+        return None

@@ -132,9 +132,12 @@ class Admin(Part):
         """`work` under the run's lock, made again (against the run as it is then) when another
         saver wrote the run, or deleted it, meanwhile (ConflictError)."""
         with run.lock:
+            met: ConflictError | None = None  # the last conflict, its heads read before the run is forgotten
             for _ in range(CONFLICT_RETRIES):
                 try:
                     return work()
-                except ConflictError:
+                except ConflictError as exc:
+                    met = exc
                     run.forget()
-            raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
+            assert met is not None, "every attempt met a conflict"
+            raise met.after(CONFLICT_RETRIES) from None

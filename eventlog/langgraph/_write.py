@@ -180,6 +180,7 @@ class Writer(Part):
         shared: list[Waiting],
     ) -> None:
         """Append the checkpoint, after the writes of `shared`, in one commit (the run's lock held)."""
+        met: ConflictError | None = None  # the last conflict, its heads read before the run is forgotten
         for _ in range(CONFLICT_RETRIES):
             rec = self.threads.writer(run)
             self.onto_gone_life(run, parent)
@@ -192,6 +193,7 @@ class Writer(Part):
                 event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
                 rec.append_many([*writes, event], checkpoint_metadata=checkpoint_metadata(event.checkpoint_id, md))
             except ConflictError as exc:  # another writer appended (or made the run again): rebuild against it
+                met = exc
                 self.conflicted(run, exc)
                 continue
             run.lists, run.current, run.replaced = lists, md, 0
@@ -199,7 +201,8 @@ class Writer(Part):
                 run.position[event.checkpoint_id] = len(run.marks)
                 run.marks.append(Mark(rec.offset, event.checkpoint_id, md))
             return
-        raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
+        assert met is not None, "every attempt met a conflict"
+        raise met.after(CONFLICT_RETRIES) from None
 
     @staticmethod
     def conflicted(run: Run, exc: ConflictError) -> None:
@@ -348,6 +351,7 @@ class Writer(Part):
         run = self.rewriter.run_of(config)
         alone = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
         with run.lock:
+            met: ConflictError | None = None
             for _ in range(CONFLICT_RETRIES):
                 rec = self.threads.writer(run)
                 self.onto_gone_life(run, alone.checkpoint_id)
@@ -357,11 +361,13 @@ class Writer(Part):
                         return
                     rec.append_many([event])
                 except ConflictError as exc:
+                    met = exc
                     self.conflicted(run, exc)
                     continue
                 run.replaced = 0
                 return
-            raise ConflictError(run.run_id, run.rec.offset if run.rec else 0, self.log.head(run.run_id))
+            assert met is not None, "every attempt met a conflict"
+            raise met.after(CONFLICT_RETRIES) from None
 
     def writes_event(self, run: Run, state: ThreadState, w: Waiting, before: list[WritesSaved]) -> WritesSaved | None:
         """The event of a `put_writes` onto the run at `state`, after the events `before` of the same
