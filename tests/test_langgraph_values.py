@@ -199,6 +199,29 @@ def test_an_edit_in_place_to_a_field_its_repr_hides_is_saved(tmp_path: Path, kin
         assert same_on_both(story, saver) == (kind, 7)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("n", [15, 16, 65_535, 65_536])
+def test_a_list_of_any_length_that_grew_is_stored_as_its_tail(tmp_path: Path, n: int) -> None:
+    """A list of `n` items (msgpack writes the length of a list of fewer than 16, 2**16 and more
+    in headers of three sizes) with one more appended: the put stores the item appended, and
+    then an item edited in place is stored with the whole list again."""
+    from eventlog.langgraph._events import CheckpointSaved
+
+    g = StateGraph(Notes)
+    g.add_node("a", lambda s: {"notes": list(range(n))})
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    with EventLogSaver.from_path(tmp_path / "log") as saver:
+        graph = g.compile(checkpointer=saver)
+        graph.invoke({"notes": []}, CONFIG)
+        graph.update_state(CONFIG, {"notes": [-1]})
+        graph.update_state(CONFIG, {"notes": Overwrite([-2, *graph.get_state(CONFIG).values["notes"][1:]])})
+        puts = [e.event for e in saver.log.read("t") if isinstance(e.event, CheckpointSaved)]
+        assert graph.get_state(CONFIG).values["notes"] == [-2, *range(1, n), -1]
+    grew, edited = puts[-2], puts[-1]
+    assert "notes" in grew.tails and "notes" not in grew.chunks
+    assert "notes" in edited.chunks and "notes" not in edited.tails
+
+
 def test_a_list_holding_values_stored_in_another_form_is_stored_as_its_tail(tmp_path: Path) -> None:
     """An agent loop of one invoke whose messages hold a tuple and an `OrderedDict` (stored as a
     list and a map, and read back so): each put stores the messages it appended, not the whole

@@ -20,7 +20,18 @@ from ..log import EventLog
 from ..services.runwriter import RunWriter
 from ._events import POLICY, Blob, LangGraphThreadError, ThreadReducer, ThreadState
 
-__all__ = ["REWRITE", "Mark", "Run", "Threads", "Waiting", "checkpoint_metadata", "mark_of", "run_id_of", "thread_of"]
+__all__ = [
+    "REWRITE",
+    "Mark",
+    "Run",
+    "Threads",
+    "Waiting",
+    "Written",
+    "checkpoint_metadata",
+    "mark_of",
+    "run_id_of",
+    "thread_of",
+]
 
 REWRITE = "|:rewrite"
 """Suffix of the run a rewrite stages its result in (no LangGraph namespace starts with `:`)."""
@@ -98,9 +109,9 @@ class Run:
         self.lock = threading.RLock()
         self.rec: RunWriter[ThreadState] | None = None
         """The run's writer, made when first used."""
-        self.lists: dict[str, list[tuple[type, bytes]]] = {}
-        """The items of the current checkpoint's list values as stored (`_write.written`: each one's
-        type and writing, decoded from the stored bytes, never from the caller's objects): `put`
+        self.lists: dict[str, Written] = {}
+        """The items of the current checkpoint's list values as stored (`Written`: their
+        types and writings, decoded from the stored bytes, never from the caller's objects): `put`
         compares a new list with them by value."""
         self.marks: list[Mark] | None = None
         self.position: dict[str, int] = {}
@@ -124,6 +135,23 @@ class Run:
 
     def forget(self) -> None:
         self.rec, self.lists, self.marks, self.position, self.current = None, {}, None, {}, None
+
+
+class Written:
+    """The items of a saved list as `same_items` compares them: each one's type, and their
+    writings (`_write.same_items`) one after another. Never changed: `then` makes another."""
+
+    __slots__ = ("joined", "kinds")
+
+    def __init__(self, kinds: list[type], joined: bytes) -> None:
+        self.kinds, self.joined = kinds, joined
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def then(self, added: Written) -> Written:
+        """These items, then `added`'s."""
+        return Written(self.kinds + added.kinds, self.joined + added.joined)
 
 
 _LIVES_HELD = 65536

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,37 +34,58 @@ from ._events import (
     pending_writes,
 )
 from ._rewrite import Part
-from ._threads import Mark, Run, Waiting, checkpoint_metadata
+from ._threads import Mark, Run, Waiting, Written, checkpoint_metadata
 
-__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "Written", "next_version", "same_items", "written"]
+__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items", "written"]
 
 KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"})
 """The keys of a LangGraph checkpoint that `CheckpointSaved` has fields for; others go in its `extra`."""
 CONFLICT_RETRIES = 8
 """How many times a write is made again when another writer appended to the run meanwhile."""
 _NONE = object()
-Written = tuple[type, bytes]
-"""An item of a saved list as `same_items` compares it: its type and its `_written` bytes."""
 
 
-def same_items(saved: list[Written], value: list[Any]) -> bool:
+def same_items(saved: Written, value: list[Any]) -> bool:
     """Whether `value` starts with the items whose writings are `saved` (`written`), each the same
     as stored: of one type and written alike at every depth, so that values equal under `==` but
     of other kinds or forms (`1` and `True`, `Decimal("1.0")` and `Decimal("1.00")`, a list and a
     set, a str and a UUID, two offsets of one instant) differ."""
+    head = value[: len(saved.kinds)]
+    if not all(map(operator.is_, saved.kinds, map(type, head))):
+        return False
     try:
-        return all(kind is type(b) and text == _written(b) for (kind, text), b in zip(saved, value, strict=False))
+        again = _joined(head, saved.kinds)
     except Exception:  # noqa: BLE001 - an item that cannot be written counts as changed
         return False
+    return again == saved.joined
 
 
-def written(items: list[Any]) -> list[Written] | None:
-    """The writings of `items` that `same_items` compares with: each item's type and its
-    `_written` bytes; None when one cannot be written (the list is then stored whole at its next change)."""
+def written(items: list[Any]) -> Written | None:
+    """The writings of `items` that `same_items` compares with; None when one cannot be written
+    (the list is then stored whole at its next change)."""
+    kinds = [type(item) for item in items]
     try:
-        return [(type(item), _written(item)) for item in items]
+        return Written(kinds, _joined(items, kinds))
     except Exception:  # noqa: BLE001 - as in same_items
         return None
+
+
+def _joined(items: list[Any], kinds: list[type]) -> bytes:
+    """Every item written so as to tell its values' kinds and forms apart at every depth, as the
+    saver stores them or finer, one after another: msgpack for the built-in types (a tuple and a
+    list, a dict and an `OrderedDict`, bytes and a bytearray write alike, as LangGraph's
+    serializer stores them), a model as its fields and extra fields, and any other value tagged
+    with its type (`_tagged`). Written as one msgpack array, in one call, without the array's
+    header (msgpack writes an array as its header and then each item's bytes). Never read back.
+    `kinds`: the items' types."""
+    models = {kind for kind in set(kinds) if _model(kind)}
+    packed = ormsgpack.packb(
+        [(b.__dict__, b.__pydantic_extra__) if type(b) in models else b for b in items],
+        default=_tagged,
+        option=_WRITING,
+    )
+    n = len(items)
+    return packed[1 if n < 16 else 3 if n < 1 << 16 else 5 :]
 
 
 _MODELS: dict[type, bool] = {}
@@ -85,15 +107,6 @@ def _model(kind: type) -> bool:
     if found is None:  # `isinstance` with pydantic's metaclass costs more than the rest: once per type
         found = _MODELS[kind] = issubclass(kind, BaseModel)
     return found
-
-
-def _written(item: Any) -> bytes:
-    """An item written so as to tell its values' kinds and forms apart at every depth, as the
-    saver stores them or finer: msgpack for the built-in types (a tuple and a list, a dict and an
-    `OrderedDict`, bytes and a bytearray write alike, as LangGraph's serializer stores them), and
-    any other value tagged with its type (`_tagged`). Never read back."""
-    fields = (item.__dict__, item.__pydantic_extra__) if _model(type(item)) else item
-    return ormsgpack.packb(fields, default=_tagged, option=_WRITING)
 
 
 def _tagged(value: Any) -> ormsgpack.Ext:
@@ -231,7 +244,7 @@ class Writer(Part):
         checkpoint: Checkpoint,
         new_versions: ChannelVersions,
         parent: str | None,
-    ) -> tuple[CheckpointSaved, dict[str, list[Written]]]:
+    ) -> tuple[CheckpointSaved, dict[str, Written]]:
         """The event that saves `checkpoint` as a change of `parent` when that is the run's current
         checkpoint (`state`), or whole otherwise (a fork), and the writings of its lists as stored.
 
@@ -247,7 +260,7 @@ class Writer(Part):
         chunks: dict[str, list[Blob]] = {}
         tails: dict[str, Blob] = {}
         empty: list[str] = []
-        lists: dict[str, list[Written]] = {}
+        lists: dict[str, Written] = {}
         base = state
         if fork:
             found = None if parent is None else self.threads.find(run, parent)
@@ -276,7 +289,7 @@ class Writer(Part):
                 tails[ch] = tail = self.values.blob(value[len(before) :])
                 added = written(self.values.load(tail))  # as stored: decoded from the bytes
                 if added is not None:
-                    lists[ch] = [*before, *added]
+                    lists[ch] = before.then(added)
             else:
                 chunks[ch] = [self.values.blob(value)]
         extra = {k: v for k, v in checkpoint.items() if k not in KNOWN_KEYS}
@@ -301,7 +314,7 @@ class Writer(Part):
         )
         return event, lists
 
-    def saved_list(self, run: Run, state: ThreadState, channel: str) -> list[Written] | None:
+    def saved_list(self, run: Run, state: ThreadState, channel: str) -> Written | None:
         """The writings of a list channel of the run's current checkpoint, as stored (decoded from
         the stored bytes when not kept yet); None when the channel holds no list."""
         kept = run.lists.get(channel)
