@@ -138,8 +138,8 @@ class Run:
 
 
 class Written:
-    """The items of a saved list as `same_items` compares them: each one's type, and their
-    writings (`_write.same_items`) one after another. Never changed: `then` makes another."""
+    """The items of a saved list as `_write.same_items` compares them: each one's type, and their
+    writings one after another (`_write.written`). Never changed: `then` makes another."""
 
     __slots__ = ("joined", "kinds")
 
