@@ -22,6 +22,17 @@ _PREPARED_HELD = 512
 
 _PERCENT = re.compile(r"%[s%]?")
 
+SETTINGS = (
+    "SET plan_cache_mode = force_generic_plan",
+    "SET standard_conforming_strings = on",
+    "SET client_encoding = 'UTF8'",
+)
+"""What the store sets on each pooled connection (`postgres._configure`), and again after a
+message failed, since a `DISCARD ALL` or `RESET ALL` run behind the store (by a pooler, say)
+puts each back to the default of the role, the database or the URL's `options`. The messages'
+meaning does not depend on them (`_literal` writes escape strings, rows carry no text): the
+plans are made once, and text the server sends (its notices) converts to any character."""
+
 
 class _Prepared:
     """The statements prepared on one connection, by name (the pool's connections leave
@@ -39,7 +50,8 @@ class _Prepared:
         self.fine = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
         self.unsure = False
         """A message failed: which statements it prepared is not known, so all are deallocated
-        at the next use and prepared again."""
+        at the next use and prepared again, and the connection's `SETTINGS` made again (the
+        failure may be a `DISCARD ALL` run behind the store)."""
 
 
 _SESSIONS: weakref.WeakKeyDictionary[Any, _Prepared] = weakref.WeakKeyDictionary()
@@ -63,21 +75,24 @@ def _statement(sql: str) -> tuple[str, str]:
 
 
 def _literal(value: Any, conn: Any) -> str:
-    """A parameter as an SQL literal, for a message whose text is sent as it is (the pool's
-    connections set `standard_conforming_strings`): ints, bytes (bytea's hex input), None, and
-    lists of those written here; anything else by psycopg."""
+    """A parameter as an SQL literal, for a message whose text is sent as it is: ints, bytes
+    (bytea's hex input), None, and lists of those written here; anything else by psycopg.
+    Backslashes are written in escape strings (`E'...'`), which read the same whatever
+    `standard_conforming_strings` the session has: in a plain literal they would be escapes
+    once something behind the store set it off (a `RESET ALL` back to a role's default), and
+    the bytes stored would not be those given."""
     kind = type(value)
     if kind is int:
         return str(value)
     if isinstance(value, bytes):
-        return "'\\x" + value.hex() + "'"
+        return "E'\\\\x" + value.hex() + "'"
     if value is None:
         return "NULL"
     if kind is list:
         if all(type(x) is int for x in value):
             return "'{" + ",".join(map(str, value)) + "}'"
         if all(x is None or type(x) is bytes for x in value):
-            return "'{" + ",".join("NULL" if x is None else '"\\\\x' + x.hex() + '"' for x in value) + "}'"
+            return "E'{" + ",".join("NULL" if x is None else '"\\\\\\\\x' + x.hex() + '"' for x in value) + "}'"
     from psycopg import sql  # a type this store does not bind itself
 
     return str(sql.Literal(value).as_string(conn))
@@ -125,26 +140,28 @@ class Session:
             if self._sent:
                 raise SeveralStatements
             self._sent = True
+        prepared = self._prepared
+        if prepared.unsure and not self.begun:
+            self._reset()
         if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
             return self._run_binary(sql, params, then)
-        parts = self._opening()
-        prepared = self._prepared
-        if prepared.unsure or len(prepared.names) >= _PREPARED_HELD:
-            parts.append("DEALLOCATE ALL")
-            prepared.names.clear()
-            prepared.unsure = False
-        name, prepare = _statement(sql)
-        if name not in prepared.names:
-            parts.append(prepare)
-            prepared.names.add(name)
-        if params:
-            conn = self.connection
-            parts.append(f"EXECUTE {name}({', '.join([_literal(p, conn) for p in params])})")
-        else:
-            parts.append(f"EXECUTE {name}")
-        if then:
-            parts.append(then)
         try:
+            parts = self._opening()
+            if prepared.unsure or len(prepared.names) >= _PREPARED_HELD:
+                parts.append("DEALLOCATE ALL")
+                prepared.names.clear()
+                prepared.unsure = False
+            name, prepare = _statement(sql)
+            if name not in prepared.names:
+                parts.append(prepare)
+                prepared.names.add(name)
+            if params:
+                conn = self.connection
+                parts.append(f"EXECUTE {name}({', '.join([_literal(p, conn) for p in params])})")
+            else:
+                parts.append(f"EXECUTE {name}")
+            if then:
+                parts.append(then)
             result = self._exec("; ".join(parts))
         except BaseException:
             prepared.unsure = True
@@ -154,6 +171,16 @@ class Session:
         rows = prepared.rows
         rows.set_pgresult(result)
         return rows.load_rows(0, result.ntuples, tuple)
+
+    def _reset(self) -> None:
+        """After a failed message, before a transaction begins: deallocate every statement and
+        make the connection's `SETTINGS` again, in a message of its own (outside the
+        transaction, whose ROLLBACK would undo them)."""
+        prepared = self._prepared
+        self._exec("; ".join(("DEALLOCATE ALL", *SETTINGS)))
+        prepared.names.clear()
+        prepared.unsure = False
+        prepared.encoding = self.connection.info.encoding
 
     def _exec(self, text: str) -> Any:
         """Send `text` (statements joined by `;`) in one message; the result of its last

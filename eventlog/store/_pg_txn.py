@@ -207,13 +207,13 @@ class PgTxn:
             if lasts:
                 self.flush()
             sql, params = self._fetch_sql(missing, lasts)
-            for kind, name, key, value in self._run(sql, params):
+            for kind, number, key, value in self._run(sql, params):
                 if kind == 1:
-                    known[(name, bytes(key))] = bytes(value)
+                    known[(_NAMES[number], bytes(key))] = bytes(value)
                 elif kind == 3:
                     self._xid = int.from_bytes(key, "big")
                 else:
-                    ends[name] = None if key is None else bytes(key)
+                    ends[_NAMES[number]] = None if key is None else bytes(key)
                     if value is not None:
                         self.held = max(self.held, int.from_bytes(value, "big"))
         return [known[w] for w in wanted], [ends[t] for t in lasts]
@@ -260,22 +260,22 @@ class PgTxn:
                     f"g{n} AS (SELECT x.* FROM {self._t(table)} x JOIN unnest({arrays}) AS q({', '.join(t.columns)}) "
                     f"ON {on}{lock})"
                 )
-            parts.append(f"SELECT 1, '{table}'::text, {t.key_sql()}, {t.value_sql()} FROM g{n}")
+            parts.append(f"SELECT 1, {_NUMBERS[table]}, {t.key_sql()}, {t.value_sql()} FROM g{n}")
         for table in lasts:
             t = TABLES[table]
             if table == "feed" and not self._write:
                 last = f"(SELECT int8send(position) FROM {self._t(table)} WHERE position %s h.p ORDER BY position DESC LIMIT 1)"
                 # the horizon computed once: the settled last and the held last split the feed at one place
                 parts.append(
-                    f"SELECT 2, 'feed'::text, {last % '<'}, {last % '>='} FROM (SELECT {self._horizon()} AS p) h"
+                    f"SELECT 2, {_NUMBERS['feed']}, {last % '<'}, {last % '>='} FROM (SELECT {self._horizon()} AS p) h"
                 )
             else:
                 parts.append(
-                    f"SELECT 2, '{table}'::text, (SELECT {t.key_sql()} FROM {self._t(table)} "
+                    f"SELECT 2, {_NUMBERS[table]}, (SELECT {t.key_sql()} FROM {self._t(table)} "
                     f"ORDER BY {t.order(reverse=True)} LIMIT 1), NULL::bytea"
                 )
         if self._write and self._xid is None:  # the id feed positions derive from, in the same round trip
-            parts.append("SELECT 3, 'xid'::text, int8send(pg_current_xact_id()::text::bigint), NULL::bytea")
+            parts.append("SELECT 3, 0, int8send(pg_current_xact_id()::text::bigint), NULL::bytea")
         head = ("WITH " + ", ".join(ctes) + " ") if ctes else ""
         return head + " UNION ALL ".join(parts)
 
@@ -312,6 +312,11 @@ class PgTxn:
         pairs = self.scan(table, start, None, limit=max(count, 0))
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
 
+
+_NAMES = tuple(TABLES)
+_NUMBERS = {name: n for n, name in enumerate(_NAMES)}
+"""A table by its number in a read statement's rows: a number reads the same in any client
+encoding (text comes back as bytes under SQL_ASCII)."""
 
 _SQL_HELD = 256
 """Statements held per kind (by schema and shape) before the cache starts again."""

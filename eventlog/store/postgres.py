@@ -22,7 +22,7 @@ import time
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .. import _limits
 from ..errors import (
@@ -37,7 +37,7 @@ from ..errors import (
 from ._base import KeyExistsError
 from ._pg_channel import Channel
 from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, migrate_kv_sql, schema_sql
-from ._pg_session import READ_BEGIN, Session, SeveralStatements, write_begin
+from ._pg_session import READ_BEGIN, SETTINGS, Session, SeveralStatements, write_begin
 from ._pg_txn import PgTxn
 
 T = TypeVar("T")
@@ -57,21 +57,25 @@ def split_dsn(dsn: str) -> tuple[str, str]:
     """Take the `schema` query parameter out of a connection URL: (dsn, schema).
 
     `postgresql+psycopg://` (SQLAlchemy's spelling) and any case of the scheme are read as
-    `postgresql://`. An empty `schema=` is refused rather than read as the default."""
+    `postgresql://`. An empty `schema=` is refused rather than read as the default. The other
+    parameters are passed on as they were written: libpq reads `%20` as a space and `+` as a
+    plus, so a query decoded and encoded again (`options=-c%20name%3Dvalue` made
+    `-c+name=value`) would not be the one given."""
     parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [v for k, v in query if k == "schema"]
+    pairs = [pair for pair in parts.query.split("&") if pair]
+    schemas = [unquote(v) for k, _, v in (pair.partition("=") for pair in pairs) if unquote(k) == "schema"]
     if len(schemas) > 1 or (schemas and not schemas[0]):
         raise InvalidArgumentError(f"give one non-empty schema= in the URL, not {schemas!r}")
     schema = schemas[0] if schemas else "eventlog"
     check_schema(schema)
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    rest = "&".join(pair for pair in pairs if unquote(pair.partition("=")[0]) != "schema")
     return urlunsplit(parts._replace(scheme="postgresql", query=rest)), schema
 
 
 def check_schema(schema: object) -> str:
-    """A schema name PostgreSQL keeps exactly: ASCII letters, digits and underscores, not starting
-    with a digit, at most 63 bytes (PostgreSQL cuts longer names, so two would alias)."""
+    """A schema name PostgreSQL keeps exactly and lets a user make: ASCII letters, digits and
+    underscores, not starting with a digit nor with `pg_` (kept for system schemas), at most 63
+    bytes (PostgreSQL cuts longer names, so two would alias)."""
     limit = _limits.pg_identifier_size_bytes_max
     if (
         not isinstance(schema, str)
@@ -79,11 +83,12 @@ def check_schema(schema: object) -> str:
         or not schema.isascii()
         or not schema.replace("_", "").isalnum()
         or schema[0].isdigit()
+        or schema[:3].lower() == "pg_"
         or len(schema) > limit
     ):
         raise InvalidArgumentError(
             f"schema name {schema!r} must be 1 to {limit} ASCII letters, digits and underscores, "
-            "not starting with a digit"
+            "not starting with a digit nor with pg_"
         )
     return schema
 
@@ -383,9 +388,12 @@ class PostgresStore:
 def _configure(conn: Any) -> None:
     """Each pooled connection plans its prepared statements once: their plans do not depend on
     the keys bound to them, and planning again on every call costs more than running them. Its
-    string literals are standard (`_pg_session._literal` writes backslashes as they are)."""
-    conn.execute("SET plan_cache_mode = force_generic_plan")
-    conn.execute("SET standard_conforming_strings = on")
+    string literals are standard, and its client encoding UTF-8 whatever the URL, the role or
+    the database says: the store reads names as text only at the open (under SQL_ASCII psycopg
+    gives bytes), and a server notice in any language converts to it (`_pg_session.SETTINGS`,
+    made again after a message failed). Nothing reaches the server before these."""
+    for statement in SETTINGS:
+        conn.execute(statement)
 
 
 _POOL_TIMEOUT_SECONDS = 30.0
