@@ -9,11 +9,12 @@ range over its columns: byte order of the keys is the order of the column tuples
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
 from ..errors import EventLogError
@@ -200,6 +201,16 @@ def writers_lock(schema: str) -> tuple[int, int]:
     before it has a transaction id: readers tell the log's own writers from other transactions
     by it (`horizon_sql`). Two schemas whose keys collide only wait for each other's writers."""
     return WRITERS_LOCK_CLASS, zlib.crc32(schema.encode()) & 0x7FFFFFFF
+
+
+@lru_cache(maxsize=4096)
+def run_lock(schema: str, key: bytes) -> int:
+    """The key of the exclusive advisory lock a write transaction of the log in `schema` takes on
+    a run (its `runs` key) before it locks the run's row (`PgTxn._run_locks`): a signed 64-bit
+    number, so the lock is of the one-key form and never one of the writers lock's two-key form
+    (`horizon_sql` looks only at those). Two runs whose keys collide only wait for each other."""
+    digest = hashlib.blake2b(schema.encode() + b"\x00" + key, digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 @cache

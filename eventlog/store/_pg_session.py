@@ -131,11 +131,12 @@ class Session:
             prepared = _SESSIONS[conn] = _Prepared(conn)
         self._prepared = prepared
 
-    def run(self, sql: str, params: Sequence[Any] = (), then: str = "") -> list[tuple[Any, ...]]:
+    def run(self, sql: str, params: Sequence[Any] = (), then: str = "", lead: str = "") -> list[tuple[Any, ...]]:
         """Send the statement `sql` (prepared once on the connection, then executed by name)
-        after the BEGIN when none was sent yet, followed by `then` (e.g. "COMMIT", after which
-        the statement's rows are not read); returns the statement's rows. A statement with many
-        rows in its arrays goes by itself, its parameters in binary (`_run_binary`)."""
+        after the BEGIN when none was sent yet and after `lead` (expressions, `_lead`),
+        followed by `then` (e.g. "COMMIT", after which the statement's rows are not read);
+        returns the statement's rows. A statement with many rows in its arrays goes by itself,
+        its parameters in binary (`_run_binary`)."""
         if self._once:
             if self._sent:
                 raise SeveralStatements
@@ -144,9 +145,9 @@ class Session:
         if prepared.unsure and not self.begun:
             self._reset()
         if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
-            return self._run_binary(sql, params, then)
+            return self._run_binary(sql, params, then, lead)
         try:
-            parts = self._opening()
+            parts = self._lead(lead)
             if prepared.unsure or len(prepared.names) >= _PREPARED_HELD:
                 parts.append("DEALLOCATE ALL")
                 prepared.names.clear()
@@ -191,11 +192,11 @@ class Session:
             raise prepared.error(result, encoding=prepared.encoding)
         return result
 
-    def _run_binary(self, sql: str, params: Sequence[Any], then: str) -> list[tuple[Any, ...]]:
+    def _run_binary(self, sql: str, params: Sequence[Any], then: str, lead: str) -> list[tuple[Any, ...]]:
         """`run` for a statement whose parameters hold many rows: bound by the server from their
         binary form (text literals of a thousand values cost ten times more to make), not
-        prepared; the BEGIN and `then` are messages of their own."""
-        opening = self._opening()
+        prepared; the BEGIN with `lead`, and `then`, are messages of their own."""
+        opening = self._lead(lead)
         if opening:
             self._exec("; ".join(opening))
         cur = self.connection.cursor()
@@ -204,6 +205,18 @@ class Session:
             self._exec(then)
             return []
         return cur.fetchall() if cur.description is not None else []
+
+    def _lead(self, lead: str) -> list[str]:
+        """The statements sent before a statement: the opening ones (`_opening`), then the
+        expressions `lead` evaluated in order in a SELECT (the opening's own SELECT, the
+        writers lock, when it is sent: one statement less for the server)."""
+        parts = self._opening()
+        if lead:
+            if parts and parts[-1].startswith("SELECT "):
+                parts[-1] += ", " + lead
+            else:
+                parts.append("SELECT " + lead)
+        return parts
 
     def _opening(self) -> list[str]:
         """The statements that begin the transaction, once: the first message sends them."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import EventLogError, ReadOnlyError
 from ._base import KeyExistsError
-from ._pg_layout import POSITION_SHIFT, TABLES, horizon_sql
+from ._pg_layout import POSITION_SHIFT, TABLES, horizon_sql, run_lock
 from ._pg_session import Session
 
 _ABSENT = object()
@@ -35,6 +35,7 @@ class PgTxn:
         self._inserts: dict[tuple[str, bytes], bytes] = {}
         self._known: dict[tuple[str, bytes], bytes | None] = {}
         self._base: int | None = None
+        self._locked: set[bytes] = set()  # the `runs` keys whose run lock this transaction holds
         self.wrote = False
         self.held = 0
         """The greatest feed position this read left out because an older transaction may still
@@ -207,7 +208,7 @@ class PgTxn:
             if lasts:
                 self.flush()
             sql, params = self._fetch_sql(missing, lasts)
-            for kind, number, key, value in self._run(sql, params):
+            for kind, number, key, value in self._run(sql, params, lead=self._run_locks(missing)):
                 if kind == 1:
                     known[(_NAMES[number], bytes(key))] = bytes(value)
                 elif kind == 3:
@@ -217,6 +218,24 @@ class PgTxn:
                     if value is not None:
                         self.held = max(self.held, int.from_bytes(value, "big"))
         return [known[w] for w in wanted], [ends[t] for t in lasts]
+
+    def _run_locks(self, missing: list[tuple[str, bytes]]) -> str:
+        """The expressions that take, in a write, the run lock of each `runs` row about to be
+        read `FOR UPDATE` that this transaction does not hold yet ("" for none): an exclusive
+        advisory lock keyed by the run (`run_lock`), which gives no transaction id. A row lock
+        may draw the waiter's id before it is granted (when the row's holder updated it), so a
+        writer that waited behind two others could get an id, and feed positions, below those of
+        the writer before it in the run; waiting on the run lock first, each writer of a run
+        draws its id after the one before ended, and a run's positions grow with its offsets
+        (docs/architecture.md, "PostgreSQL without a global lock")."""
+        if not self._write:
+            return ""
+        keys = [key for table, key in missing if table == "runs" and key not in self._locked]
+        if not keys:
+            return ""
+        self._locked.update(keys)
+        locks = sorted({run_lock(self._s, key) for key in keys})  # one order: two writers of two runs do not deadlock
+        return ", ".join(f"pg_advisory_xact_lock({n})" for n in locks)
 
     def _fetch_sql(self, missing: list[tuple[str, bytes]], lasts: list[str]) -> tuple[str, list[Any]]:
         by_table: dict[str, list[bytes]] = {}
