@@ -7,10 +7,15 @@ the feed holds every position once in order, and no transaction is left open."""
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import subprocess
+import sys
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -89,6 +94,31 @@ def schema() -> Iterator[Schema]:
 
 def step(i: int, **update: Any) -> StepCompleted:
     return StepCompleted(node="n", superstep=i, update=update)
+
+
+def hold_next_write(log: eventlog.EventLog) -> tuple[threading.Event, threading.Event, list[int]]:
+    """Make the next write of the calling thread's log hold its transaction open after its
+    function ran (its first round trip made, the writes and COMMIT not sent) until released:
+    (holding, release, [the backend's pid])."""
+    store = log.store
+    write, thread = store.write, threading.get_ident()
+    holding, release, pid = threading.Event(), threading.Event(), [0]
+
+    def held_write(fn: Callable[[Any], Any]) -> Any:
+        if threading.get_ident() != thread or holding.is_set():
+            return write(fn)
+
+        def held(txn: Any) -> Any:
+            result = fn(txn)
+            pid[0] = txn._session.connection.info.backend_pid
+            holding.set()
+            assert release.wait(60)
+            return result
+
+        return write(held)
+
+    store.write = held_write  # type: ignore[method-assign]
+    return holding, release, pid
 
 
 def test_eight_writers_of_one_run_give_it_positions_that_grow_with_its_offsets(schema: Schema) -> None:
@@ -204,6 +234,239 @@ def test_a_client_encoding_other_than_utf8_round_trips_odd_ids(schema: Schema, e
     finally:
         log.close()
     schema.check(acked, key=key)
+
+
+def test_an_idle_connection_lost_is_made_again(schema: Schema) -> None:
+    """A pooled connection the server ended while idle (terminated, `idle_session_timeout`)
+    failed the next read or write that drew it, as a `DatabaseError` that named no connection:
+    nothing sent on it could have committed, so the store makes the call again on another."""
+    acked: dict[tuple[str, int], StepCompleted] = {("r", 1): step(1)}
+    with eventlog.open(schema.url(), pool_size=2) as log:
+        log.append("r", step(1))
+        calls: list[Callable[[], Any]] = [
+            lambda: log.head("r"),
+            lambda: list(log.read("r")),
+            lambda: list(log.feed()),
+            lambda: log.append("r", step(log.head("r") + 1)),
+            lambda: log.append_many("r", [step(0)] * 100),
+            lambda: log.verify(),
+        ]
+        for call in calls:
+            killed = [schema.terminate(pid) for pid in schema.backends()]
+            assert killed and all(killed)
+            call()
+        for entry in log.read("r"):
+            acked[("r", entry.offset)] = entry.event  # type: ignore[assignment]
+    assert len(acked) == 102
+    schema.check(acked)
+
+
+def test_a_backend_terminated_between_round_trips_loses_nothing_acknowledged(schema: Schema) -> None:
+    """An append whose backend is terminated after its first round trip (its reads, its locks)
+    raises a connection failure and leaves nothing; a sealed log's other writers go on, and the
+    writer appends again on a new connection."""
+    key = os.urandom(32)
+    logs = [eventlog.open(schema.url(), key=key) for _ in range(3)]
+    acked: dict[tuple[str, int], StepCompleted] = {}
+    failed: list[BaseException] = []
+    try:
+        acked[("victim", logs[0].append("victim", step(0)))] = step(0)
+
+        ready = threading.Event()
+        hold: list[Any] = []
+
+        def victim() -> None:
+            hold.extend(hold_next_write(logs[0]))
+            ready.set()
+            try:
+                logs[0].append_many("victim", [step(1), step(2)], event_ids=["v1", "v2"])
+            except BaseException as exc:  # any kind is recorded: the assert below names it
+                failed.append(exc)
+
+        t = threading.Thread(target=victim)
+        t.start()
+        assert ready.wait(30)
+        holding, release, pid = hold
+        assert holding.wait(30)
+        for k in (1, 2):
+            for i in range(5):
+                acked[(f"w{k}", logs[k].append(f"w{k}", step(i)))] = step(i)
+        assert [row[0] for row in schema.open_transactions()] == pid
+        assert schema.terminate(pid[0])
+        release.set()
+        t.join()
+        assert len(failed) == 1 and isinstance(failed[0], eventlog.EventLogError), failed
+        assert "connection" in str(failed[0])
+        assert logs[1].head("victim") == 1
+        assert logs[0].append_many("victim", [step(1), step(2)], event_ids=["v1", "v2"]) == [2, 3]
+        acked.update({("victim", 2): step(1), ("victim", 3): step(2)})
+    finally:
+        for log in logs:
+            log.close()
+    schema.check(acked, key=key)
+
+
+def test_a_backend_terminated_during_its_commit_leaves_all_or_nothing(schema: Schema) -> None:
+    """A COMMIT that runs long (a user's deferred trigger) and whose backend is terminated: the
+    append raises, not made again (once the COMMIT is sent, whether it committed is not known),
+    and the batch is there whole or not at all."""
+    with eventlog.open(schema.url()) as log:
+        log.append("r", step(0))
+        schema.sql(
+            f'CREATE FUNCTION "{schema.name}".slow() RETURNS trigger AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END '
+            "$$ LANGUAGE plpgsql"
+        )
+        schema.sql(
+            f'CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "{schema.name}".events DEFERRABLE INITIALLY DEFERRED '
+            f'FOR EACH ROW EXECUTE FUNCTION "{schema.name}".slow()'
+        )
+        failed: list[BaseException] = []
+
+        def append() -> None:
+            try:
+                log.append_many("r", [step(1), step(2), step(3)], event_ids=["a", "b", "c"])
+            except BaseException as exc:  # any kind is recorded: the assert below names it
+                failed.append(exc)
+
+        t = threading.Thread(target=append)
+        t.start()
+        committing: list[tuple[Any, ...]] = []
+        for _ in range(500):
+            committing = schema.sql(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event = 'PgSleep'", schema.app
+            )
+            if committing:
+                break
+            time.sleep(0.01)
+        assert len(committing) == 1 and schema.terminate(committing[0][0])
+        t.join()
+        assert len(failed) == 1 and isinstance(failed[0], eventlog.EventLogError), failed
+        schema.sql(f'DROP TRIGGER slow ON "{schema.name}".events')
+        assert log.head("r") in (1, 4)  # here: aborted in the trigger, before the commit record
+        assert log.append_many("r", [step(1), step(2), step(3)], event_ids=["a", "b", "c"]) == [2, 3, 4]
+    schema.check({("r", 1): step(0), ("r", 2): step(1), ("r", 3): step(2), ("r", 4): step(3)})
+
+
+def test_statements_failing_inside_a_message_leave_no_transaction_open(schema: Schema) -> None:
+    """A statement timeout (the URL's options) that cancels a statement inside a message, with
+    NOTICEs and WARNINGs raised on the way: the append raises and leaves nothing, the
+    connection goes back to the pool with no transaction open, the others read back equal."""
+    eventlog.open(schema.url()).close()
+    schema.sql(
+        f'CREATE FUNCTION "{schema.name}".slow() RETURNS trigger AS $$ BEGIN PERFORM pg_sleep(random() * 0.08); '
+        "RAISE NOTICE 'a notice ü'; RAISE WARNING 'a warning ''\\ %%'; RETURN NEW; END $$ LANGUAGE plpgsql"
+    )
+    schema.sql(
+        f'CREATE TRIGGER slow BEFORE INSERT ON "{schema.name}".feed FOR EACH ROW EXECUTE FUNCTION "{schema.name}".slow()'
+    )
+    log = eventlog.open(schema.url("options=-c%20statement_timeout%3D50"))
+    acked: dict[tuple[str, int], StepCompleted] = {}
+    raised: list[tuple[str, list[str]]] = []
+    try:
+
+        def write(k: int) -> None:
+            for i in range(12):
+                run_id, ids = f"r{k % 2}", [f"{k}-{i}-{j}" for j in range(1 + i % 3)]
+                events = [step(i, k=k, j=j) for j in range(len(ids))]
+                try:
+                    offsets = log.append_many(run_id, events, event_ids=ids)
+                except eventlog.EventLogError as exc:
+                    assert "statement timeout" in str(exc)
+                    raised.append((run_id, ids))
+                    continue
+                acked.update({(run_id, o): e for o, e in zip(offsets, events, strict=True)})
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert acked and raised
+        assert not schema.open_transactions()
+    finally:
+        log.close()
+    schema.sql(f'DROP TRIGGER slow ON "{schema.name}".feed')
+    schema.check(acked)
+    with eventlog.open(schema.url()) as log:
+        stored = {(run_id, e.event_id) for run_id in log.runs() for e in log.read(run_id)}
+    assert not any((run_id, i) in stored for run_id, ids in raised for i in ids)
+
+
+WRITER = """
+import json, sys, time, eventlog
+from eventlog.events import StepCompleted
+url, k, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+while True:
+    try:
+        log = eventlog.open(url)
+        break
+    except eventlog.EventLogError:
+        time.sleep(0.05)
+for i in range(n):
+    run_id = "shared" if i % 3 == 0 else f"w{k}-é'\\\\$%;"
+    size = 1 + i % 4
+    ids = [f"{k}-{i}-{j}-ü" for j in range(size)]
+    events = [StepCompleted(node="n", superstep=i, update={"k": k, "j": j}) for j in range(size)]
+    for attempt in range(100):
+        try:  # the same ids again: an append that committed before its answer was lost is not made twice
+            offsets = log.append_many(run_id, events, event_ids=ids)
+            break
+        except eventlog.EventLogError:
+            time.sleep(0.01)
+    print(json.dumps([run_id, ids, offsets]), flush=True)
+log.close()
+"""
+
+
+def test_eight_writer_processes_and_a_follower_while_backends_are_terminated(schema: Schema) -> None:
+    """Eight writer processes (their own runs and one shared) while their backends are
+    terminated at random, idle or mid-transaction: every acknowledged batch is at its offsets,
+    no id is written twice, the follower got exactly the feed, and the log verifies."""
+    eventlog.open(schema.url()).close()
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, schema.url(), str(k), "40"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        for k in range(8)
+    ]
+    stop = threading.Event()
+    kills = [0]
+
+    def kill() -> None:
+        rng = random.Random(20261205)
+        while not stop.wait(rng.uniform(0, 0.1)):
+            pids = schema.backends()
+            if pids:
+                kills[0] += schema.terminate(rng.choice(pids))
+
+    got: list[tuple[int, str, int]] = []
+    reader = eventlog.open(schema.url(), readonly=True)
+    try:
+        follower = threading.Thread(
+            target=lambda: got.extend((e.position, e.run_id, e.offset) for e in reader.follow(timeout=10, poll=0.05))
+        )
+        killer = threading.Thread(target=kill)
+        follower.start()
+        killer.start()
+        outs = [w.communicate(timeout=300)[0] for w in writers]
+        stop.set()
+        killer.join()
+        follower.join()
+    finally:
+        stop.set()
+        reader.close()
+    assert [w.returncode for w in writers] == [0] * 8 and kills[0] > 0
+    lines = [json.loads(line) for out in outs for line in out.decode().splitlines()]
+    assert len(lines) == 8 * 40
+    with eventlog.open(schema.url()) as log:
+        for run_id, ids, offsets in lines:
+            assert [log.entry(run_id, o).event_id for o in offsets] == ids
+        stored = [e.event_id for r in log.runs() for e in log.read(r)]
+        assert len(stored) == len(set(stored)) == sum(len(ids) for _, ids, _ in lines)
+        feed = schema.check({})
+        assert got == [(e.position, e.run_id, e.offset) for e in feed]
 
 
 def test_a_schema_name_kept_for_the_system_is_refused_by_name() -> None:

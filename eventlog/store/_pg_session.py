@@ -47,6 +47,8 @@ class _Prepared:
         """Loads a result's rows with the connection's types (set to one result at a time)."""
         self.encoding = conn.info.encoding
         self.error = errors.error_from_result
+        self.lost = errors.OperationalError
+        self.ok = pq.ConnStatus.OK
         self.fine = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
         self.unsure = False
         """A message failed: which statements it prepared is not known, so all are deallocated
@@ -120,11 +122,16 @@ class Session:
     `begin` is sent with the first statement; a message that fails leaves the transaction to
     the caller's ROLLBACK. A session made `once` sends one statement by itself, outside any
     transaction (its own snapshot, one round trip), and refuses a second (`SeveralStatements`)
-    before sending anything."""
+    before sending anything.
+
+    A lost connection is raised as psycopg's `OperationalError`; `committing` says whether the
+    message lost held the COMMIT (then whether the transaction committed is not known; before
+    it, the server rolled the transaction back when the connection went)."""
 
     def __init__(self, conn: Any, begin: tuple[str, ...], once: bool = False) -> None:
         self.connection, self._begin, self._once = conn, () if once else begin, once
         self.begun = False
+        self.committing = False
         self._sent = False
         prepared = _SESSIONS.get(conn)
         if prepared is None:
@@ -163,6 +170,7 @@ class Session:
                 parts.append(f"EXECUTE {name}")
             if then:
                 parts.append(then)
+                self.committing = True
             result = self._exec("; ".join(parts))
         except BaseException:
             prepared.unsure = True
@@ -187,9 +195,13 @@ class Session:
         """Send `text` (statements joined by `;`) in one message; the result of its last
         statement, or the error of the first that failed (processing stops there)."""
         prepared = self._prepared
-        result = self.connection.pgconn.exec_(text.encode(prepared.encoding))
+        pgconn = self.connection.pgconn
+        result = pgconn.exec_(text.encode(prepared.encoding))
         if result.status not in prepared.fine:
-            raise prepared.error(result, encoding=prepared.encoding)
+            error = prepared.error(result, encoding=prepared.encoding)
+            if pgconn.status != prepared.ok and not isinstance(error, prepared.lost):
+                raise prepared.lost(str(error))  # the connection went with no SQLSTATE said
+            raise error
         return result
 
     def _run_binary(self, sql: str, params: Sequence[Any], then: str, lead: str) -> list[tuple[Any, ...]]:
@@ -202,6 +214,7 @@ class Session:
         cur = self.connection.cursor()
         cur.execute(_PERCENT.sub(lambda m: "%b" if m[0] == "%s" else m[0], sql), params)
         if then:  # its rows are not read
+            self.committing = True
             self._exec(then)
             return []
         return cur.fetchall() if cur.description is not None else []
@@ -228,4 +241,5 @@ class Session:
     def end(self) -> None:
         """COMMIT what was begun (nothing when no statement was sent)."""
         if self.begun:
+            self.committing = True
             self._exec("COMMIT")

@@ -246,38 +246,57 @@ class PostgresStore:
         if current is not None:  # a read inside this thread's write: see that transaction
             return fn(PgTxn(current, self.schema, self._xid_offset, write=False))
         deadline = time.monotonic() + _SETTLE_SECONDS
+        lost = 0
+        while True:
+            try:
+                with self._pool.connection() as conn:
+                    try:
+                        return self._read_on(conn, fn, deadline)
+                    except self._psycopg.Error as exc:
+                        if self._broken(conn):  # a read commits nothing: made again on another connection
+                            raise _Lost(exc) from None
+                        raise
+            except _Lost as exc:
+                lost += 1
+                if lost > self.pool_size:  # every connection the pool held went, and a new one too
+                    raise _translate(self._psycopg, exc.error) from None
+            except self._psycopg.Error as exc:
+                raise _translate(self._psycopg, exc) from None
+            except self._pool_errors as exc:
+                raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
+
+    def _read_on(self, conn: Any, fn: Callable[[PgTxn], T], deadline: float) -> T:
+        """`read` on one connection of the pool."""
         gone = self._psycopg.errors.InvalidSqlStatementName
         code = getattr(fn, "__code__", None)
-        try:
-            with self._pool.connection() as conn:
-                again = True
-                while True:
-                    once = code is not None and code not in _SEVERAL
-                    session = Session(conn, READ_BEGIN, once=once)
-                    txn = PgTxn(session, self.schema, self._xid_offset, write=False)
-                    try:
-                        result = fn(txn)
-                        session.end()
-                    except SeveralStatements:
-                        if len(_SEVERAL) >= _SQL_CODES_HELD:
-                            _SEVERAL.clear()
-                        _SEVERAL.add(code)
-                        continue
-                    except gone:  # deallocated behind the store (DISCARD ALL): prepared again once
-                        self._rollback(conn)
-                        if not again:
-                            raise
-                        again = False
-                        continue
-                    except BaseException:
-                        self._rollback(conn)
-                        raise
-                    if not txn.held or time.monotonic() >= deadline or not self._settle(conn, txn.held, deadline):
-                        return result
-        except self._psycopg.Error as exc:
-            raise _translate(self._psycopg, exc) from None
-        except self._pool_errors as exc:
-            raise EventLogError(f"PostgreSQL: no connection from the pool: {exc}".strip()) from None
+        again = True
+        while True:
+            once = code is not None and code not in _SEVERAL
+            session = Session(conn, READ_BEGIN, once=once)
+            txn = PgTxn(session, self.schema, self._xid_offset, write=False)
+            try:
+                result = fn(txn)
+                session.end()
+            except SeveralStatements:
+                if len(_SEVERAL) >= _SQL_CODES_HELD:
+                    _SEVERAL.clear()
+                _SEVERAL.add(code)
+                continue
+            except gone:  # deallocated behind the store (DISCARD ALL): prepared again once
+                self._rollback(conn)
+                if not again:
+                    raise
+                again = False
+                continue
+            except BaseException:
+                self._rollback(conn)
+                raise
+            if not txn.held or time.monotonic() >= deadline or not self._settle(conn, txn.held, deadline):
+                return result
+
+    def _broken(self, conn: Any) -> bool:
+        """Whether the connection went (the server ended it, its socket closed)."""
+        return bool(conn.pgconn.status != self._psycopg.pq.ConnStatus.OK)
 
     def _rollback(self, conn: Any) -> None:
         """End a transaction a failure left open (a broken connection leaves the pool)."""
@@ -304,6 +323,7 @@ class PostgresStore:
             raise ReadOnlyError(f"schema {self.schema!r} was opened read-only")
         self._check_open()
         errors = self._psycopg.errors
+        lost = 0
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 return self._write_once(fn)
@@ -314,6 +334,12 @@ class PostgresStore:
                 if exc.diag.table_name != "runs":
                     raise _translate(self._psycopg, exc) from None
                 failure = exc  # another writer made the run first: made again, it sees the run
+            except _Lost as exc:
+                failure = exc.error  # nothing committed: made again on another connection
+                lost += 1
+                if lost > self.pool_size:
+                    break
+                continue
             except self._psycopg.Error as exc:
                 raise _translate(self._psycopg, exc) from None
             except self._pool_errors as exc:
@@ -332,8 +358,12 @@ class PostgresStore:
                     txn = PgTxn(session, self.schema, self._xid_offset, write=True)
                     result = fn(txn)
                     txn.commit()
-                except BaseException:
+                except BaseException as exc:
                     self._rollback(conn)
+                    if isinstance(exc, self._psycopg.Error) and not session.committing and self._broken(conn):
+                        # The connection went before the COMMIT was sent: the server rolled the
+                        # transaction back. After it, whether it committed is not known: raised.
+                        raise _Lost(exc) from None
                     raise
                 if txn.wrote:
                     self._channel_io.notify_soon()
@@ -383,6 +413,15 @@ class PostgresStore:
         check_schema(schema)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class _Lost(Exception):
+    """A pooled connection went while nothing sent on it could have committed: the operation is
+    made again on another connection (at most once per connection the pool can hold, and one)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _configure(conn: Any) -> None:
