@@ -392,6 +392,23 @@ def test_statements_failing_inside_a_message_leave_no_transaction_open(schema: S
     assert not any((run_id, i) in stored for run_id, ids in raised for i in ids)
 
 
+def test_a_value_of_hundreds_of_mib_is_written_and_read_back(schema: Schema) -> None:
+    """A value written as a hex literal takes twice its size in the message, and the server
+    copies it again: a 300 MiB snapshot (within the snapshot limit) failed with "invalid memory
+    alloc request size". Large values go as binary parameters."""
+    from eventlog.store.postgres import PostgresStore, split_dsn
+
+    dsn, name = split_dsn(schema.url())
+    store = PostgresStore(dsn, schema=name)
+    try:
+        value = os.urandom(1 << 20) * 300
+        key = (1).to_bytes(8, "big") + (1).to_bytes(8, "big") + b"tag"
+        store.write(lambda txn: txn.put("snapshots", key, value))
+        assert store.read(lambda txn: txn.get("snapshots", key)) == value
+    finally:
+        store.close()
+
+
 WRITER = """
 import json, sys, time, eventlog
 from eventlog.events import StepCompleted

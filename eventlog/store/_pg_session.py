@@ -20,6 +20,12 @@ _STATEMENTS_HELD = 1024
 _PREPARED_HELD = 512
 """Statements a connection keeps prepared before they are all deallocated and prepared anew."""
 
+_BINARY_BYTES = 16 * 1024 * 1024
+"""Bytes in a statement's parameters from which it is sent with binary parameters: a value
+written as a hex literal takes twice its size in the message, and the server copies the text
+again while it parses it, so a value of a few hundred MiB (a large snapshot) would pass the
+1 GiB a server allocation may take."""
+
 _PERCENT = re.compile(r"%[s%]?")
 
 SETTINGS = (
@@ -142,8 +148,8 @@ class Session:
         """Send the statement `sql` (prepared once on the connection, then executed by name)
         after the BEGIN when none was sent yet and after `lead` (expressions, `_lead`),
         followed by `then` (e.g. "COMMIT", after which the statement's rows are not read);
-        returns the statement's rows. A statement with many rows in its arrays goes by itself,
-        its parameters in binary (`_run_binary`)."""
+        returns the statement's rows. A statement with many rows in its arrays, or many bytes
+        in its values, goes by itself, its parameters in binary (`_run_binary`)."""
         if self._once:
             if self._sent:
                 raise SeveralStatements
@@ -151,7 +157,10 @@ class Session:
         prepared = self._prepared
         if prepared.unsure and not self.begun:
             self._reset()
-        if sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS:
+        if (
+            sum(len(p) for p in params if type(p) is list) >= _BINARY_ROWS
+            or sum(len(p) for p in params if type(p) is bytes) >= _BINARY_BYTES
+        ):
             return self._run_binary(sql, params, then, lead)
         try:
             parts = self._lead(lead)
@@ -205,9 +214,9 @@ class Session:
         return result
 
     def _run_binary(self, sql: str, params: Sequence[Any], then: str, lead: str) -> list[tuple[Any, ...]]:
-        """`run` for a statement whose parameters hold many rows: bound by the server from their
-        binary form (text literals of a thousand values cost ten times more to make), not
-        prepared; the BEGIN with `lead`, and `then`, are messages of their own."""
+        """`run` for a statement whose parameters hold many rows or bytes: bound by the server
+        from their binary form (text literals of a thousand values cost ten times more to make),
+        not prepared; the BEGIN with `lead`, and `then`, are messages of their own."""
         opening = self._lead(lead)
         if opening:
             self._exec("; ".join(opening))
