@@ -206,7 +206,7 @@ def writers_lock(schema: str) -> tuple[int, int]:
 @lru_cache(maxsize=4096)
 def run_lock(schema: str, key: bytes) -> int:
     """The key of the exclusive advisory lock a write transaction of the log in `schema` takes on
-    a run (its `runs` key) before it locks the run's row (`PgTxn._run_locks`): a signed 64-bit
+    a run (its `runs` key) before it locks the run's row (`_pg_txn._run_locks`): a signed 64-bit
     number, so the lock is of the one-key form and never one of the writers lock's two-key form
     (`horizon_sql` looks only at those). Two runs whose keys collide only wait for each other."""
     digest = hashlib.blake2b(schema.encode() + b"\x00" + key, digest_size=8).digest()

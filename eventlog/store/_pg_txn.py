@@ -208,7 +208,7 @@ class PgTxn:
             if lasts:
                 self.flush()
             sql, params = self._fetch_sql(missing, lasts)
-            for kind, number, key, value in self._run(sql, params, lead=self._run_locks(missing)):
+            for kind, number, key, value in self._run(sql, params, lead=_run_locks(self, missing)):
                 if kind == 1:
                     known[(_NAMES[number], bytes(key))] = bytes(value)
                 elif kind == 3:
@@ -218,24 +218,6 @@ class PgTxn:
                     if value is not None:
                         self.held = max(self.held, int.from_bytes(value, "big"))
         return [known[w] for w in wanted], [ends[t] for t in lasts]
-
-    def _run_locks(self, missing: list[tuple[str, bytes]]) -> str:
-        """The expressions that take, in a write, the run lock of each `runs` row about to be
-        read `FOR UPDATE` that this transaction does not hold yet ("" for none): an exclusive
-        advisory lock keyed by the run (`run_lock`), which gives no transaction id. A row lock
-        may draw the waiter's id before it is granted (when the row's holder updated it), so a
-        writer that waited behind two others could get an id, and feed positions, below those of
-        the writer before it in the run; waiting on the run lock first, each writer of a run
-        draws its id after the one before ended, and a run's positions grow with its offsets
-        (docs/architecture.md, "PostgreSQL without a global lock")."""
-        if not self._write:
-            return ""
-        keys = [key for table, key in missing if table == "runs" and key not in self._locked]
-        if not keys:
-            return ""
-        self._locked.update(keys)
-        locks = sorted({run_lock(self._s, key) for key in keys})  # one order: two writers of two runs do not deadlock
-        return ", ".join(f"pg_advisory_xact_lock({n})" for n in locks)
 
     def _fetch_sql(self, missing: list[tuple[str, bytes]], lasts: list[str]) -> tuple[str, list[Any]]:
         by_table: dict[str, list[bytes]] = {}
@@ -330,6 +312,25 @@ class PgTxn:
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=max(count, 0))
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
+
+
+def _run_locks(txn: PgTxn, missing: list[tuple[str, bytes]]) -> str:
+    """The expressions that take, in a write, the run lock of each `runs` row about to be read
+    `FOR UPDATE` that the transaction does not hold yet ("" for none): an exclusive advisory
+    lock keyed by the run (`run_lock`), which gives no transaction id. A row lock may draw the
+    waiter's id before it is granted (when the row's holder updated it), so a writer that
+    waited behind two others could get an id, and feed positions, below those of the writer
+    before it in the run; waiting on the run lock first, each writer of a run draws its id
+    after the one before ended, and a run's positions grow with its offsets
+    (docs/architecture.md, "PostgreSQL without a global lock")."""
+    if not txn._write:
+        return ""
+    keys = [key for table, key in missing if table == "runs" and key not in txn._locked]
+    if not keys:
+        return ""
+    txn._locked.update(keys)
+    locks = sorted({run_lock(txn._s, key) for key in keys})  # one order: two writers of two runs do not deadlock
+    return ", ".join(f"pg_advisory_xact_lock({n})" for n in locks)
 
 
 _NAMES = tuple(TABLES)

@@ -166,7 +166,7 @@ class PostgresStore:
         missing schema. A schema that holds other relations but no log belongs to another
         program: it is refused, never written."""
         with self._pool.connection() as conn, conn.transaction():
-            found = self._holds_log(conn)
+            found = _holds_log(conn, self.schema)
             if found == "log":
                 return self._open_layout(conn)
             if self.readonly or not create:
@@ -177,7 +177,7 @@ class PostgresStore:
                     )
                 raise NoLogError(f"no log in schema {self.schema!r}")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
-            found = self._holds_log(conn)  # another process may have made or migrated it meanwhile
+            found = _holds_log(conn, self.schema)  # another process may have made or migrated it meanwhile
             if found == "log":
                 return self._open_layout(conn)
             if found == "kv":
@@ -201,35 +201,6 @@ class PostgresStore:
                 f"this eventlog reads layout {LAYOUT_VERSION}"
             )
         self._xid_offset = _checked_xid_offset(conn, self.schema, rows.get("xid_offset"))
-
-    def _holds_log(self, conn: Any) -> str | None:
-        """ "log" when the schema holds a log, "kv" when it holds one of the key-value layout,
-        None when it holds no relation at all. NotALogError, naming a few of them, when it
-        holds relations but no log."""
-        found = conn.execute(
-            "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND NOT c.relispartition "
-            "ORDER BY c.relname",
-            (self.schema,),
-        ).fetchall()
-        if not found:
-            return None
-        names = {name for name, _ in found}
-        if "layout" in names and set(TABLES) <= names:
-            return "log"
-        if ("kv", "r") in found:
-            columns = conn.execute(
-                "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-                "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-                (f'"{self.schema}".kv',),
-            ).fetchall()
-            if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
-                return "kv"
-        listed = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise NotALogError(
-            f"schema {self.schema!r} holds relations of another program ({listed}) and no eventlog log; "
-            "give eventlog.open another schema (?schema=...)"
-        )
 
     # -- transactions ------------------------------------------------------------------
 
@@ -443,6 +414,36 @@ _SEVERAL: set[Any] = set()
 """The code of the read functions that asked for a second statement: run in a transaction."""
 _SQL_CODES_HELD = 4096
 _POSITION_XIDS_MAX = 1 << (62 - POSITION_SHIFT)  # a transaction's base below 2^62: half of bigint's room kept
+
+
+def _holds_log(conn: Any, schema: str) -> str | None:
+    """ "log" when the schema holds a log, "kv" when it holds one of the key-value layout,
+    None when it holds no relation at all. NotALogError, naming a few of them, when it
+    holds relations but no log."""
+    found = conn.execute(
+        "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND NOT c.relispartition "
+        "ORDER BY c.relname",
+        (schema,),
+    ).fetchall()
+    if not found:
+        return None
+    names = {name for name, _ in found}
+    if "layout" in names and set(TABLES) <= names:
+        return "log"
+    if ("kv", "r") in found:
+        columns = conn.execute(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            (f'"{schema}".kv',),
+        ).fetchall()
+        if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
+            return "kv"
+    listed = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise NotALogError(
+        f"schema {schema!r} holds relations of another program ({listed}) and no eventlog log; "
+        "give eventlog.open another schema (?schema=...)"
+    )
 
 
 def _checked_xid_offset(conn: Any, schema: str, value: Any) -> int:
