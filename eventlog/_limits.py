@@ -124,6 +124,13 @@ replaced_retries_max = 4
 again meanwhile; past that, RunReplacedError. `verify` also starts a run again when it was pruned
 meanwhile, and past that says so in a note."""
 
+conflict_attempts_max = 64
+"""Times an integration's write that another writer came before (a ConflictError: the run's head
+moved, or the run was made again) is built again on the run as it is then: an ADK session's
+append, create and delete, an OpenAI Agents session's pop and clear, a recorded approval. The
+last conflict is then raised, naming the heads its attempt expected and found and the attempts
+(`ConflictError.after`)."""
+
 base_reducers_named_max = 16
 """Reducers an error or a `verify` note names as keeping the state at a pruned base (a base holds
 one snapshot per reducer that pruned the run or checkpointed it there)."""
@@ -153,7 +160,7 @@ pg_pool_connections_max = 8
 
 assert 0 < run_id_size_bytes_max <= 4096
 assert 0 < id_draws_max and 0 < pg_pool_connections_max and 0 <= replaced_retries_max
-assert 0 < base_reducers_named_max
+assert 0 < base_reducers_named_max and 0 < conflict_attempts_max
 assert 0 < read_chunk_entries and 0 < fold_chunk_entries and 0 < fold_decode_entries
 assert run_key_inline_size_bytes_max + 1 + 32 <= 511  # LMDB's largest key
 assert 16 + event_id_size_bytes_max <= 511

@@ -6,7 +6,8 @@ that integration's own event kinds and folds with its own reducer. Its module re
 `kind_prefix` the run's first event kind starts with. Runs of the standard kinds have no
 view: the command line shows them with `AgentReducer`. `view_for_run` finds a run's view
 from the log; a run pruned down to its base holds no event, so a view may also name its
-reducer (an optional `reducer` attribute) and is then found by the run's latest checkpoint.
+reducer (an optional `fold` attribute) and is then found by the run's latest checkpoint, or, with
+none (a fork of a pruned thread), by the reducer that keeps the state at the pruned base.
 
     [project.entry-points."eventlog.views"]
     langgraph = "eventlog.langgraph:VIEW"
@@ -20,9 +21,9 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .log import EventLog
+    from .log import EventLog, RunInfo
 
-__all__ = ["RunView", "load_views", "view_for_run", "view_of", "waiting"]
+__all__ = ["RunView", "load_views", "reads_from", "view_for_run", "view_of", "waiting"]
 
 
 class RunView(Protocol):
@@ -87,21 +88,35 @@ def view_of(first_kind: str | None) -> RunView | None:
     return None
 
 
+def reads_from(log: EventLog[Any], info: RunInfo) -> int:
+    """The offset the run `info` names is read after: its base, or, in a fork of a pruned run,
+    that run's base, its events up to there gone with it (`info.base` is the run's own: 0)."""
+    base, run = info.base, info
+    while run.parent is not None and run.fork_offset > base:  # a parent is kept while forks of it exist
+        parent = log.run_info(run.parent)
+        base, run = max(base, min(parent.base, run.fork_offset)), parent
+    return base
+
+
 def view_for_run(log: EventLog[Any], run_id: str, *, run_number: int | None = None) -> RunView | None:
-    """The view of a run of `log`: by its first event kept, else by its latest checkpoint's
-    reducer (with `run_number`: of that life of the run, else RunReplacedError)."""
+    """The view of a run of `log`: by its first event kept (in a fork of a pruned run, the first
+    after that run's base), else by its latest checkpoint's reducer, else by the reducer that keeps
+    the state at its pruned base (with `run_number`: of that life of the run, else RunReplacedError)."""
     views = load_views()
     if not views:
         return None
     info = log.run_info(run_id, run_number=run_number)
-    for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
+    base = reads_from(log, info)
+    for entry in log.read(run_id, base, min(info.head, base + 1), run_number=info.number):
         return view_of(str(type(entry.event).__struct_config__.tag))
+    folds = [(view, fold) for view in views if (fold := getattr(view, "fold", None)) is not None]
     latest = log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)
-    for view in views:
-        fold = getattr(view, "fold", None)
-        if latest and fold is not None and fold.name == latest[0].reducer:
+    for view, fold in folds:
+        if latest and fold.name == latest[0].reducer:
             return view
-    return None
+    # none of its own: the view whose reducer keeps the base it was pruned to (or its parent was)
+    chosen = log.checkpoints.reducer_of(run_id, [fold for _, fold in folds], run_number=info.number)
+    return next((view for view, fold in folds if fold is chosen), None)
 
 
 def waiting(view: RunView | None, log: EventLog[Any], run_id: str, offset: int) -> list[dict[str, Any]]:

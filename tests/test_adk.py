@@ -660,6 +660,56 @@ def test_two_processes_append_to_one_session(shared_log: str) -> None:
         assert log.verify().ok
 
 
+class Jostling:
+    """A log's clock that, once aimed at a run, lets another writer append `event` to it each time
+    the log stamps an append (after the writer read the run's head, before its commit), at most
+    `limit` times: every attempt of a write fenced by the head it read meets a conflict."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.times, self._now, self._inside = limit, 0, 1_800_000_000 * 10**9, False
+        self.log: eventlog.EventLog | None = None
+        self.run_id, self.event = "", None
+
+    def aim(self, log: eventlog.EventLog, run_id: str, event: Any) -> None:
+        self.log, self.run_id, self.event = log, run_id, event
+
+    def __call__(self) -> int:
+        self._now += 1
+        if self.log is not None and not self._inside and self.times < self.limit:
+            self._inside = True  # the other writer's own append is stamped as it is
+            try:
+                self.log.append(self.run_id, self.event)
+                self.times += 1
+            finally:
+                self._inside = False
+        return self._now
+
+
+def test_an_append_that_meets_another_writer_at_every_attempt_names_the_heads_and_the_attempts(
+    open_log: Callable[..., eventlog.EventLog],
+) -> None:
+    """Another process appends to the session at each attempt of `append_event`: after
+    `conflict_attempts_max` attempts the last ConflictError is raised, naming the heads that
+    attempt expected and found and the number of attempts."""
+    attempts = eventlog._limits.conflict_attempts_max
+    clock = Jostling(limit=4 * attempts)
+    log = open_log(clock=clock)
+    svc = EventLogSessionService(log)
+    s = asyncio.run(svc.create_session(app_name=APP, user_id=USER, session_id="busy"))
+    run_id = session_run(APP, USER, "busy")
+    theirs = said("helper", "theirs", 1.0, "other")
+    head = log.head(run_id)
+    data = theirs.model_dump(mode="json", exclude_none=True)
+    clock.aim(log, run_id, AdkEvent(id="other", invocation_id="inv-9", author="helper", timestamp=1.0, data=data))
+    with pytest.raises(eventlog.ConflictError) as exc:
+        asyncio.run(svc.append_event(s, said("user", "mine", 2.0, "mine")))
+    error, last = exc.value, head + attempts
+    assert clock.times == attempts  # one conflict an attempt, and no attempt more
+    assert (error.run_id, error.expected, error.head, error.attempts) == (run_id, last - 1, last, attempts)
+    assert f"expected head {last - 1} but head is {last} at the last of {attempts} attempts" in str(error)
+    assert log.head(run_id) == last  # the event was not appended
+
+
 def test_adk_sqlite_service_fails_the_same_as_stale(tmp_path: Path) -> None:
     """What the test above fixes: ADK's own SQLite service refuses the second writer's append."""
     from google.adk.errors._stale_session_error import StaleSessionError

@@ -302,6 +302,45 @@ def test_prune_keeps_states_from_the_base(run: Run, copy_log: Path) -> None:
     assert code in (cli.EXIT_CONFLICT, cli.EXIT_NOT_FOUND), err
 
 
+def test_state_and_prune_of_a_fork_of_a_thread_its_saver_pruned(run: Run, tmp_path: Path) -> None:
+    """A LangGraph thread its saver pruned, forked at its base: the fork has no checkpoint of its
+    own and its events up to the base went with the thread's, so the command line reads it by the
+    reducer that keeps the state there (as verify does): `state` shows the thread's state at the
+    fork, `prune` says nothing below the base is kept, and `runs` lists it by its view."""
+    from ui_support import write_langgraph_thread
+
+    path = tmp_path / "log"
+    with eventlog.open(path) as log:
+        if write_langgraph_thread(log, "lg") is None:
+            pytest.skip("the langgraph extra is not installed")
+        from eventlog.langgraph import VIEW, EventLogSaver
+
+        EventLogSaver(log).prune(["lg"])
+        base = log.run_info("lg").base
+        assert base > 0 and log.checkpoints.list("lg")[-1].reducer == VIEW.fold.name
+        parent = VIEW.state(log, "lg", base)
+    assert _json(run, "--log", path, "fork", "lg", "--at", base, "--as", "lg-fork")["fork_offset"] == base
+
+    doc = _json(run, "--log", path, "state", "lg-fork")
+    assert doc["offset"] == base and doc["state"] == {**_builtins(parent), "thread_id": "lg-fork"}
+    code, out, err = run("--log", path, "state", "lg-fork")
+    assert code == 0 and f"run lg-fork at offset {base}" in out, err
+    listed = {r["run_id"]: r for r in _json(run, "--log", path, "runs")}
+    assert (listed["lg-fork"]["parent"], listed["lg-fork"]["fork_offset"]) == ("lg", base)
+    code, out, err = run("--log", path, "runs")
+    assert code == 0 and out.count("langgraph") == 2, err  # the thread and its fork, by their view
+
+    assert _json(run, "--log", path, "prune", "lg-fork", "--before", base) == {"run_id": "lg-fork", "base": base}
+    code, out, err = run("--log", path, "prune", "lg-fork", "--before", base)
+    assert code == 0 and f"its states from offset {base} on stay readable" in out, err
+    assert _json(run, "--log", path, "state", "lg-fork")["state"] == doc["state"]  # as it was
+    with eventlog.open(path) as log:  # by a reducer that does not keep the base, a prune says which does
+        with pytest.raises(eventlog.errors.CheckpointNotFoundError) as exc:
+            log.prune("lg-fork", before=base)
+        assert f"is kept only by reducer '{VIEW.fold.name}@{VIEW.fold.version}'" in str(exc.value)
+        assert log.verify(reducers=[VIEW.fold]).ok
+
+
 def test_delete_asks_and_refuses_runs_with_forks(run: Run, copy_log: Path) -> None:
     leaf = _lib(
         copy_log, lambda log: next(r for r in log.runs() if log.run_info(r).parent and not log.run_info(r).forks)

@@ -30,6 +30,7 @@ import eventlog
 from eventlog.openai_agents import (
     VIEW,
     AgentsReducer,
+    ApprovalDecided,
     CheckpointError,
     EventLogSession,
     ItemAdded,
@@ -267,6 +268,63 @@ def test_a_pop_or_clear_never_reads_one_life_and_writes_the_next(log: eventlog.E
     else:
         assert asyncio.run(fresh.get_items()) == []
     assert {h.item["content"] for h in fresh.history() if h.item is not None} == {"new 1", "new 2"}
+
+
+class Jostling:
+    """A log's clock that, once aimed at a run, lets another writer append `event` to it each time
+    the log stamps an append (after the writer read the run's head, before its commit), at most
+    `limit` times: every attempt of a write fenced by the head it read meets a conflict."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.times, self._now, self._inside = limit, 0, 1_800_000_000 * 10**9, False
+        self.log: eventlog.EventLog | None = None
+        self.run_id, self.event = "", None
+
+    def aim(self, log: eventlog.EventLog, run_id: str, event: Any) -> None:
+        self.log, self.run_id, self.event = log, run_id, event
+
+    def __call__(self) -> int:
+        self._now += 1
+        if self.log is not None and not self._inside and self.times < self.limit:
+            self._inside = True  # the other writer's own append is stamped as it is
+            try:
+                self.log.append(self.run_id, self.event)
+                self.times += 1
+            finally:
+                self._inside = False
+        return self._now
+
+
+@pytest.mark.parametrize("what", ["pop_item", "clear_session", "approve"])
+def test_a_conflict_after_every_attempt_names_the_heads_and_the_attempts(
+    open_log: Any, tmp_path: Path, what: str
+) -> None:
+    """Another writer appends to the run at every attempt of a pop, a clear or an approval: the
+    call gives up after `conflict_attempts_max` attempts with the last ConflictError, which names
+    the heads that attempt expected and found (the SDK's callers of `pop_item` log an error and
+    put back what they popped; they do not spin)."""
+    attempts = eventlog._limits.conflict_attempts_max
+    clock = Jostling(limit=4 * attempts)  # without a bound, the write ends once the other writer stops
+    log = open_log(clock=clock)
+    if what == "approve":
+        checkpointer = RunCheckpointer(log)
+        asyncio.run(checkpointer.run("r", agent(ScriptedModel(REFUND_SCRIPT), tmp_path / "ledger"), "refund A-17"))
+        run_id, other = "r", ApprovalDecided(call_id="r1", approved=False)
+        do: Any = lambda: checkpointer.approve("r", "r1")  # noqa: E731
+    else:
+        session = EventLogSession("s", log)
+        asyncio.run(session.add_items([user("a"), user("b")]))
+        run_id, other = "s", ItemAdded(item=user("another writer's"))
+        do = lambda: asyncio.run(getattr(session, what)())  # noqa: E731
+    head = log.head(run_id)
+    clock.aim(log, run_id, other)
+    with pytest.raises(eventlog.ConflictError) as exc:
+        do()
+    error, last = exc.value, head + attempts
+    assert clock.times == attempts  # one conflict an attempt, and no attempt more
+    assert (error.run_id, error.expected, error.head, error.attempts) == (run_id, last - 1, last, attempts)
+    assert f"expected head {last - 1} but head is {last} at the last of {attempts} attempts" in str(error)
+    assert log.head(run_id) == last  # nothing of the write landed
 
 
 def test_fork_session_and_listing(log: eventlog.EventLog) -> None:

@@ -544,6 +544,32 @@ def test_langgraph_threads_and_wayflow_conversations_show_through_their_views(tm
                 assert all(f"<th>{html.escape(c)}</th>" in page for c in columns)
 
 
+def test_a_fork_of_a_thread_its_saver_pruned_shows_by_the_reducer_that_keeps_its_base(tmp_path: Path) -> None:
+    """The fork has no checkpoint of its own and its events up to the base went with the
+    thread's: the runs list, its page and its state read it from that base, by its view."""
+    with eventlog.open(tmp_path / "log") as log:
+        if write_langgraph_thread(log, "lg") is None:
+            pytest.skip("the langgraph extra is not installed")
+        from eventlog.langgraph import VIEW, EventLogSaver
+
+        EventLogSaver(log).prune(["lg"])
+        base = log.run_info("lg").base
+        log.fork("lg", at=base, new_run_id="lg-fork")
+        assert view_for_run(log, "lg-fork") is VIEW
+        with serving(log) as url:
+            status, listing, _ = get(url + "/")
+            assert status == 200 and 'data-run="lg-fork"' in listing
+            status, page, _ = get(f"{url}/run?id=lg-fork")
+            assert status == 200 and "lg-fork" in page
+            status, body, _ = get(f"{url}/run/state.json?id=lg-fork&at={base}")
+            assert status == 200 and json.loads(body)["state"] == _plain(VIEW.state(log, "lg-fork", base))
+            assert json.loads(body)["state"]["values"] == _plain(VIEW.state(log, "lg", base))["values"]
+            status, _, _ = get(f"{url}/run/state?id=lg-fork&at={base}")
+            assert status == 200
+            status, body, _ = get(f"{url}/run/diff.json?id=lg-fork&a={base}&b={base}")
+            assert status == 200 and not json.loads(body)["changed"]
+
+
 # -- finding things (issue 25, item 3): the server searches, on every store ------------------------
 
 

@@ -30,6 +30,7 @@ from google.adk.sessions import Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from pydantic_core import to_jsonable_python
 
+from .._limits import conflict_attempts_max
 from ..agent.policy import CheckpointPolicy
 from ..errors import (
     ConflictError,
@@ -68,7 +69,7 @@ SESSION_FOLD = SessionReducer()
 SCOPED_FOLD = ScopedReducer()
 
 _RETRIES_MAX = 64
-"""Appends retried after losing the run's head to another writer before giving up."""
+"""Reads made again while the run they read is replaced under them (`Sessions.retrying`)."""
 _WRITERS_MAX = 1024
 """Run writers kept (each holds one session's or one scope's state)."""
 
@@ -189,13 +190,14 @@ class Sessions:
     def append_scoped(self, run: str, delta: dict[str, Any], session_id: str, time: float) -> None:
         if not delta:
             return
-        for attempt in range(_RETRIES_MAX):
+        met: ConflictError | None = None
+        for _ in range(conflict_attempts_max):
             try:  # a writer that knows the others' appends (a new one when the run was made again)
                 self.writer(run, scoped=True).append(ScopedState(delta=delta, session_id=session_id, time=time))
                 return
-            except (ConflictError, RunReplacedError):
-                if attempt == _RETRIES_MAX - 1:
-                    raise
+            except ConflictError as exc:  # RunReplacedError too
+                met = exc
+        raise _spent(met)
 
     def settled(self, run: str, number: int, offset: int) -> None:
         self._settled[run] = (number, offset)
@@ -251,17 +253,18 @@ class Sessions:
             self.append_scoped(user_run(app_name, user_id), user, sid or "", now)
             sid = sid or platform_uuid.new_uuid()
             run = session_run(app_name, user_id, sid)
-            for attempt in range(_RETRIES_MAX):
+            met: ConflictError | None = None
+            for _ in range(conflict_attempts_max):
                 w = self.writer(run)
                 if w.state.exists:
                     raise AlreadyExistsError(f"Session with id {sid} already exists.")
                 try:
                     w.append(SessionCreated(app_name=app_name, user_id=user_id, session_id=sid, time=now, state=own))
                     break
-                except (ConflictError, RunReplacedError):
-                    if attempt == _RETRIES_MAX - 1:
-                        raise
-                    # another writer made or changed it (the writer reloaded): look again
+                except ConflictError as exc:  # another writer made or changed it (the writer reloaded): look again
+                    met = exc
+            else:
+                raise _spent(met)
             session = Session(
                 id=sid,
                 app_name=app_name,
@@ -275,8 +278,8 @@ class Sessions:
         sid = session_id.strip() if session_id else session_id
         run = session_run(app_name, user_id, sid)
         with self.lock:
-            for attempt in range(_RETRIES_MAX):
-                last = attempt == _RETRIES_MAX - 1
+            met: ConflictError | None = None
+            for _ in range(conflict_attempts_max):
                 number, head = self.log.life(run)
                 found = self.retrying(lambda: self.session(run))
                 if found is None:
@@ -289,12 +292,11 @@ class Sessions:
                     try:
                         self.writer(run).append(SessionDeleted(time=platform_time.get_time()))
                         return
-                    except (ConflictError, RunReplacedError):
-                        if last:
-                            raise
-                except (ConflictError, RunReplacedError):
-                    if last:
-                        raise  # another writer kept appending: look again
+                    except ConflictError as exc:
+                        met = exc
+                except ConflictError as exc:  # another writer appended meanwhile: look again
+                    met = exc
+            raise _spent(met)
 
     def append(self, session: Session, event: AdkModel) -> bool:
         """Store the event and its app and user state; False when an equal event of its id is there."""
@@ -304,7 +306,8 @@ class Sessions:
         eid = _event_id(event)
         with self.lock:
             w = self.writer(run)
-            for attempt in range(_RETRIES_MAX):
+            met: ConflictError | None = None
+            for _ in range(conflict_attempts_max):
                 if not w.state.exists:
                     self._writers.pop(run, None)  # look again, past a writer that may know an older life
                     w = self.writer(run)
@@ -320,9 +323,8 @@ class Sessions:
                     self.settle(run, w.run_number, w.state)
                 try:
                     offset = w.append(record, event_id=eid)
-                except (ConflictError, RunReplacedError):
-                    if attempt == _RETRIES_MAX - 1:
-                        raise
+                except ConflictError as exc:  # RunReplacedError too
+                    met = exc
                     w = self.writer(run)  # append after what the other writer wrote, or to the new life
                     continue
                 if offset > before:
@@ -331,6 +333,8 @@ class Sessions:
                 if offset > start and isinstance(held, AdkEvent) and event_of(held) == event:
                     return False
                 eid = None  # another event of the same id: kept as ADK keeps it
+            else:
+                raise _spent(met)
             self.append_scoped(app_run(session.app_name), app, session.id, event.timestamp)
             self.append_scoped(user_run(session.app_name, session.user_id), user, session.id, event.timestamp)
             if (app or user) and w.run_number is not None:
@@ -408,6 +412,13 @@ class Sessions:
                 last_update_time=s.last_update_time,
             )
             return self.lived(session, number, s.start)
+
+
+def _spent(met: ConflictError | None) -> ConflictError:
+    """The error of a write whose every attempt met another writer: the last conflict, naming the
+    heads that attempt expected and found and the number of attempts."""
+    assert met is not None, "every attempt met a conflict"
+    return met.after(conflict_attempts_max)
 
 
 def _fork_point(

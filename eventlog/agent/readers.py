@@ -1,12 +1,13 @@
 """Which reducer reads a run: the one its latest checkpoint was made by, when this process knows
-it (the log's own, the conversation loop's, an installed integration's view's), else the log's.
-The command line and the viewer read a run with the same one."""
+it (the log's own, the conversation loop's, an installed integration's view's), else the log's;
+for a pruned run, or a fork of one, one that keeps the state at its base. The command line and
+the viewer read a run with the same one, chosen as `verify` chooses it (`Checkpoints.reducer_of`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.fold import Reducer, reducer_named
+from ..core.fold import Reducer
 from ..log import EventLog
 from ..views import view_reducers
 from .conversation import ConversationReducer
@@ -20,9 +21,9 @@ def known_reducers(log: EventLog[Any]) -> list[Reducer[Any]]:
     return [log.reducer, ConversationReducer(), *view_reducers()]
 
 
-def reducer_of(log: EventLog[Any], run_id: str) -> Reducer[Any]:
+def reducer_of(log: EventLog[Any], run_id: str, *, run_number: int | None = None) -> Reducer[Any]:
     """The reducer the run's latest checkpoint was made by, among `known_reducers` (a
-    conversation restored in place folds with its own); else the log's."""
-    latest = log.checkpoints.list(run_id, limit=1, newest_first=True)
-    found = reducer_named(known_reducers(log), latest[0].reducer, latest[0].reducer_version) if latest else None
-    return log.reducer if found is None else found
+    conversation restored in place folds with its own), else the log's; but for a pruned run, or
+    a fork of one (a LangGraph thread its saver pruned, forked), the first of them that keeps the
+    state at its base when that one does not."""
+    return log.checkpoints.reducer_of(run_id, known_reducers(log), run_number=run_number)

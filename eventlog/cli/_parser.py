@@ -93,7 +93,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "prune",
         "drop a run's events below a checkpoint",
-        "Drop a run's events and checkpoints below the latest checkpoint at or below OFFSET.\nThat checkpoint becomes the run's base: states from it on stay readable, states\nbelow it are gone. Refused (exit 4) while forks of the run exist.",
+        "Drop a run's events and checkpoints below the latest checkpoint at or below OFFSET.\nThat checkpoint becomes the run's base: states from it on stay readable, states\nbelow it are gone. Refused (exit 4) while forks of the run exist. A fork of a pruned\nrun reads from that run's base: pruned at or below it, nothing of it is left to drop.\nThe run is pruned by the reducer that checkpointed it, or that keeps its base.",
         "eventlog prune run-1 --before 1000",
     ),
     (

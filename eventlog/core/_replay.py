@@ -7,6 +7,7 @@ reducer's `upgrade` may carry an older version's state forward.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -21,7 +22,7 @@ from ..record.tables import EVENTS, SNAPSHOTS
 from ..store._base import Store, Txn
 from ._reader import Reader, event_place
 from ._runs import Runs
-from .fold import Reducer, reducer_tag
+from .fold import Reducer, reducer_named, reducer_tag
 
 
 class PrunedBase(NamedTuple):
@@ -52,6 +53,19 @@ class PrunedBase(NamedTuple):
             by += f" and {len(self.tags) - named} more"
         reducers = "reducer" if len(self.tags) == 1 else "reducers"
         return f"the state at offset {self.offset}, where {where} was pruned, is kept only by {reducers} {by}"
+
+
+def reducer_reading(
+    reducers: Sequence[Reducer[Any]], made: tuple[str, int] | None, pruned: PrunedBase | None
+) -> Reducer[Any]:
+    """Of `reducers` (the default first), the one to read a run with: the one that made its latest
+    checkpoint (`made`: its name and version), else the default; but when that one cannot start at
+    the run's pruned base (`pruned`: its own, or that of the pruned run a fork reads from, which has
+    no checkpoint of its own), the first that can (none can: that one, whose fold says who keeps it)."""
+    chosen = (reducer_named(reducers, *made) if made is not None else None) or reducers[0]
+    if pruned is None or pruned.read_by(chosen):
+        return chosen
+    return next((r for r in reducers if pruned.read_by(r)), chosen)
 
 
 class Replay:

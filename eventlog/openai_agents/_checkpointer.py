@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .._limits import conflict_attempts_max
 from ..aio import AsyncEventLog
 from ..errors import ConflictError, RunReplacedError, UnknownRunError
 from ..log import EventLog
@@ -127,7 +128,8 @@ class RunCheckpointer:
         self._decide(run_id, ApprovalDecided(call_id=call_id, approved=False, always=always, message=message))
 
     def _decide(self, run_id: str, event: ApprovalDecided) -> None:
-        while True:
+        met: ConflictError | None = None  # the last conflict: its heads name the last attempt's
+        for _ in range(conflict_attempts_max):
             number, state = self._life(run_id)
             if state is None or state.status != "interrupted":
                 raise CheckpointError(
@@ -139,9 +141,12 @@ class RunCheckpointer:
                 self.log.append(run_id, event, expected_offset=state.events, run_number=number)
             except RunReplacedError:
                 raise  # decided on a life of the run that is gone: never recorded in the next
-            except ConflictError:
+            except ConflictError as exc:  # another writer appended first: decide on the run as it is now
+                met = exc
                 continue
             return
+        assert met is not None, "every attempt met a conflict"
+        raise met.after(conflict_attempts_max) from None
 
     async def load(self, run_id: str, agent: Agent[Any]) -> RunState[Any, Any]:
         """The run's `RunState` at its last checkpoint, with the recorded decisions applied."""

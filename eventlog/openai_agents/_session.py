@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from .._limits import conflict_attempts_max
 from ..aio import AsyncEventLog
 from ..errors import ConflictError
 from ..log import EventLog
@@ -97,7 +98,10 @@ class EventLogSession:
         self.log.append_many(self.session_id, events)
 
     def pop_item_sync(self) -> Any:
-        while True:
+        """`pop_item`, blocking. Each attempt pops the item latest then; after
+        `conflict_attempts_max` attempts that another writer came before, ConflictError."""
+        met: ConflictError | None = None  # the last conflict: its heads name the last attempt's
+        for _ in range(conflict_attempts_max):
             with self._lock:
                 state = self._refresh()
                 if not state.items:
@@ -106,12 +110,17 @@ class EventLogSession:
                 head, number = state.events, self._number
             try:
                 self.log.append(self.session_id, ItemPopped(offset=offset), expected_offset=head, run_number=number)
-            except ConflictError:
-                continue  # another writer appended first, or the session was made again: pop what is latest now
+            except ConflictError as exc:  # another writer appended first, or the session was made again
+                met = exc  # pop what is latest now
+                continue
             return _copy(item)
+        assert met is not None, "every attempt met a conflict"
+        raise met.after(conflict_attempts_max) from None
 
     def clear_session_sync(self) -> None:
-        while True:
+        """`clear_session`, blocking; bounded as `pop_item_sync` is."""
+        met: ConflictError | None = None
+        for _ in range(conflict_attempts_max):
             with self._lock:
                 state = self._refresh()
                 if not state.items:
@@ -119,9 +128,12 @@ class EventLogSession:
                 count, head, number = len(state.items), state.events, self._number
             try:
                 self.log.append(self.session_id, SessionCleared(items=count), expected_offset=head, run_number=number)
-            except ConflictError:
+            except ConflictError as exc:
+                met = exc  # clear what is there now
                 continue
             return
+        assert met is not None, "every attempt met a conflict"
+        raise met.after(conflict_attempts_max) from None
 
     # -- beyond the protocol -----------------------------------------------------------------
 

@@ -138,6 +138,14 @@ class Maintenance:
                 others.add(f"{cp.reducer}@{cp.reducer_version}")
         if keep is None and again and rec.base:
             return rec.number, rec.base, rec.base  # pruned further meanwhile: never move a base back
+        pruned = self._replay.pruned_base(txn, run_id, rec) if keep is None else None
+        if pruned is not None and pruned.offset <= before:  # a fork of a pruned run, say: none of its own below
+            if not pruned.read_by(reducer):
+                raise CheckpointNotFoundError(
+                    f"run {run_id!r}: no checkpoint at or below offset {before} by {reducer.name}@{reducer.version}; "
+                    f"{pruned.kept(run_id)}: prune with that reducer"
+                )
+            return rec.number, pruned.offset, pruned.offset  # nothing below that base is kept: nothing to drop
         if keep is None and others:
             raise CheckpointNotFoundError(
                 f"run {run_id!r}: its checkpoints at or below offset {before} were made by "

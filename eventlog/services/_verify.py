@@ -16,7 +16,7 @@ from .. import _limits
 from ..core._reader import Reader
 from ..core._replay import PrunedBase, Replay
 from ..core._runs import Runs
-from ..core.fold import Reducer, reducer_named, reducer_tag
+from ..core.fold import Reducer, reducer_tag
 from ..errors import (
     CorruptRecordError,
     EventLogError,
@@ -101,24 +101,14 @@ class Verifier:
         return report
 
     def _reducer_of(self, run_id: str, default: Reducer[Any], reducers: Sequence[Reducer[Any]]) -> Reducer[Any]:
-        """The reducer of `reducers` that made the run's latest checkpoint, else `default`; but
-        when that one cannot start at the base of a pruned run (or of the pruned run a fork
-        reads from, which has no checkpoint of its own), the first of `default` and `reducers`
-        that can."""
+        """The reducer the run is folded by (`Checkpoints.reducer_of`, as the command line and the
+        viewer choose it): that of its latest checkpoint, or one that keeps a pruned base."""
         if not reducers:
             return default
         try:
-            latest = self._checkpoints.list(run_id, limit=1, newest_first=True)
-            pruned = self._store.read(
-                lambda txn: self._replay.pruned_base(txn, run_id, self._runs.require(txn, run_id))
-            )
+            return self._checkpoints.reducer_of(run_id, reducers, reducer=default)
         except CorruptRecordError:
             return default  # `_run` names the damage
-        found = reducer_named(reducers, latest[0].reducer, latest[0].reducer_version) if latest else None
-        chosen = default if found is None else found
-        if pruned is None or pruned.read_by(chosen):
-            return chosen
-        return next((r for r in (default, *reducers) if pruned.read_by(r)), chosen)
 
     def _pruned_since(self, run_id: str, rec: RunRecord) -> bool:
         """Whether the life of the run `rec` was read of has been pruned since."""

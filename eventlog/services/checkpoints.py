@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
 from .. import _limits
-from ..core._replay import Replay
+from ..core._replay import PrunedBase, Replay, reducer_reading
 from ..core._runs import Runs
 from ..core.fold import Reducer, reducer_or, reducer_tag
 from ..errors import (
@@ -360,6 +361,13 @@ class Checkpoints(Generic[S]):
             out.reverse()
         return out
 
+    def reducer_of(self, run_id: str, reducers: Sequence[Reducer[Any]] = (), *, reducer: Reducer[Any] | None = None,
+                   run_number: int | None = None) -> Reducer[Any]:  # fmt: skip
+        """Of `reducer` (the log's when None) and `reducers`, the one to read the run with, as `verify`
+        folds it (`_replay.reducer_reading`); with `run_number`, of that life only (else RunReplacedError)."""
+        made, pruned = self._store.read(partial(_made_and_base, self, run_id, check_run_number(run_number)))
+        return reducer_reading([self._reducer_or_default(reducer), *reducers], made, pruned)
+
     def iter(
         self, run_id: str, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
     ) -> Iterator[Checkpoint[S]]:
@@ -415,6 +423,18 @@ class Checkpoints(Generic[S]):
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self._reducer)
+
+
+def _made_and_base(
+    checkpoints: Checkpoints[Any], run_id: str, number: int | None, txn: Txn
+) -> tuple[tuple[str, int] | None, PrunedBase | None]:
+    """(name and version of the reducer that made the run's latest checkpoint, or None; its pruned base)."""
+    rec = checkpoints._runs.require(txn, run_id, number)
+    latest = txn.scan(CHECKPOINTS, *run_range(rec.number), reverse=True, limit=1)
+    made = [checkpoints.record(run_id, k, v) for k, v in latest]
+    return (made[0].reducer, made[0].reducer_version) if made else None, checkpoints._replay.pruned_base(
+        txn, run_id, rec
+    )
 
 
 def _misindexed(run_id: str, checkpoint_id: str, found: str) -> CorruptRecordError:
