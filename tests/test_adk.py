@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("google.adk", reason="the adk extra is not installed")
 
 from adk_app import build_agent, user
+from conflicts import Jostling
 from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -658,31 +659,6 @@ def test_two_processes_append_to_one_session(shared_log: str) -> None:
             assert got.state[name] == n - 1
         assert got.state["last"] == got.events[-1].author
         assert log.verify().ok
-
-
-class Jostling:
-    """A log's clock that, once aimed at a run, lets another writer append `event` to it each time
-    the log stamps an append (after the writer read the run's head, before its commit), at most
-    `limit` times: every attempt of a write fenced by the head it read meets a conflict."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.times, self._now, self._inside = limit, 0, 1_800_000_000 * 10**9, False
-        self.log: eventlog.EventLog | None = None
-        self.run_id, self.event = "", None
-
-    def aim(self, log: eventlog.EventLog, run_id: str, event: Any) -> None:
-        self.log, self.run_id, self.event = log, run_id, event
-
-    def __call__(self) -> int:
-        self._now += 1
-        if self.log is not None and not self._inside and self.times < self.limit:
-            self._inside = True  # the other writer's own append is stamped as it is
-            try:
-                self.log.append(self.run_id, self.event)
-                self.times += 1
-            finally:
-                self._inside = False
-        return self._now
 
 
 def test_an_append_that_meets_another_writer_at_every_attempt_names_the_heads_and_the_attempts(

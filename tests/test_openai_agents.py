@@ -22,6 +22,7 @@ pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
 from agents import Runner, SQLiteSession
 from agents.memory import Session
+from conflicts import Jostling
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai_agents_app import ADD_SCRIPT, REFUND_SCRIPT, ScriptedModel, agent, call, reply
@@ -268,31 +269,6 @@ def test_a_pop_or_clear_never_reads_one_life_and_writes_the_next(log: eventlog.E
     else:
         assert asyncio.run(fresh.get_items()) == []
     assert {h.item["content"] for h in fresh.history() if h.item is not None} == {"new 1", "new 2"}
-
-
-class Jostling:
-    """A log's clock that, once aimed at a run, lets another writer append `event` to it each time
-    the log stamps an append (after the writer read the run's head, before its commit), at most
-    `limit` times: every attempt of a write fenced by the head it read meets a conflict."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.times, self._now, self._inside = limit, 0, 1_800_000_000 * 10**9, False
-        self.log: eventlog.EventLog | None = None
-        self.run_id, self.event = "", None
-
-    def aim(self, log: eventlog.EventLog, run_id: str, event: Any) -> None:
-        self.log, self.run_id, self.event = log, run_id, event
-
-    def __call__(self) -> int:
-        self._now += 1
-        if self.log is not None and not self._inside and self.times < self.limit:
-            self._inside = True  # the other writer's own append is stamped as it is
-            try:
-                self.log.append(self.run_id, self.event)
-                self.times += 1
-            finally:
-                self._inside = False
-        return self._now
 
 
 @pytest.mark.parametrize("what", ["pop_item", "clear_session", "approve"])
