@@ -46,7 +46,9 @@ class RunInfo(msgspec.Struct, frozen=True):
     head: int
     """Offset of the last event (0: no events)."""
     base: int
-    """Offsets at or below this were pruned."""
+    """Offsets at or below this were pruned: the run's own base, or in a fork of a pruned run
+    (forks are made at or above a base) that run's, its events up to there gone with it. The
+    states from `base` on are readable, and its events are read after it."""
     parent: str | None
     """The run this one was forked from."""
     fork_offset: int
@@ -62,9 +64,9 @@ class RunInfo(msgspec.Struct, frozen=True):
     rather than read another life of the run."""
 
 
-def _run_info(run_id: str, rec: RunRecord, checkpoints: int) -> RunInfo:
+def _run_info(run_id: str, rec: RunRecord, base: int, checkpoints: int) -> RunInfo:
     return RunInfo(
-        run_id, rec.head, rec.base, rec.parent, rec.fork_offset, rec.created_ns, checkpoints, rec.forks, rec.number
+        run_id, rec.head, base, rec.parent, rec.fork_offset, rec.created_ns, checkpoints, rec.forks, rec.number
     )
 
 
@@ -193,7 +195,7 @@ class EventLog(Generic[S]):
 
         def info(txn: Txn) -> RunInfo:
             rec = self._runs.require(txn, run_id, check_run_number(run_number))
-            return _run_info(run_id, rec, self.checkpoints.count(txn, rec))
+            return _run_info(run_id, rec, self._runs.base(txn, run_id, rec), self.checkpoints.count(txn, rec))
 
         return self.store.read(info)
 

@@ -21,9 +21,9 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .log import EventLog, RunInfo
+    from .log import EventLog
 
-__all__ = ["RunView", "load_views", "reads_from", "view_for_run", "view_of", "waiting"]
+__all__ = ["RunView", "load_views", "view_for_run", "view_of", "waiting"]
 
 
 class RunView(Protocol):
@@ -88,16 +88,6 @@ def view_of(first_kind: str | None) -> RunView | None:
     return None
 
 
-def reads_from(log: EventLog[Any], info: RunInfo) -> int:
-    """The offset the run `info` names is read after: its base, or, in a fork of a pruned run,
-    that run's base, its events up to there gone with it (`info.base` is the run's own: 0)."""
-    base, run = info.base, info
-    while run.parent is not None and run.fork_offset > base:  # a parent is kept while forks of it exist
-        parent = log.run_info(run.parent)
-        base, run = max(base, min(parent.base, run.fork_offset)), parent
-    return base
-
-
 def view_for_run(log: EventLog[Any], run_id: str, *, run_number: int | None = None) -> RunView | None:
     """The view of a run of `log`: by its first event kept (in a fork of a pruned run, the first
     after that run's base), else by its latest checkpoint's reducer, else by the reducer that keeps
@@ -106,8 +96,7 @@ def view_for_run(log: EventLog[Any], run_id: str, *, run_number: int | None = No
     if not views:
         return None
     info = log.run_info(run_id, run_number=run_number)
-    base = reads_from(log, info)
-    for entry in log.read(run_id, base, min(info.head, base + 1), run_number=info.number):
+    for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
         return view_of(str(type(entry.event).__struct_config__.tag))
     folds = [(view, fold) for view in views if (fold := getattr(view, "fold", None)) is not None]
     latest = log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)

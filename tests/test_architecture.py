@@ -259,7 +259,6 @@ READ_ALONE = {
     "demo.py:_conversation": "its conversations are written by it alone, each read by itself",
     "wayflow/_conversation.py:rewind": "its later `run_info` is of the branch, another run, read by itself",
     "cli/_commands.py:_cmd_verify": "its `run_info` reads count the progress bar's total, joined with nothing",
-    "views.py:reads_from": "its `run_info` reads are of the run's parents, kept while forks of them exist",
 }
 NOT_RUN_READS = {"views.py:load_views": "its `load` is an entry point's, not a run's"}
 

@@ -323,6 +323,24 @@ def test_fork_session_and_listing(log: eventlog.EventLog) -> None:
     assert [s.session_id for s in list_sessions(log, after=first[-1].session_id, limit=1)] == ["main-b"]
 
 
+def test_a_fork_of_a_pruned_session_reads_and_lists_from_its_base(log: eventlog.EventLog) -> None:
+    """A session pruned at its head (nothing kept after its base) and a fork of it made there:
+    both are listed, the fork reads the items kept at the base and goes on from them."""
+    session = EventLogSession("main", log)
+    asyncio.run(session.add_items([user("a"), user("b")]))
+    log.checkpoints.save("main", 2, reducer=AgentsReducer())
+    log.prune("main", before=2, reducer=AgentsReducer())
+    branch = asyncio.run(session.fork_session(new_session_id="main-b"))
+    assert asyncio.run(branch.get_items()) == [user("a"), user("b")]
+    asyncio.run(branch.add_items([user("B")]))
+    assert asyncio.run(EventLogSession("main-b", log).get_items()) == [user("a"), user("b"), user("B")]
+    assert {s.session_id for s in list_sessions(log)} == {"main", "main-b"}
+    log.append_many("run", [eventlog.events.StepCompleted(node="n", superstep=1)])
+    log.checkpoints.save("run", 1)
+    log.prune("run", before=1)  # pruned at its head by another reducer: not a session
+    assert {s.session_id for s in list_sessions(log)} == {"main", "main-b"}
+
+
 def test_session_on_a_sealed_log(open_log: Any, backend: str) -> None:
     pytest.importorskip("cryptography")
     key = os.urandom(32)

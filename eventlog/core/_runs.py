@@ -336,6 +336,12 @@ class Runs:
         pieces.reverse()
         return pieces
 
+    def base(self, txn: Txn, run_id: str, rec: RunRecord) -> int:
+        """The offset at or below which the run's events are gone: its own base, or in a fork of
+        a pruned run (forks are made at or above a base) that run's (`RunInfo.base`)."""
+        link = self.pruned(txn, run_id, rec)
+        return 0 if link is None else min(link.rec.base, link.hi)
+
     def pruned(self, txn: Txn, run_id: str, rec: RunRecord) -> Link | None:
         """The link of the nearest pruned run of the lineage: the run itself, or one it forks from
         (its state at `link.rec.base` is where a fold of the run starts); None when none was pruned."""

@@ -9,13 +9,15 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 
-from ..errors import ConflictError, PrunedError, RunReplacedError, UnknownRunError
+from ..errors import PrunedError, RunReplacedError, UnknownRunError
 from ._events import Blob, ThreadState
 from ._rewrite import Part
 from ._threads import Mark, Run, mark_of, thread_of
 from ._write import CONFLICT_RETRIES
 
 __all__ = ["FOLD_GAP_EVENTS", "Reader"]
+
+_READ_AGAIN = (UnknownRunError, PrunedError, RunReplacedError)
 
 FOLD_GAP_EVENTS = 4096
 """`list` folds forward from one checkpoint to the next when they are at most this many events
@@ -41,10 +43,10 @@ class Reader(Part):
         run = self.rewriter.run_of(config)
         checkpoint_id = get_checkpoint_id(config)
         with run.lock:
-            for _ in range(CONFLICT_RETRIES):
+            for attempt in range(1, CONFLICT_RETRIES + 1):
                 # every read of one life, the writer's (else read anew): deleted meanwhile, made
-                # again, or pruned by another worker (its checkpoints with it)
-                with contextlib.suppress(UnknownRunError, PrunedError, RunReplacedError):
+                # again, or pruned by another worker (its checkpoints with it); the last one's error is raised
+                with contextlib.suppress(*(() if attempt == CONFLICT_RETRIES else _READ_AGAIN)):
                     rec = self.threads.writer(run, check=True)
                     state: ThreadState = rec.state
                     if state.checkpoint_id is None:
@@ -58,7 +60,7 @@ class Reader(Part):
                     old = self.log.state_at(run.run_id, end, reducer=self.reducer, run_number=run.number)
                     return self.values.checkpoint_tuple(run, old, mark.metadata, state.late.get(checkpoint_id))
                 run.forget()
-            raise ConflictError(run.run_id, 0, self.log.head(run.run_id))
+            raise AssertionError("the last attempt returns or raises")
 
     def list_tuples(
         self,

@@ -235,8 +235,7 @@ class Threads:
         for entry in self.log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
             kind = str(type(entry.event).__struct_config__.tag)
             return None if kind.startswith("langgraph.") else kind
-        latest = self.log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)
-        return None if latest and latest[0].reducer == self.reducer.name else "no LangGraph"
+        return None if self.log.checkpoints.kept_by(run_id, self.reducer, run_number=info.number) else "no LangGraph"
 
     def check_owned(self, run_id: str) -> None:
         """Raise LangGraphThreadError unless the run holds a LangGraph thread."""
@@ -249,14 +248,36 @@ class Threads:
     def marks(self, run: Run) -> list[Mark]:
         """The run's checkpoints, oldest first (read once, then kept up to date)."""
         if run.marks is None:
-            try:
-                cps = self.log.checkpoints.list(run.run_id, reducer=self.reducer, run_number=run.number or None)
-            except UnknownRunError:
-                cps = []
-            marks = [m for cp in cps if cp.reducer == self.reducer.name and (m := mark_of(cp.offset, cp.metadata))]
+            marks = self.lineage_marks(run.run_id, run.number or None)
             run.marks = marks
             run.position = {m.checkpoint_id: i for i, m in enumerate(marks)}
         return run.marks
+
+    def lineage_marks(self, run_id: str, number: int | None) -> list[Mark]:
+        """The checkpoints of a run and, in a fork (`EventLog.fork`, the command line's, the
+        viewer's), those of the runs it forks from at the offsets it shares, oldest first: a fork
+        of a thread goes on from the checkpoint it was made at, with the history up to it."""
+        found: list[Mark] = []
+        upto: int | None = None
+        low = 0  # the run's base (in a pruned fork, those below are unreadable)
+        while True:
+            try:
+                info = self.log.run_info(run_id, run_number=number)
+                cps = self.log.checkpoints.list(run_id, reducer=self.reducer, run_number=info.number)
+            except UnknownRunError:
+                break
+            low = info.base if upto is None else low
+            found[:0] = [  # a parent's first: the sort below keeps that order where offsets are equal
+                m
+                for cp in cps
+                if cp.reducer == self.reducer.name and low <= cp.offset <= (cp.offset if upto is None else upto)
+                if (m := mark_of(cp.offset, cp.metadata))
+            ]
+            if info.parent is None or info.fork_offset == 0:
+                break
+            # a parent is kept while forks of it exist: its current life is the one forked
+            run_id, number, upto = info.parent, None, min(info.fork_offset, upto or info.fork_offset)
+        return sorted(found, key=lambda m: m.offset)
 
     def find(self, run: Run, checkpoint_id: str) -> tuple[Mark, int] | None:
         """A checkpoint's mark and the last offset before the run's next checkpoint."""

@@ -18,7 +18,7 @@ import msgspec
 from .._limits import conflict_attempts_max
 from ..aio import AsyncEventLog
 from ..errors import ConflictError
-from ..log import EventLog
+from ..log import EventLog, RunInfo
 from ._events import AgentsReducer, AgentsState, ItemAdded, ItemPopped, SessionCleared
 from ._types import HistoryEntry, NotAnAgentsRunError, SessionInfo
 
@@ -250,10 +250,20 @@ def list_sessions(log: EventLog[Any], *, after: str | None = None, limit: int | 
         if limit is not None and len(out) >= limit:
             break
         info = log.run_info(run_id)
-        for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
-            if isinstance(entry.event, _SESSION_KINDS):
-                out.append(SessionInfo(run_id, info.head, info.parent, info.fork_offset, info.created_ns))
+        if _is_session(log, info):
+            out.append(SessionInfo(run_id, info.head, info.parent, info.fork_offset, info.created_ns))
     return out
+
+
+def _is_session(log: EventLog[Any], info: RunInfo) -> bool:
+    """Whether the run holds a session: its first event kept is a session's; with none after its
+    base (pruned, or forked from a pruned one, at its head), the state kept there is a session's."""
+    for entry in log.read(info.run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
+        return isinstance(entry.event, _SESSION_KINDS)
+    reducer = AgentsReducer()
+    if not info.base or not log.checkpoints.kept_by(info.run_id, reducer, run_number=info.number):
+        return False
+    return not log.state_at(info.run_id, info.base, reducer=reducer, run_number=info.number).agent
 
 
 def _settings(given: Any) -> Any:

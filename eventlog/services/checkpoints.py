@@ -181,7 +181,7 @@ class Checkpoints(Generic[S]):
         made again with `look_up` (`GroupCommit.commit_batch`)."""
         record = pending.record
         if not record.checkpoint_id:
-            record.checkpoint_id = self._free_id(txn, rec.number, look_up or self._ids.injected)
+            record.checkpoint_id = _free_id(self._ids, txn, rec.number, look_up or self._ids.injected)
         elif txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(rec.number, record.checkpoint_id)) is not None:
             raise DuplicateIdError(f"checkpoint {record.checkpoint_id!r} exists already")
         rec.checkpoint_seq += 1
@@ -191,14 +191,6 @@ class Checkpoints(Generic[S]):
         if pending.snapshot is not None:
             key = SNAPSHOTS.key(rec.number, record.offset, pending.tag)
             txn.put(SNAPSHOTS, key, self._codec.place_frame(pending.snapshot, (SNAPSHOTS, key)))
-
-    def _free_id(self, txn: Txn, number: int, look_up: bool) -> str:
-        for _ in range(_limits.id_draws_max):
-            candidate = self._ids.draw("checkpoint_id")
-            if not look_up or txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(number, candidate)) is None:
-                return candidate
-            self._ids.taken(candidate, "a checkpoint id")
-        raise self._ids.exhausted()
 
     def record(self, run_id: str, key: bytes, value: bytes) -> CheckpointRecord:
         """A checkpoint record stored under `key`, decoded; damage names the run."""
@@ -368,6 +360,13 @@ class Checkpoints(Generic[S]):
         made, pruned = self._store.read(partial(_made_and_base, self, run_id, check_run_number(run_number)))
         return reducer_reading([self._reducer_or_default(reducer), *reducers], made, pruned)
 
+    def kept_by(self, run_id: str, reducer: Reducer[Any], *, run_number: int | None = None) -> bool:
+        """Whether the run's checkpoints say it is `reducer`'s (for a run with no event after its
+        base): its latest one was made by it (by name), or, having none of its own (a fork of a
+        pruned run), the state at its pruned base is kept by it; with `run_number`, of that life."""
+        made, pruned = self._store.read(partial(_made_and_base, self, run_id, check_run_number(run_number)))
+        return made[0] == reducer.name if made is not None else pruned is not None and pruned.read_by(reducer)
+
     def iter(
         self, run_id: str, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
     ) -> Iterator[Checkpoint[S]]:
@@ -423,6 +422,15 @@ class Checkpoints(Generic[S]):
 
     def _reducer_or_default(self, reducer: Reducer[Any] | None) -> Reducer[Any]:
         return reducer_or(reducer, self._reducer)
+
+
+def _free_id(ids: IdSource, txn: Txn, number: int, look_up: bool) -> str:
+    for _ in range(_limits.id_draws_max):
+        candidate = ids.draw("checkpoint_id")
+        if not look_up or txn.get(CHECKPOINT_IDS, CHECKPOINT_IDS.key(number, candidate)) is None:
+            return candidate
+        ids.taken(candidate, "a checkpoint id")
+    raise ids.exhausted()
 
 
 def _made_and_base(

@@ -218,6 +218,23 @@ class RemovalContract:
         with pytest.raises(CheckpointNotFoundError):
             log.prune("r", before=2)  # nothing at or below 2 is kept any more
 
+    def test_a_fork_of_a_pruned_run_has_its_base(self, log: EventLog[Any]) -> None:
+        log.append_many("r", [step(i) for i in range(1, 7)])
+        log.checkpoints.save("r", 4)
+        log.prune("r", before=4)
+        log.fork("r", 5, "child")
+        log.fork("child", 5, "grandchild")
+        log.append("child", step(7))
+        for run_id in ("child", "grandchild"):
+            info = log.run_info(run_id)
+            assert info.base == 4  # its events up to there are gone with its parent's
+            assert [e.offset for e in log.read(run_id, after=info.base)] == list(range(5, info.head + 1))
+            with pytest.raises(PrunedError) as exc:
+                list(log.read(run_id, after=info.base - 1))
+            assert exc.value.base == 4
+            assert log.state_at(run_id, info.base).values == {"i": 4}
+        assert log.run_info("r").base == 4 and log.run_info("child").head == 6
+
     def test_prune_refused_while_forks_exist(self, log: EventLog[Any]) -> None:
         log.append_many("r", [step(i) for i in range(1, 6)])
         log.checkpoints.save("r", 4)

@@ -205,7 +205,7 @@ def create_app(
 
     def find_event(request: Request) -> Response:
         run_id = params.run_id(request)
-        info = model.read_info(log, run_id)
+        info = log.run_info(run_id)
         start = params.in_run(request, "from", run_id, info.base, info.head)
         direction = params.choice(request, "direction", ("next", "previous"), "next")
         wanted = params.event_filter(request)
@@ -227,7 +227,7 @@ def create_app(
         doc = holding(model.state_doc(log, run_id, at, view))
         if json_route:
             return _json_response(doc)
-        entry = log.entry(run_id, at) if at > model.read_info(log, run_id).base else None
+        entry = log.entry(run_id, at) if at > log.run_info(run_id).base else None
         json, size = model.pretty_or_none(doc["state"])
         return page(
             "_state.html",

@@ -20,7 +20,7 @@ import msgspec
 from eventlog import Entry, EventLog, EventLogError, RunInfo
 from eventlog.errors import CorruptRecordError, RunReplacedError, UnknownKindError, UnknownRunError
 
-from .model import RunSummary, Window, fields_of, kind_of, page_events, read_info, summary_of
+from .model import RunSummary, Window, fields_of, kind_of, page_events, summary_of
 
 __all__ = [
     "EventFilter",
@@ -121,7 +121,7 @@ class RunIndex:
                     kept[run_id] = old
                     continue
                 try:
-                    info = read_info(log, run_id)
+                    info = log.run_info(run_id)
                 except UnknownRunError:
                     continue  # deleted since the list was read
                 row = self._summary(log, info, old)
@@ -135,7 +135,7 @@ class RunIndex:
         out = []
         for row in rows:
             try:
-                info = read_info(log, row.info.run_id)
+                info = log.run_info(row.info.run_id)
             except UnknownRunError:
                 continue
             new = self._summary(log, info, row)

@@ -19,7 +19,7 @@ from eventlog import events as ev
 from eventlog.agent.readers import reducer_of
 from eventlog.diff import diff_offsets
 from eventlog.errors import UnknownRunError
-from eventlog.views import RunView, reads_from, view_for_run, view_of, waiting
+from eventlog.views import RunView, view_for_run, view_of, waiting
 
 __all__ = [
     "RunPage",
@@ -242,20 +242,8 @@ class RunPage(msgspec.Struct):
         return self.summary.view
 
 
-def read_info(log: EventLog[Any], run_id: str) -> RunInfo:
-    """The run's info as the pages read it: `base` is the offset its events are read after
-    (`eventlog.views.reads_from`), in a fork of a pruned run that run's base."""
-    return readable(log, log.run_info(run_id))
-
-
-def readable(log: EventLog[Any], info: RunInfo) -> RunInfo:
-    """`info` with `base` the offset its events are read after (see `read_info`)."""
-    base = reads_from(log, info)
-    return info if base == info.base else msgspec.structs.replace(info, base=base)
-
-
 def run_page(log: EventLog[Any], run_id: str) -> RunPage:
-    info = read_info(log, run_id)
+    info = log.run_info(run_id)
     forks = forks_of(log, run_id, run_number=info.number)
     return RunPage(summary_of(log, info), forks, log.checkpoints.list(run_id, run_number=info.number))
 
@@ -375,7 +363,7 @@ def waiting_at(log: EventLog[Any], run_id: str, offset: int, view: RunView | Non
     if view is None:
         entry = None
         if state is None and offset > 0:
-            info = read_info(log, run_id)
+            info = log.run_info(run_id)
             entry = log.entry(run_id, offset, run_number=info.number) if info.base < offset <= info.head else None
         asked = _asked(state, entry)
     else:
