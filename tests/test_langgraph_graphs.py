@@ -545,6 +545,37 @@ def test_admin_leaves_runs_that_are_not_langgraph_threads(saver: EventLogSaver) 
 RUN_A, RUN_B, RUN_C = (f"00000000-0000-0000-0000-00000000000{c}" for c in "abc")
 
 
+def test_a_rewrite_that_another_writer_comes_before_at_every_attempt_gives_up(
+    open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delete_for_runs marks the run at its head; while another writer appends before each attempt
+    it tries for REWRITE_LOCK_SECONDS, then raises the last ConflictError with its attempts."""
+    from conflicts import Jostling
+
+    import eventlog.langgraph._rewrite as rewrite
+
+    monkeypatch.setattr(rewrite, "REWRITE_LOCK_SECONDS", 0.3)
+    monkeypatch.setattr(rewrite, "REWRITE_POLL_SECONDS", 0.01)
+    clock = Jostling(limit=10**6)
+    saver = EventLogSaver(open_log(clock=clock))
+    config = {"configurable": {"thread_id": "busy", "run_id": RUN_A}}
+    agent_graph(saver, ask=False).invoke({"messages": [HumanMessage(content="A")]}, config)
+    clock.aim(saver.log, "busy", StepCompleted(node="other", superstep=1))
+    marks: list[int] = []
+    append = saver.log.append
+
+    def counted(run_id: str, event: Any, **kw: Any) -> int:
+        marks.extend([1] if type(event).__name__ == "RewriteStarted" else [])
+        return append(run_id, event, **kw)
+
+    monkeypatch.setattr(saver.log, "append", counted)  # a spy: every append is the log's own
+    with pytest.raises(eventlog.ConflictError) as exc:
+        saver.delete_for_runs([RUN_A])
+    attempts = exc.value.attempts  # its mark's, each tried once: REWRITE_LOCK_SECONDS spent once
+    assert attempts == len(marks) > 1 and f"at the last of {attempts} attempts" in str(exc.value)
+    assert saver.log.runs() == ["busy"]  # no stage left, the thread as it was
+
+
 def test_a_saver_waits_while_another_rewrites_the_thread(open_log: Callable[..., eventlog.EventLog]) -> None:
     """Once a rewrite (delete_for_runs) has marked the run, another saver's turn on the thread
     waits until the run is replaced, then goes on from the rewritten run: nothing is lost."""

@@ -130,13 +130,16 @@ class Admin(Part):
 
     def fenced(self, run: Run, work: Callable[[], T]) -> T:
         """`work` under the run's lock, made again (against the run as it is then) when another
-        saver wrote the run, or deleted it, meanwhile (ConflictError)."""
+        saver wrote the run, or deleted it, meanwhile (ConflictError); not when the conflict ends
+        attempts that `work` made itself (`attempts` > 1: a rewrite's mark spent its time)."""
         with run.lock:
             met: ConflictError | None = None  # the last conflict, its heads read before the run is forgotten
             for _ in range(CONFLICT_RETRIES):
                 try:
                     return work()
                 except ConflictError as exc:
+                    if exc.attempts > 1:
+                        raise
                     met = exc
                     run.forget()
             assert met is not None, "every attempt met a conflict"

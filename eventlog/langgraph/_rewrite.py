@@ -228,17 +228,20 @@ class Rewriter:
 
     def mark(self, run_id: str) -> Life:
         """Append a `RewriteStarted` to the run at its head, so that every other writer of it falls
-        behind; the run's life with it. Tried again while other savers keep appending."""
+        behind; the run's life with it. Tried again while other savers keep appending, for at most
+        REWRITE_LOCK_SECONDS (then the last ConflictError, with the number of attempts)."""
         deadline = time.monotonic() + REWRITE_LOCK_SECONDS
+        attempt = 0
         while True:
+            attempt += 1
             number, head = self.log.life(run_id)
             if not number:
                 raise UnknownRunError(run_id)
             try:
                 offset = self.log.append(run_id, RewriteStarted(), expected_offset=head, run_number=number)
-            except ConflictError:
+            except ConflictError as exc:
                 if time.monotonic() > deadline:
-                    raise
+                    raise exc.after(attempt) from None
                 time.sleep(REWRITE_POLL_SECONDS)
                 continue
             return number, offset
