@@ -111,7 +111,8 @@ class Run:
         """The run's writer, made when first used."""
         self.lists: dict[str, Written] = {}
         """The items of the current checkpoint's list values as stored (`Written`: their
-        types and writings, decoded from the stored bytes, never from the caller's objects): `put`
+        types and writings, taken by value when they were stored or decoded from the stored bytes;
+        no caller's object is kept): `put`
         compares a new list with them by value."""
         self.marks: list[Mark] | None = None
         self.position: dict[str, int] = {}

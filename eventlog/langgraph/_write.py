@@ -286,8 +286,8 @@ class Writer(Part):
                 continue
             before = None if fork else self.saved_list(run, state, ch)
             if before is not None and len(before) <= len(value) and same_items(before, value):
-                tails[ch] = tail = self.values.blob(value[len(before) :])
-                added = written(self.values.load(tail))  # as stored: decoded from the bytes
+                tails[ch] = self.values.blob(value[len(before) :])
+                added = written(value[len(before) :])  # by value, as the blob was written: nothing kept
                 if added is not None:
                     lists[ch] = before.then(added)
             else:

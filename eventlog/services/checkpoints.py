@@ -143,8 +143,9 @@ class Checkpoints(Generic[S]):
         checkpoint_id: str | None,
         materialize: bool,
     ) -> Pending:
-        """A checkpoint of `state` at `offset`, checked and encoded: raises before anything is written."""
-        meta = self.check_metadata(metadata)
+        """A checkpoint of `state` at `offset`, checked and encoded: raises before anything is written.
+        `metadata`: as `check_metadata` returns it."""
+        meta = {} if metadata is None else metadata
         summary: dict[str, Any] = {}
         summarize = getattr(reducer, "summarize", None)
         if summarize is not None:

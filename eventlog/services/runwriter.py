@@ -253,7 +253,12 @@ class RunWriter(Generic[S]):
             return self._saved(checkpoints.save(self.run_id, offset, metadata=metadata, reducer=self.reducer))
         materialize = snapshot_due(self._snapshot_bytes, self._bytes_since, self.snapshot_bytes_min)
         pending = checkpoints.pending(
-            offset, self.state, self.reducer, metadata=metadata, checkpoint_id=checkpoint_id, materialize=materialize
+            offset,
+            self.state,
+            self.reducer,
+            metadata=checkpoints.check_metadata(metadata),
+            checkpoint_id=checkpoint_id,
+            materialize=materialize,
         )
 
         def write(txn: Txn) -> bool:
