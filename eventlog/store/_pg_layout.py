@@ -55,6 +55,15 @@ class Table:
     def parse_value(self, value: bytes) -> tuple[Any, ...]:
         return self._value_parser(value) or _split(self.name, "value", value, self.value)
 
+    def parse_rows(self, pairs: list[tuple[bytes, bytes]]) -> list[list[Any]]:
+        """The columns of many rows (each a key and its value), one list per column, as
+        `parse_key` and `parse_value` give them row by row."""
+        keys = _columns(self.key, [k for k, _ in pairs])
+        values = None if keys is None else _columns(self.value, [v for _, v in pairs])
+        if keys is None or values is None:  # one is malformed: row by row, to name the first such
+            return [list(c) for c in zip(*(self.parse_key(k) + self.parse_value(v) for k, v in pairs), strict=True)]
+        return keys + values
+
     @cached_property
     def _key_parser(self) -> Callable[[bytes], tuple[Any, ...] | None]:
         return _parser(self.key)
@@ -144,6 +153,21 @@ def _parser(parts: tuple[tuple[str, str], ...]) -> Callable[[bytes], tuple[Any, 
         return numbers if max(numbers) < _I63 else None
 
     return numbers_only
+
+
+def _columns(parts: tuple[tuple[str, str], ...], raws: list[bytes]) -> list[list[Any]] | None:
+    """The columns of `raws` (keys, or values, of these parts), one list per column, for parts of
+    numbers only (in one `struct` call) or of one bytes part; None for other parts, or when one
+    is malformed."""
+    width = len(parts)
+    if all(kind == U64 for _, kind in parts):
+        if set(map(len, raws)) == {8 * width}:
+            numbers = struct.unpack(f">{width * len(raws)}Q", b"".join(raws))
+            if max(numbers) < _I63:
+                return [list(numbers[i::width]) for i in range(width)]
+    elif width == 1:  # one bytes part: the bytes themselves
+        return [raws]
+    return None
 
 
 def _split(table: str, what: str, raw: bytes, parts: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:

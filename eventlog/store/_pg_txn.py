@@ -79,9 +79,7 @@ class PgTxn:
                     key, value = pairs[0]
                     params += t.parse_key(key) + t.parse_value(value)
                 else:
-                    params += [
-                        list(c) for c in zip(*(t.parse_key(k) + t.parse_value(v) for k, v in pairs), strict=True)
-                    ]
+                    params += t.parse_rows(pairs)
             rows.clear()
         at = (self._s, tuple(shape))
         sql = _FLUSH_SQL.get(at)
