@@ -750,3 +750,21 @@ def test_the_command_line_shows_threads(story_log: Path) -> None:
     values = json.loads(state.stdout)["state"]["values"]
     assert [m["content"] for m in values["messages"]] == ["question 0", "answer 1"]
     assert json.loads(state.stdout)["state"]["next"] == ["review"]
+
+
+def test_history_counts_the_writes_saved_after_the_thread_moved_on(tmp_path: Path) -> None:
+    """Writes put onto an earlier checkpoint after a later one was saved (a task's writes that
+    land late, a resume of an older checkpoint) count in `history` as in the saver's pending_writes."""
+    from eventlog.langgraph import VIEW
+
+    with EventLogSaver.from_path(tmp_path / "log") as saver:
+        chat_story(saver)
+        config = {"configurable": {"thread_id": "story"}}
+        older = list(saver.list(config))[-2]
+        saver.put_writes(older.config, [("late", "a"), ("late", "b")], task_id="late-task")
+        want = {t.config["configurable"]["checkpoint_id"]: len(t.pending_writes or []) for t in saver.list(config)}
+        _, rows = VIEW.history(saver.log, "story", None)
+    assert {r["checkpoint"]: r["writes"] for r in rows} == want
+    assert want[older.config["configurable"]["checkpoint_id"]] >= 2
+    history = json.loads(cli("--log", str(tmp_path / "log"), "history", "story", "--json").stdout)
+    assert {r["checkpoint"]: r["writes"] for r in history} == want

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from ..log import EventLog
-from ._events import Blob, ThreadReducer, ThreadState
+from ._events import Blob, ThreadReducer, ThreadState, pending_writes
 from ._serde import SafeSerializer
 from ._threads import mark_of, thread_of
 
@@ -77,6 +77,7 @@ class _View:
             return self.columns, rows
         offsets = [cp.offset for cp, _ in marks]
         head = log.head(run_id)
+        late = log.state_at(run_id, head, reducer=self.fold).late  # writes saved after the run moved on
         for i, (cp, mark) in enumerate(marks):
             end = offsets[i + 1] - 1 if i + 1 < len(offsets) else head
             next_nodes = _next_nodes(log.state_at(run_id, cp.offset, reducer=self.fold))
@@ -90,7 +91,7 @@ class _View:
                     "step": md.get("step"),
                     "source": md.get("source"),
                     "next": ", ".join(next_nodes),
-                    "writes": len(state.writes),
+                    "writes": len(pending_writes(state.writes, late.get(mark.checkpoint_id))),
                     "parent": state.parent_id,
                     "created (UTC)": cp.created_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                 }
