@@ -9,9 +9,12 @@ last process's end. Side by side, in one run: `EventLogSaver` on an LMDB directo
 (durability `sync`, fsync per commit) and LangGraph's `SqliteSaver` on one SQLite file (WAL,
 `synchronous=FULL`), and, with `EVENTLOG_BENCH_PG_DSN` set, `EventLogSaver` on a PostgreSQL
 schema and `PostgresSaver` on another schema of the same server (both dropped after), each at
-N = 1, 4 and 8 (`EVENTLOG_BENCH_FLEET_N`, comma-separated). Beside the rates: each side's
-client CPU and voluntary context switches per turn (every thread of a process: waits on a
-lock, another thread or a socket).
+N = 1, 4 and 8 (`EVENTLOG_BENCH_FLEET_N`, comma-separated). `EVENTLOG_BENCH_FLEET_ROUNDS`
+(1) rounds of each pair at each N, the two sides taking turns to go first: each figure is the
+median of its rounds, each ratio the median of the rounds' ratios (a machine whose speed drifts
+between two runs moves both sides of a round alike). Beside the rates: each side's client CPU
+and voluntary context switches per turn (every thread of a process: waits on a lock, another
+thread or a socket).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ._common import Context, SuiteResult, Text
 
 TURNS_ENV = "EVENTLOG_BENCH_FLEET_TURNS"
 N_ENV = "EVENTLOG_BENCH_FLEET_N"
+ROUNDS_ENV = "EVENTLOG_BENCH_FLEET_ROUNDS"
 PAIRS = (("eventlog-lmdb", "langgraph-sqlite"), ("eventlog-pg", "langgraph-postgres"))
 """(eventlog's system, the LangGraph saver it replaces): each pair shares a table row."""
 _LABELS = {
@@ -180,27 +184,25 @@ def run(ctx: Context) -> SuiteResult:
         res.metrics["skipped"] = "PostgreSQL: langgraph-checkpoint-postgres is not installed"
     else:
         pairs.append(PAIRS[1])
+    rounds = max(1, int(os.environ.get(ROUNDS_ENV, "1")))
     table: dict[str, dict[int, float]] = {}
     cpu: dict[str, dict[int, float]] = {}
     waits: dict[str, dict[int, float]] = {}
+    ratios: dict[str, dict[int, float]] = {}
     for pair in pairs:
         for n in counts:
-            for system in pair:
-                print(f"  fleet: {system}, {n} processes x {turns} turns ...", flush=True)
-                if system.endswith("pg") or system.endswith("postgres"):
-                    assert dsn is not None
-                    where = _pg_where(dsn, system, n)
-                    try:
-                        rate, per_turn, switches = fleet(system, where, n, turns)
-                    finally:
-                        lg._pg_drop(dsn, where.split("#")[1])
-                else:
-                    where = ctx.path(f"{system}-{n}")
-                    os.makedirs(where, exist_ok=True)
-                    rate, per_turn, switches = fleet(system, where, n, turns)
-                table.setdefault(system, {})[n] = rate
-                cpu.setdefault(system, {})[n] = per_turn
-                waits.setdefault(system, {})[n] = switches
+            seen: dict[str, list[tuple[float, float, float]]] = {}
+            for r in range(rounds):
+                for system in pair if r % 2 == 0 else pair[::-1]:
+                    print(f"  fleet: {system}, {n} processes x {turns} turns, round {r + 1} ...", flush=True)
+                    seen.setdefault(system, []).append(_one(ctx, dsn, system, n, turns, r))
+            for system, figures in seen.items():
+                table.setdefault(system, {})[n] = statistics.median(f[0] for f in figures)
+                cpu.setdefault(system, {})[n] = statistics.median(f[1] for f in figures)
+                waits.setdefault(system, {})[n] = statistics.median(f[2] for f in figures)
+            ratios.setdefault(pair[0], {})[n] = statistics.median(
+                a[0] / b[0] for a, b in zip(seen[pair[0]], seen[pair[1]], strict=True)
+            )
         ours, theirs = pair
         for n in counts:
             a, b = table[ours][n], table[theirs][n]
@@ -216,19 +218,38 @@ def run(ctx: Context) -> SuiteResult:
             )  # fmt: skip
             needs = ours == "eventlog-pg" or n in (1, 4)
             if needs:
-                res.target(f"{_LABELS[ours]} ÷ {_LABELS[theirs]}, {n} processes", a / b, 1.0, ">=", "x")
+                res.target(f"{_LABELS[ours]} ÷ {_LABELS[theirs]}, {n} processes", ratios[ours][n], 1.0, ">=", "x")
     res.metrics["turns"] = turns
+    res.metrics["rounds"] = rounds
+    res.metrics["ratio"] = {s: {str(n): r for n, r in by.items()} for s, by in ratios.items()}
     res.metrics["processes"] = counts
     res.metrics["turns_per_s"] = {s: {str(n): r for n, r in by.items()} for s, by in table.items()}
     res.metrics["client_cpu_ms_per_turn"] = {s: {str(n): c for n, c in by.items()} for s, by in cpu.items()}
     res.metrics["context_switches_per_turn"] = {s: {str(n): c for n, c in by.items()} for s, by in waits.items()}
-    print(markdown(table, cpu, counts, pairs, turns), flush=True)
+    print(markdown(table, cpu, ratios, counts, pairs, turns), flush=True)
     return res
+
+
+def _one(ctx: Context, dsn: str | None, system: str, n: int, turns: int, r: int) -> tuple[float, float, float]:
+    """One fleet of `system` on a store of its own (`fleet`'s figures)."""
+    if system.endswith("pg") or system.endswith("postgres"):
+        assert dsn is not None
+        where = _pg_where(dsn, system, n)
+        try:
+            return fleet(system, where, n, turns)
+        finally:
+            from . import _langgraph as lg
+
+            lg._pg_drop(dsn, where.split("#")[1])
+    where = ctx.path(f"{system}-{n}-{r}")
+    os.makedirs(where, exist_ok=True)
+    return fleet(system, where, n, turns)
 
 
 def markdown(
     table: dict[str, dict[int, float]],
     cpu: dict[str, dict[int, float]],
+    ratios: dict[str, dict[int, float]],
     counts: list[int],
     pairs: list[tuple[str, str]],
     turns: int,
@@ -242,7 +263,7 @@ def markdown(
         for n in counts:
             a, b = table[ours][n], table[theirs][n]
             lines.append(
-                f"| {_LABELS[ours]} vs {_LABELS[theirs]} | {n} | {a:.1f} | {b:.1f} | {a / b:.2f} "
+                f"| {_LABELS[ours]} vs {_LABELS[theirs]} | {n} | {a:.1f} | {b:.1f} | {ratios[ours][n]:.2f} "
                 f"| {cpu[ours][n]:.2f} | {cpu[theirs][n]:.2f} |"
             )
     return f"fleet, {turns} turns per process\n" + "\n".join(lines)
