@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import InvalidRunIdError, UnknownRunError
+from ..errors import InvalidRunIdError, RunReplacedError, UnknownRunError
 from ..log import EventLog
 from ..services.runwriter import RunWriter
 from ._events import POLICY, Blob, LangGraphThreadError, ThreadReducer, ThreadState
@@ -257,17 +257,21 @@ class Threads:
     def lineage_marks(self, run_id: str, number: int | None) -> list[Mark]:
         """The checkpoints of a run and, in a fork (`EventLog.fork`, the command line's, the
         viewer's), those of the runs it forks from at the offsets it shares, oldest first: a fork
-        of a thread goes on from the checkpoint it was made at, with the history up to it."""
+        of a thread goes on from the checkpoint it was made at, with the history up to it.
+        RunReplacedError when the run is not that life at the end (its parents, kept while it
+        exists, were then the ones it forks from throughout)."""
         found: list[Mark] = []
         upto: int | None = None
         low = 0  # the run's base (in a pruned fork, those below are unreadable)
+        first, life = run_id, number
         while True:
             try:
                 info = self.log.run_info(run_id, run_number=number)
                 cps = self.log.checkpoints.list(run_id, reducer=self.reducer, run_number=info.number)
             except UnknownRunError:
                 break
-            low = info.base if upto is None else low
+            if upto is None:
+                low, life = info.base, info.number
             found[:0] = [  # a parent's first: the sort below keeps that order where offsets are equal
                 m
                 for cp in cps
@@ -278,6 +282,8 @@ class Threads:
                 break
             # a parent is kept while forks of it exist: its current life is the one forked
             run_id, number, upto = info.parent, None, min(info.fork_offset, upto or info.fork_offset)
+        if upto is not None and life and (now := self.log.life(first)[0]) != life:
+            raise RunReplacedError(first, life, now or None, "its checkpoints were listed")
         return sorted(found, key=lambda m: m.offset)
 
     def find(self, run: Run, checkpoint_id: str) -> tuple[Mark, int] | None:
