@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from eventlog.langgraph import EventLogSaver
+from eventlog.langgraph import VIEW, EventLogSaver
 
 
 def chat(saver: Any) -> Any:
@@ -61,6 +61,10 @@ def test_a_fork_made_by_the_log_goes_on_as_a_thread(saver: EventLogSaver, pruned
     assert said(graph, "t") == before  # the thread it forks from is as it was
     turns(graph, "t", "other")
     assert said(graph, "t")[0][-2:] == ["other", "re: other"] and said(graph, "t2")[0][-2:] == ["three", "re: three"]
+    # the command line's history of the fork lists what LangGraph's does, oldest first
+    _, rows = VIEW.history(log, "t2", None)
+    listed = [t.config["configurable"]["checkpoint_id"] for t in saver.list(conf("t2"))]
+    assert [r["checkpoint"] for r in rows] == listed[::-1]
 
 
 def test_a_fork_made_at_an_earlier_checkpoint_goes_on_from_it(saver: EventLogSaver) -> None:

@@ -17,6 +17,7 @@ import msgspec
 
 from ..errors import InvalidRunIdError, RunReplacedError, UnknownRunError
 from ..log import EventLog
+from ..services.checkpoints import Checkpoint
 from ..services.runwriter import RunWriter
 from ._events import POLICY, Blob, LangGraphThreadError, ThreadReducer, ThreadState
 
@@ -28,6 +29,7 @@ __all__ = [
     "Waiting",
     "Written",
     "checkpoint_metadata",
+    "lineage_checkpoints",
     "mark_of",
     "run_id_of",
     "thread_of",
@@ -35,6 +37,39 @@ __all__ = [
 
 REWRITE = "|:rewrite"
 """Suffix of the run a rewrite stages its result in (no LangGraph namespace starts with `:`)."""
+
+
+def lineage_checkpoints(
+    log: EventLog[Any], reducer: ThreadReducer, run_id: str, number: int | None
+) -> list[Checkpoint[Any]]:
+    """The checkpoints `reducer` made of a run (of life `number`, when given) and, in a fork
+    (`EventLog.fork`, the command line's, the viewer's), those of the runs it forks from at the
+    offsets it shares, from its base on, oldest first: a fork of a thread goes on from the
+    checkpoint it was made at, with the history up to it. RunReplacedError when the run is not
+    that life at the end (its parents, kept while it exists, were then the ones it forks from
+    throughout)."""
+    found: list[Checkpoint[Any]] = []
+    upto: int | None = None
+    low = 0  # the run's base (in a pruned fork, those below are unreadable)
+    first, life = run_id, number
+    while True:
+        try:
+            info = log.run_info(run_id, run_number=number)
+            cps = log.checkpoints.list(run_id, reducer=reducer, run_number=info.number)
+        except UnknownRunError:
+            break
+        if upto is None:
+            low, life = info.base, info.number
+        found[:0] = [  # a parent's first: the sort below keeps that order where offsets are equal
+            cp for cp in cps if cp.reducer == reducer.name and low <= cp.offset <= (cp.offset if upto is None else upto)
+        ]
+        if info.parent is None or info.fork_offset == 0:
+            break
+        # a parent is kept while forks of it exist: its current life is the one forked
+        run_id, number, upto = info.parent, None, min(info.fork_offset, upto or info.fork_offset)
+    if upto is not None and life and (now := log.life(first)[0]) != life:
+        raise RunReplacedError(first, life, now or None, "its checkpoints were listed")
+    return sorted(found, key=lambda cp: cp.offset)
 
 
 def run_id_of(thread_id: str, checkpoint_ns: str = "") -> str:
@@ -255,36 +290,9 @@ class Threads:
         return run.marks
 
     def lineage_marks(self, run_id: str, number: int | None) -> list[Mark]:
-        """The checkpoints of a run and, in a fork (`EventLog.fork`, the command line's, the
-        viewer's), those of the runs it forks from at the offsets it shares, oldest first: a fork
-        of a thread goes on from the checkpoint it was made at, with the history up to it.
-        RunReplacedError when the run is not that life at the end (its parents, kept while it
-        exists, were then the ones it forks from throughout)."""
-        found: list[Mark] = []
-        upto: int | None = None
-        low = 0  # the run's base (in a pruned fork, those below are unreadable)
-        first, life = run_id, number
-        while True:
-            try:
-                info = self.log.run_info(run_id, run_number=number)
-                cps = self.log.checkpoints.list(run_id, reducer=self.reducer, run_number=info.number)
-            except UnknownRunError:
-                break
-            if upto is None:
-                low, life = info.base, info.number
-            found[:0] = [  # a parent's first: the sort below keeps that order where offsets are equal
-                m
-                for cp in cps
-                if cp.reducer == self.reducer.name and low <= cp.offset <= (cp.offset if upto is None else upto)
-                if (m := mark_of(cp.offset, cp.metadata))
-            ]
-            if info.parent is None or info.fork_offset == 0:
-                break
-            # a parent is kept while forks of it exist: its current life is the one forked
-            run_id, number, upto = info.parent, None, min(info.fork_offset, upto or info.fork_offset)
-        if upto is not None and life and (now := self.log.life(first)[0]) != life:
-            raise RunReplacedError(first, life, now or None, "its checkpoints were listed")
-        return sorted(found, key=lambda m: m.offset)
+        """The marks of `lineage_checkpoints`."""
+        cps = lineage_checkpoints(self.log, self.reducer, run_id, number)
+        return [m for cp in cps if (m := mark_of(cp.offset, cp.metadata))]
 
     def find(self, run: Run, checkpoint_id: str) -> tuple[Mark, int] | None:
         """A checkpoint's mark and the last offset before the run's next checkpoint."""

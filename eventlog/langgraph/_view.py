@@ -10,7 +10,7 @@ import msgspec
 from ..log import EventLog
 from ._events import Blob, ThreadReducer, ThreadState, pending_writes
 from ._serde import SafeSerializer
-from ._threads import mark_of, thread_of
+from ._threads import lineage_checkpoints, mark_of, thread_of
 
 __all__ = ["VIEW"]
 
@@ -69,7 +69,8 @@ class _View:
             return f"<{blob.type}, {len(blob.data)} bytes>"
 
     def history(self, log: EventLog[Any], run_id: str, limit: int | None) -> tuple[Sequence[str], list[dict[str, Any]]]:
-        marks = [(cp, m) for cp in log.checkpoints.list(run_id) if (m := mark_of(cp.offset, cp.metadata))]
+        cps = lineage_checkpoints(log, self.fold, run_id, None)  # a fork's: those it shares too
+        marks = [(cp, m) for cp in cps if (m := mark_of(cp.offset, cp.metadata))]
         if limit is not None:
             marks = marks[-limit:] if limit > 0 else []
         rows: list[dict[str, Any]] = []
