@@ -490,3 +490,23 @@ def test_a_schema_name_kept_for_the_system_is_refused_by_name() -> None:
     assert DSN is not None
     with pytest.raises(eventlog.errors.InvalidArgumentError, match="pg_"):
         eventlog.open(f"{DSN}{'&' if '?' in DSN else '?'}schema=pg_log")
+
+
+@pytest.mark.parametrize(
+    ("where", "cause"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/test", "Connection refused"),  # nothing listens there
+        ("postgresql://no_such_role_here@{host}/test", 'role "no_such_role_here" does not exist'),
+        ("postgresql://postgres@{host}/no_such_database_here", 'database "no_such_database_here" does not exist'),
+    ],
+    ids=["refused", "role", "database"],
+)
+def test_a_server_that_cannot_be_reached_is_named_with_its_cause(where: str, cause: str) -> None:
+    """Opening a log on a server that refuses, or with a role or database it does not have, raises
+    NotALogError naming the server's own reason (the pool retried for 30 s, then named none)."""
+    assert DSN is not None
+    from urllib.parse import urlsplit
+
+    with pytest.raises(eventlog.errors.NotALogError) as exc:
+        eventlog.open(where.format(host=urlsplit(DSN).netloc.rpartition("@")[2]))
+    assert "cannot connect to PostgreSQL" in str(exc.value) and cause in str(exc.value)

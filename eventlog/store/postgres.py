@@ -150,6 +150,7 @@ class PostgresStore:
             timeout=_POOL_TIMEOUT_SECONDS,
         )
         try:
+            _reach(self._psycopg, dsn)  # a server that cannot be reached is said at once, with its cause
             self._pool.open(wait=True, timeout=_POOL_TIMEOUT_SECONDS)
             self._create(create)
         except (self._psycopg.Error, *self._pool_errors) as exc:
@@ -408,6 +409,16 @@ def _configure(conn: Any) -> None:
 
 _POOL_TIMEOUT_SECONDS = 30.0
 """How long an operation waits for a free connection of the pool."""
+
+
+def _reach(psycopg: Any, dsn: str) -> None:
+    """Connect once and close: the error of a server that refuses, a wrong role or database, or
+    a host silent for `_POOL_TIMEOUT_SECONDS` (unless the URL sets `connect_timeout`), where the
+    pool would retry for that long and then name none of them."""
+    given = psycopg.conninfo.conninfo_to_dict(dsn)
+    timeout = {} if "connect_timeout" in given else {"connect_timeout": int(_POOL_TIMEOUT_SECONDS)}
+    psycopg.connect(dsn, autocommit=True, **timeout).close()
+
 
 _SETTLE_SECONDS = 1.0
 _SEVERAL: set[Any] = set()
