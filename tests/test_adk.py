@@ -44,6 +44,7 @@ from eventlog.adk import (
     app_run,
     session_run,
 )
+from eventlog.adk._events import SessionReducer
 
 APP, USER = "app", "ann"
 
@@ -469,6 +470,35 @@ def test_fork_session(log: eventlog.EventLog) -> None:
 
     asyncio.run(go())
     assert any(isinstance(e.event, SessionForked) for e in log.read(session_run(APP, USER, "b")))
+
+
+def test_a_pruned_session_and_a_fork_of_it_read_what_is_kept(log: eventlog.EventLog) -> None:
+    """A session pruned at a checkpoint (`eventlog prune`, `EventLog.prune`) keeps its state and
+    the events after its base: get_session gives those, and a fork made of it reads and appends."""
+    svc = EventLogSessionService(log, checkpoint_every=2, offload=False)
+    run = session_run(APP, USER, "a")
+
+    async def go() -> None:
+        s = await svc.create_session(app_name=APP, user_id=USER, session_id="a", state={"k": 0})
+        for i in range(5):
+            await svc.append_event(s, said("user", f"w{i}", 100.0 + i, f"e{i}", inv=f"i{i}", k=i))
+        base = log.prune(run, before=log.head(run) - 1, reducer=log.checkpoints.reducer_of(run, [SessionReducer()]))
+        kept = [e.event.id for e in log.read(run, after=base) if hasattr(e.event, "invocation_id")]
+        assert 0 < len(kept) < 5
+        a = await svc.get_session(app_name=APP, user_id=USER, session_id="a")
+        assert a is not None and [e.id for e in a.events] == kept and a.state["k"] == 4
+        recent = await svc.get_session(
+            app_name=APP, user_id=USER, session_id="a", config=GetSessionConfig(num_recent_events=9)
+        )
+        assert recent is not None and [e.id for e in recent.events] == kept
+        f = await svc.fork_session(app_name=APP, user_id=USER, session_id="a", new_session_id="b")
+        assert [e.id for e in f.events] == kept and f.state["k"] == 4
+        await svc.append_event(f, said("user", "fork", 200.0, "f0", k=99))
+        b = await svc.get_session(app_name=APP, user_id=USER, session_id="b")
+        assert b is not None and [e.id for e in b.events] == [*kept, "f0"] and b.state["k"] == 99
+        assert {x.id for x in (await svc.list_sessions(app_name=APP)).sessions} == {"a", "b"}
+
+    asyncio.run(go())
 
 
 def test_list_sessions_page(log: eventlog.EventLog) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from google.adk.sessions.base_session_service import GetSessionConfig
 
+from ..errors import PrunedError
 from ..log import EventLog
 from ._events import AdkEvent, ScopedState
 
@@ -23,7 +24,19 @@ _SCAN_CHUNK = 16
 def events_of(
     log: EventLog[Any], run: str, number: int, start: int, head: int, config: GetSessionConfig | None
 ) -> list[AdkEvent]:
-    """The session's events in (start, head] that `config` asks for, read from the run's end."""
+    """The session's events in (start, head] that `config` asks for, read from the run's end; of
+    a session pruned (or forked from a pruned one), those kept after its base."""
+    try:
+        return _events_of(log, run, number, start, head, config)
+    except PrunedError as exc:
+        if exc.base <= start:
+            raise
+        return _events_of(log, run, number, exc.base, head, config)
+
+
+def _events_of(
+    log: EventLog[Any], run: str, number: int, start: int, head: int, config: GetSessionConfig | None
+) -> list[AdkEvent]:
     n = None if config is None else config.num_recent_events
     after_ts = None if config is None else config.after_timestamp
     if n == 0:
