@@ -335,6 +335,8 @@ def test_a_fork_of_a_pruned_session_reads_and_lists_from_its_base(log: eventlog.
     asyncio.run(branch.add_items([user("B")]))
     assert asyncio.run(EventLogSession("main-b", log).get_items()) == [user("a"), user("b"), user("B")]
     assert {s.session_id for s in list_sessions(log)} == {"main", "main-b"}
+    assert [(h.action, h.item) for h in branch.history()] == [("added", user("B"))]  # what is kept after the base
+    assert session.history() == []
     log.append_many("run", [eventlog.events.StepCompleted(node="n", superstep=1)])
     log.checkpoints.save("run", 1)
     log.prune("run", before=1)  # pruned at its head by another reducer: not a session

@@ -139,12 +139,14 @@ class EventLogSession:
 
     def history(self) -> list[HistoryEntry]:
         """Every event of the session, oldest first: items added (and whether they were removed
-        since), pops (with the item they removed) and clears."""
+        since), pops (with the item they removed) and clears; of a session pruned (or forked from
+        a pruned one), those kept after its base."""
         added: dict[int, Any] = {}
         rows: list[HistoryEntry] = []
         removed: set[int] = set()
         live: list[int] = []
-        for entry in self.log.read(self.session_id):
+        info = self.log.run_info(self.session_id)
+        for entry in self.log.read(self.session_id, info.base, run_number=info.number):
             event = entry.event
             if isinstance(event, ItemAdded):
                 added[entry.offset] = event.item
