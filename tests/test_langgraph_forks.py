@@ -86,6 +86,9 @@ def test_prune_and_copy_of_a_fork_keep_what_it_reads(saver: EventLogSaver, prune
     if pruned:
         saver.prune(["t"])
     log.fork("t", log.head("t"), "t2")
+    shared = said(graph, "t2")
+    saver.prune(["t2"])  # its latest checkpoint is one it shares: nothing of its own to drop
+    assert said(graph, "t2") == shared and said(graph, "t") == shared
     turns(graph, "t2", "three")
     whole = said(graph, "t2")
     saver.copy_thread("t2", "t3")

@@ -68,7 +68,9 @@ class Admin(Part):
                     self.threads.writer(run, check=True)
                     marks = self.threads.marks(run)
                     keep = self.rebuilt_from(run, marks) if marks else 0
-                    if keep > self.log.run_info(run_id).base:
+                    info = self.log.run_info(run_id, run_number=run.number)
+                    # a fork's offsets up to its fork are the run's it forks from, not its own to drop
+                    if keep > max(info.base, info.fork_offset if info.parent is not None else 0):
                         self.log.prune(run_id, before=keep, reducer=self.reducer)
                     run.forget()
 
