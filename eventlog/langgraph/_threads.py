@@ -61,7 +61,7 @@ def lineage_checkpoints(
         if upto is None:
             low, life = info.base, info.number
         found[:0] = [  # a parent's first: the sort below keeps that order where offsets are equal
-            cp for cp in cps if cp.reducer == reducer.name and low <= cp.offset <= (cp.offset if upto is None else upto)
+            cp for cp in cps if cp.reducer == reducer.name and low <= cp.offset and (upto is None or cp.offset <= upto)
         ]
         if info.parent is None or info.fork_offset == 0:
             break
@@ -145,10 +145,9 @@ class Run:
         self.rec: RunWriter[ThreadState] | None = None
         """The run's writer, made when first used."""
         self.lists: dict[str, Written] = {}
-        """The items of the current checkpoint's list values as stored (`Written`: their
-        types and writings, taken by value when they were stored or decoded from the stored bytes;
-        no caller's object is kept): `put`
-        compares a new list with them by value."""
+        """The items of the current checkpoint's list values as stored (`Written`: their types
+        and writings, taken by value when they were stored or decoded from the stored bytes; no
+        caller's object is kept): `put` compares a new list with them by value."""
         self.marks: list[Mark] | None = None
         self.position: dict[str, int] = {}
         self.current: Blob | None = None
@@ -282,17 +281,14 @@ class Threads:
             )
 
     def marks(self, run: Run) -> list[Mark]:
-        """The run's checkpoints, oldest first (read once, then kept up to date)."""
+        """The run's checkpoints, those a fork shares included (`lineage_checkpoints`), oldest
+        first (read once, then kept up to date)."""
         if run.marks is None:
-            marks = self.lineage_marks(run.run_id, run.number or None)
+            cps = lineage_checkpoints(self.log, self.reducer, run.run_id, run.number or None)
+            marks = [m for cp in cps if (m := mark_of(cp.offset, cp.metadata))]
             run.marks = marks
             run.position = {m.checkpoint_id: i for i, m in enumerate(marks)}
         return run.marks
-
-    def lineage_marks(self, run_id: str, number: int | None) -> list[Mark]:
-        """The marks of `lineage_checkpoints`."""
-        cps = lineage_checkpoints(self.log, self.reducer, run_id, number)
-        return [m for cp in cps if (m := mark_of(cp.offset, cp.metadata))]
 
     def find(self, run: Run, checkpoint_id: str) -> tuple[Mark, int] | None:
         """A checkpoint's mark and the last offset before the run's next checkpoint."""
