@@ -63,6 +63,13 @@ class ConflictError(EventLogError):
         they are spent, naming the heads this one expected and found."""
         return ConflictError(self.run_id, self.expected, self.head, attempts=attempts)
 
+    @staticmethod
+    def last_of(met: ConflictError | None, attempts: int) -> ConflictError:
+        """The error of a write whose `attempts` attempts each met a conflict, `met` the last one's
+        (`after`): raise it `from None`."""
+        assert met is not None, "every attempt met a conflict"
+        return met.after(attempts)
+
 
 class RunReplacedError(ConflictError):
     """A run was deleted, or deleted and made again under the same id, while something that

@@ -99,13 +99,7 @@ def view_for_run(log: EventLog[Any], run_id: str, *, run_number: int | None = No
     for entry in log.read(run_id, info.base, min(info.head, info.base + 1), run_number=info.number):
         return view_of(str(type(entry.event).__struct_config__.tag))
     folds = [(view, fold) for view in views if (fold := getattr(view, "fold", None)) is not None]
-    latest = log.checkpoints.list(run_id, limit=1, newest_first=True, run_number=info.number)
-    for view, fold in folds:
-        if latest and fold.name == latest[0].reducer:
-            return view
-    # none of its own: the view whose reducer keeps the base it was pruned to (or its parent was)
-    chosen = log.checkpoints.reducer_of(run_id, [fold for _, fold in folds], run_number=info.number)
-    return next((view for view, fold in folds if fold is chosen), None)
+    return next((view for view, fold in folds if log.checkpoints.kept_by(run_id, fold, run_number=info.number)), None)
 
 
 def waiting(view: RunView | None, log: EventLog[Any], run_id: str, offset: int) -> list[dict[str, Any]]:

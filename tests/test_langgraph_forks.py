@@ -43,14 +43,21 @@ def turns(graph: Any, thread_id: str, *texts: str) -> None:
         graph.invoke({"messages": [HumanMessage(content=text)]}, conf(thread_id))
 
 
-@pytest.mark.parametrize("pruned", [False, True], ids=["kept", "pruned"])
-def test_a_fork_made_by_the_log_goes_on_as_a_thread(saver: EventLogSaver, pruned: bool) -> None:
+def forked(saver: EventLogSaver, pruned: bool) -> Any:
+    """The chat graph on `saver`: thread `t` of two turns (pruned by the saver, or not) and `t2`,
+    its fork made by the log at its head."""
     log, graph = saver.log, chat(saver)
     turns(graph, "t", "one", "two")
     if pruned:
         saver.prune(["t"])
-    before = said(graph, "t")
     log.fork("t", log.head("t"), "t2")
+    return graph
+
+
+@pytest.mark.parametrize("pruned", [False, True], ids=["kept", "pruned"])
+def test_a_fork_made_by_the_log_goes_on_as_a_thread(saver: EventLogSaver, pruned: bool) -> None:
+    log, graph = saver.log, forked(saver, pruned)
+    before = said(graph, "t")
     assert said(graph, "t2") == before  # the history up to the fork, the pruned thread's latest alone
     assert graph.get_state(conf("t2")).metadata == graph.get_state(conf("t")).metadata
     turns(graph, "t2", "three")
@@ -81,11 +88,7 @@ def test_a_fork_made_at_an_earlier_checkpoint_goes_on_from_it(saver: EventLogSav
 
 @pytest.mark.parametrize("pruned", [False, True], ids=["kept", "pruned"])
 def test_prune_and_copy_of_a_fork_keep_what_it_reads(saver: EventLogSaver, pruned: bool) -> None:
-    log, graph = saver.log, chat(saver)
-    turns(graph, "t", "one", "two")
-    if pruned:
-        saver.prune(["t"])
-    log.fork("t", log.head("t"), "t2")
+    log, graph = saver.log, forked(saver, pruned)
     shared = said(graph, "t2")
     saver.prune(["t2"])  # its latest checkpoint is one it shares: nothing of its own to drop
     assert said(graph, "t2") == shared and said(graph, "t") == shared

@@ -197,7 +197,7 @@ class Sessions:
                 return
             except ConflictError as exc:  # RunReplacedError too
                 met = exc
-        raise _spent(met)
+        raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     def settled(self, run: str, number: int, offset: int) -> None:
         self._settled[run] = (number, offset)
@@ -264,7 +264,7 @@ class Sessions:
                 except ConflictError as exc:  # another writer made or changed it (the writer reloaded): look again
                     met = exc
             else:
-                raise _spent(met)
+                raise ConflictError.last_of(met, conflict_attempts_max) from None
             session = Session(
                 id=sid,
                 app_name=app_name,
@@ -296,7 +296,7 @@ class Sessions:
                         met = exc
                 except ConflictError as exc:  # another writer appended meanwhile: look again
                     met = exc
-            raise _spent(met)
+            raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     def append(self, session: Session, event: AdkModel) -> bool:
         """Store the event and its app and user state; False when an equal event of its id is there."""
@@ -334,7 +334,7 @@ class Sessions:
                     return False
                 eid = None  # another event of the same id: kept as ADK keeps it
             else:
-                raise _spent(met)
+                raise ConflictError.last_of(met, conflict_attempts_max) from None
             self.append_scoped(app_run(session.app_name), app, session.id, event.timestamp)
             self.append_scoped(user_run(session.app_name, session.user_id), user, session.id, event.timestamp)
             if (app or user) and w.run_number is not None:
@@ -412,13 +412,6 @@ class Sessions:
                 last_update_time=s.last_update_time,
             )
             return self.lived(session, number, s.start)
-
-
-def _spent(met: ConflictError | None) -> ConflictError:
-    """The error of a write whose every attempt met another writer: the last conflict, naming the
-    heads that attempt expected and found and the number of attempts."""
-    assert met is not None, "every attempt met a conflict"
-    return met.after(conflict_attempts_max)
 
 
 def _fork_point(

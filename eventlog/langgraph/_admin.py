@@ -144,5 +144,4 @@ class Admin(Part):
                         raise
                     met = exc
                     run.forget()
-            assert met is not None, "every attempt met a conflict"
-            raise met.after(CONFLICT_RETRIES) from None
+            raise ConflictError.last_of(met, CONFLICT_RETRIES) from None

@@ -214,8 +214,7 @@ class Writer(Part):
                 run.position[event.checkpoint_id] = len(run.marks)
                 run.marks.append(Mark(rec.offset, event.checkpoint_id, md))
             return
-        assert met is not None, "every attempt met a conflict"
-        raise met.after(CONFLICT_RETRIES) from None
+        raise ConflictError.last_of(met, CONFLICT_RETRIES) from None
 
     @staticmethod
     def conflicted(run: Run, exc: ConflictError) -> None:
@@ -379,8 +378,7 @@ class Writer(Part):
                     continue
                 run.replaced = 0
                 return
-            assert met is not None, "every attempt met a conflict"
-            raise met.after(CONFLICT_RETRIES) from None
+            raise ConflictError.last_of(met, CONFLICT_RETRIES) from None
 
     def writes_event(self, run: Run, state: ThreadState, w: Waiting, before: list[WritesSaved]) -> WritesSaved | None:
         """The event of a `put_writes` onto the run at `state`, after the events `before` of the same

@@ -145,8 +145,7 @@ class RunCheckpointer:
                 met = exc
                 continue
             return
-        assert met is not None, "every attempt met a conflict"
-        raise met.after(conflict_attempts_max) from None
+        raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     async def load(self, run_id: str, agent: Agent[Any]) -> RunState[Any, Any]:
         """The run's `RunState` at its last checkpoint, with the recorded decisions applied."""

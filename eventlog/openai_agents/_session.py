@@ -114,8 +114,7 @@ class EventLogSession:
                 met = exc  # pop what is latest now
                 continue
             return _copy(item)
-        assert met is not None, "every attempt met a conflict"
-        raise met.after(conflict_attempts_max) from None
+        raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     def clear_session_sync(self) -> None:
         """`clear_session`, blocking; bounded as `pop_item_sync` is."""
@@ -132,8 +131,7 @@ class EventLogSession:
                 met = exc  # clear what is there now
                 continue
             return
-        assert met is not None, "every attempt met a conflict"
-        raise met.after(conflict_attempts_max) from None
+        raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     # -- beyond the protocol -----------------------------------------------------------------
 

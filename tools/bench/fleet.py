@@ -26,6 +26,7 @@ import statistics
 import time
 from typing import Any
 
+from . import _langgraph as lg
 from ._common import Context, SuiteResult, Text
 
 TURNS_ENV = "EVENTLOG_BENCH_FLEET_TURNS"
@@ -165,8 +166,6 @@ def _pg_where(dsn: str, system: str, n: int) -> str:
 
 
 def run(ctx: Context) -> SuiteResult:
-    from . import _langgraph as lg
-
     res = SuiteResult("fleet", __doc__.strip().splitlines()[0])
     why = lg.missing()
     if why is None and not lg.sqlite_available():
@@ -238,8 +237,6 @@ def _one(ctx: Context, dsn: str | None, system: str, n: int, turns: int, r: int)
         try:
             return fleet(system, where, n, turns)
         finally:
-            from . import _langgraph as lg
-
             lg._pg_drop(dsn, where.split("#")[1])
     where = ctx.path(f"{system}-{n}-{r}")
     os.makedirs(where, exist_ok=True)
