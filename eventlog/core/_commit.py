@@ -138,10 +138,10 @@ class GroupCommit:
     """Checks appends, then commits them in groups."""
 
     def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
-                 on_commit: Callable[[int], None]) -> None:  # fmt: skip
+                 on_commit: Callable[[int, int], None]) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
         self._event_ids = EventIds(codec, runs, ids)
-        self._on_commit = on_commit  # called with the last position after each commit that wrote events
+        self._on_commit = on_commit  # called with the last position and the count after each commit that wrote events
         self._queue_lock = threading.Lock()
         self._queue: list[Slot] = []
         self._leading = False
@@ -290,7 +290,7 @@ class GroupCommit:
         while tries:
             slots, checked = tries.pop()
             try:
-                position, checkpointed, after = self._store.write(partial(self._write_all, slots, checked))
+                position, events, checkpointed, after = self._store.write(partial(self._write_all, slots, checked))
             except BaseException as exc:  # noqa: BLE001 - handed to the slot that failed (KeyboardInterrupt too)
                 if isinstance(exc, KeyExistsError) and not checked:
                     tries.append((slots, True))
@@ -299,11 +299,12 @@ class GroupCommit:
                 else:
                     tries.extend(([slot], checked) for slot in reversed(slots))
                 continue
-            self._committed(slots, position, checkpointed, after)
+            self._committed(slots, position, events, checkpointed, after)
 
-    def _write_all(self, slots: list[Slot], checked: bool, txn: Txn) -> tuple[int, bool, After | None]:
-        """Write the slots in `txn`: (the last position given, 0 when none; whether a checkpoint
-        was; what the commit leaves, when the store numbers its commits and this one wrote)."""
+    def _write_all(self, slots: list[Slot], checked: bool, txn: Txn) -> tuple[int, int, bool, After | None]:
+        """Write the slots in `txn`: (the last position given, 0 when none; how many; whether a
+        checkpoint was; what the commit leaves, when the store numbers its commits and this one
+        wrote)."""
         checkpointed = False
         generation = txn.generation()
         after = self._kept.after(generation)
@@ -322,14 +323,17 @@ class GroupCommit:
                     raise  # some of it was written: abort the transaction
                 slot.error = exc  # wrote nothing: every check runs before the first put
         if position == start or generation is None:
-            return (position if position > start else 0), checkpointed, None
+            return (position if position > start else 0), position - start, checkpointed, None
         return (
             position,
+            position - start,
             checkpointed,
             After(generation, position, dict_id, generation if after is None else after.since),
         )
 
-    def _committed(self, slots: list[Slot], position: int, checkpointed: bool, after: After | None) -> None:
+    def _committed(
+        self, slots: list[Slot], position: int, events: int, checkpointed: bool, after: After | None
+    ) -> None:
         """After a commit: the slots marked, what it wrote kept, followers woken."""
         for slot in slots:
             slot.committed = slot.error is None
@@ -338,7 +342,7 @@ class GroupCommit:
             at_checkpoint(self._store)
         if position:
             self.commits += 1
-            self._on_commit(position)
+            self._on_commit(position, events)
 
     def _write(
         self, txn: Txn, slot: Slot, dict_id: int, position: int, checked: bool, records: dict[str, RunRecord | None]

@@ -45,8 +45,8 @@ class Engine:
         self.reader = Reader(store, self.codec, self.runs)
         self.replay = Replay(store, self.codec, self.runs, self.reader)
 
-    def _after_commit(self, position: int) -> None:
-        self.dictionaries.after_commit(position)
+    def _after_commit(self, position: int, events: int) -> None:
+        self.dictionaries.after_commit(position, events)
         self.committed.fire()
 
     def commits(self) -> Signal:

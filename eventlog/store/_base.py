@@ -99,6 +99,14 @@ class Txn(Protocol):
         log then raises), the next value of a sequence on PostgreSQL (write transactions only)."""
         ...
 
+    def events_given(self, last: int) -> int:
+        """About how many events the log has been given, for the dictionary schedule
+        (docs/format.md, "Frames"): `last`, the last position given, in a dense store; on
+        PostgreSQL the feed's rows as the server's statistics count them (rows inserted, or
+        the planner's estimate when larger: a second or so behind, and from zero again after
+        the statistics are reset)."""
+        ...
+
     def generation(self) -> int | None:
         """The number this write transaction commits as, when the store numbers its commits one
         by one: each commit that changes anything takes the next number, so a write

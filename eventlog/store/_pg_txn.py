@@ -181,6 +181,14 @@ class PgTxn:
             self._base = (self._xid + self._xid_offset) << POSITION_SHIFT
         return self._base
 
+    def events_given(self, last: int) -> int:
+        feed = f"'\"{self._s}\".feed'::regclass"
+        ((count,),) = self._run(
+            f"SELECT greatest((SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = {feed}), "
+            f"(SELECT reltuples::bigint FROM pg_class WHERE oid = {feed}), 0)"
+        )
+        return int(count)
+
     def run_number(self, last: int) -> int:
         self._writing("run_number")
         (row,) = self._run(f"SELECT nextval('\"{self._s}\".run_number')")

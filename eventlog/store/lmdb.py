@@ -155,6 +155,9 @@ class _LMDBTxn:
     def position_base(self, last: int) -> int:
         return last
 
+    def events_given(self, last: int) -> int:
+        return last
+
     def run_number(self, last: int) -> int:
         if not self._write:
             raise ReadOnlyError("run_number in a read transaction")

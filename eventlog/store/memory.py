@@ -106,6 +106,9 @@ class _MemoryTxn:
     def position_base(self, last: int) -> int:
         return last
 
+    def events_given(self, last: int) -> int:
+        return last
+
     def run_number(self, last: int) -> int:
         if not self._write:
             raise ReadOnlyError("run_number in a read transaction")
