@@ -376,6 +376,24 @@ def test_a_long_run_id_named_by_another_id_in_run_numbers_is_refused(
         log.runs()
 
 
+def test_run_numbers_swapped_in_the_index_are_refused_by_the_feed(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    """The feed names an entry by run number; the index says which run holds the number. Two
+    numbers swapped there would give each run the other's entries, or, as the sealed run record
+    does not match, drop both runs from the feed without a word: refused."""
+    log = open_log(key=KEY)
+    for run_id in ("a", "b", "c"):
+        log.append(run_id, UserMessage(content=run_id))
+    a, b = _number(log, "a"), _number(log, "b")
+    log.store.write(lambda txn: (txn.put("run_numbers", u64(a), b"b"), txn.put("run_numbers", u64(b), b"a")))
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="names a run whose record is number"):
+        list(log.feed())
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="names a run whose record is number"):
+        list(log.follow(timeout=0.1))
+    assert [(e.run_id, e.offset) for e in log.read("c")] == [("c", 1)]
+
+
 def test_a_key_check_copied_from_another_log_is_refused(
     open_log: Callable[..., eventlog.EventLog[Any]], backend: str
 ) -> None:

@@ -452,3 +452,50 @@ def test_a_feed_row_of_a_negative_number_is_named_like_any_damaged_reference(sch
         assert not report.ok and position in {p.position for p in report.problems}
         assert any(str(position) in done for done in log.repair())
         assert [(e.run_id, e.offset) for e in log.feed()] == [("a", 1), ("b", 1)]
+
+
+@pytest.mark.parametrize(
+    ("table", "row"),
+    [
+        ("run_numbers", "(-5, 'a'::bytea)"),
+        ("event_ids", "(-5, 'zz'::bytea, 1)"),
+        ("checkpoint_ids", "(-5, 'zz'::bytea, 1)"),
+    ],
+)
+def test_an_index_row_of_a_negative_number_is_removed_by_repair(schema: str, table: str, row: str) -> None:
+    """An index row whose bigint key column is negative reads as a key no row can hold (a u64
+    past 2**63-1); repair removes it by its bytes, as any index row that names nothing, where
+    it failed with a store error for the whole log."""
+    import psycopg
+
+    assert DSN is not None
+    with eventlog.open(_store(schema)) as log:
+        log.append_many("a", [step(1), step(2)])
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".{table} VALUES {row}')
+    with eventlog.open(_store(schema)) as log:
+        assert log.repair(), f"repair removed nothing of the {table} row"
+        assert log.verify().ok
+        assert [(e.run_id, e.offset) for e in log.feed()] == [("a", 1), ("a", 2)]
+    with psycopg.connect(DSN) as conn:
+        assert conn.execute(
+            f'SELECT count(*) FROM "{schema}".{table} WHERE {"number" if table == "run_numbers" else "run"} < 0'
+        ).fetchone() == (0,)
+
+
+def test_a_run_record_under_the_empty_key_is_damage(schema: str) -> None:
+    """No run id is empty and LMDB cannot hold an empty key, but a PostgreSQL row can: listing
+    the runs names it as damage (`verify` reports it, the CLI exits 5), never as a caller's
+    invalid id."""
+    import psycopg
+
+    assert DSN is not None
+    with eventlog.open(_store(schema)) as log:
+        log.append("a", step(1))
+        log.append("b", step(1))
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f"UPDATE \"{schema}\".runs SET key = ''::bytea WHERE key = 'b'::bytea")
+    with eventlog.open(_store(schema)) as log:
+        with pytest.raises(eventlog.errors.CorruptRecordError, match="empty key"):
+            log.runs()
+        assert [p.kind for p in log.verify().problems] == ["corrupt"]

@@ -151,6 +151,8 @@ class Runs:
         start = b"" if after is None else RUNS.key(after) + b"\x00"
         out: list[str] = []
         for key, value in txn.scan(RUNS, start, None, limit=limit):
+            if not key:  # no run has the empty id (LMDB cannot hold an empty key; a PostgreSQL row can)
+                raise CorruptRecordError("a run record is kept under the empty key, which no run id has")
             if b"\xff" in key:  # a long id, keyed by its hash: its full id is in run_numbers
                 try:
                     number = self._codec.decode_value(value, RunRecord, (RUNS, key)).number
@@ -168,13 +170,19 @@ class Runs:
         return out
 
     def holder(self, txn: Txn, number: int) -> tuple[str, int] | None:
-        """(id, pruned base) of the run numbered `number`; None when that run was deleted."""
+        """(id, pruned base) of the run numbered `number`; None when that run was deleted (a
+        delete removes the number's row with the run's record). A number that names a run whose
+        sealed record holds another number was pointed elsewhere: CorruptRecordError."""
         raw = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(number))
         if raw is None:
             return None
         run_id = bytes(raw).decode("utf-8", "replace")
         rec = self.get(txn, run_id)
-        return None if rec is None or rec.number != number else (run_id, rec.base)
+        if rec is None:
+            return None
+        if rec.number != number:
+            raise CorruptRecordError(f"run number {number} names a run whose record is number {rec.number}", run_id)
+        return run_id, rec.base
 
     def name_of(self, txn: Txn, number: int) -> str:
         """The id of the run numbered `number` (`#number` when it is gone)."""

@@ -139,6 +139,8 @@ class PgTxn:
         t = TABLES[table]
         at = (table, bytes(key))
         self._known[at] = None
+        if not _storable(*at):  # a damaged row (a negative bigint, read as a u64 past 2**63-1): by its bytes
+            return self._deleted(f"DELETE FROM {self._t(table)} WHERE {t.key_sql()} = %s", [at[1]]) > 0
         where = " AND ".join(f"{c} = %s" for c in t.columns)
         return self._deleted(f"DELETE FROM {self._t(table)} WHERE {where}", t.parse_key(at[1])) > 0
 
