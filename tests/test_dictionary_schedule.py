@@ -1,12 +1,14 @@
-"""The zstd dictionary schedule on every store: a log trains its first dictionary once it holds
-64 events and enough bytes of them, whoever wrote them, and later records are compressed with it
+"""The zstd dictionaries on every store: a log trains its first dictionary once it holds 64
+events and enough bytes of them, whoever wrote them, and later records are compressed with it
 (docs/format.md, "Frames"). On PostgreSQL feed positions are made of transaction ids, not
-counts: the schedule counts events there too."""
+counts: the schedule counts events there too. A damaged dictionary is named as such."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+
+import pytest
 
 import eventlog
 from eventlog.agent.events import UserMessage
@@ -76,3 +78,21 @@ def test_a_schedule_set_far_past_the_count_is_due_again(open_log: Callable[..., 
     log.close()
     log = open_log()
     assert _dictionary(log) == 1, "a schedule far past the count kept the log from training"
+
+
+def test_a_damaged_dictionary_is_named_by_verify_and_by_the_reads_that_need_it(
+    open_log: Callable[..., eventlog.EventLog],
+) -> None:
+    log = open_log()
+    _append(log, "r", 0, 100)
+    log.close()
+    log = open_log()
+    _append(log, "r", 100, 1)  # compressed with dictionary 1
+    log.store.write(lambda txn: txn.put(META, _keys.dict_key(1), b"junk!!!"))
+    log.close()
+    log = open_log()
+    report = log.verify()
+    assert any(p.kind == "meta" and "zstd dictionary 1 is damaged" in p.message for p in report.problems)
+    with pytest.raises(eventlog.errors.CorruptRecordError, match="its zstd dictionary 1 is damaged") as raised:
+        log.entry("r", 101)
+    assert (raised.value.run_id, raised.value.offset) == ("r", 101)

@@ -37,17 +37,18 @@ class Dictionaries:
     def load(self, dict_id: int) -> bytes | None:
         """A dictionary's bytes from the log's meta, or None when it is missing."""
         raw = self._store.read(lambda txn: txn.get(META, dict_key(dict_id)))
-        place = (META, dict_key(dict_id))
-        return None if raw is None else self._codec.payload(raw, place, _limits.dictionary_size_bytes * 4)
+        if raw is None:
+            return None
+        try:
+            return self._codec.payload(raw, (META, dict_key(dict_id)), _limits.dictionary_size_bytes * 4)
+        except CorruptRecordError as exc:  # the record that needs it is named by the caller
+            raise CorruptRecordError(f"its zstd dictionary {dict_id} is damaged ({exc.what})") from None
 
     def open(self, txn: Txn) -> None:
         """Make every stored dictionary known to the codec and read the schedule (at open)."""
-        for key, raw in txn.scan(META, META_DICT, META_DICT + b"\xff"):
-            try:
-                data = self._codec.payload(raw, (META, key), _limits.dictionary_size_bytes * 4)
-            except CorruptRecordError:
-                continue  # verify names it; records that use it fail by name when read
-            self._codec.add_dictionary(from_u64(key[len(META_DICT) :]), data)
+        for dict_id, data in stored_dictionaries(self._codec, txn):
+            if not isinstance(data, CorruptRecordError):  # verify names it; records that use it fail by name
+                self._codec.add_dictionary(dict_id, data)
         self._count = txn.events_given(self._runs.last_position(txn))
         self._next_try = _due_at(self._runs.meta_int(txn, META_DICT_NEXT_TRY), self._count)
 
@@ -136,6 +137,18 @@ class Dictionaries:
         self._next_try, kept = self._store.write(store)
         if kept and trained is not None:
             self._codec.add_dictionary(current + 1, trained)
+
+
+def stored_dictionaries(codec: Codec, txn: Txn) -> list[tuple[int, bytes | CorruptRecordError]]:
+    """Each dictionary stored in the log's meta: its id and its bytes, or what is wrong with it."""
+    out: list[tuple[int, bytes | CorruptRecordError]] = []
+    for key, raw in txn.scan(META, META_DICT, META_DICT + b"\xff"):
+        dict_id = from_u64(key[len(META_DICT) :])
+        try:
+            out.append((dict_id, codec.payload(raw, (META, key), _limits.dictionary_size_bytes * 4)))
+        except CorruptRecordError as exc:
+            out.append((dict_id, exc))
+    return out
 
 
 def _due_at(stored: int, count: int) -> int:

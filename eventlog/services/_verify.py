@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from .. import _limits
+from ..core._dictionaries import stored_dictionaries
 from ..core._reader import Reader
 from ..core._replay import PrunedBase, Replay
 from ..core._runs import Runs
@@ -96,6 +97,10 @@ class Verifier:
             for number, _ in removing:
                 message = f"a delete or prune of run number {number} has not finished; log.repair() finishes it"
                 report.problems.append(Problem(None, None, "meta", message))
+            for dict_id, data in self._store.read(lambda txn: stored_dictionaries(self._codec, txn)):
+                if isinstance(data, CorruptRecordError):
+                    message = f"zstd dictionary {dict_id} is damaged ({data.what}): the records compressed with it cannot be read"
+                    report.problems.append(Problem(None, None, "meta", message))
             report.problems.extend(self._store.read(lambda txn: index_problems(self._runs, txn)))
             report.problems.extend(self._links.feed())
         return report
