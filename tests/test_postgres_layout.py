@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -499,3 +500,30 @@ def test_a_run_record_under_the_empty_key_is_damage(schema: str) -> None:
         with pytest.raises(eventlog.errors.CorruptRecordError, match="empty key"):
             log.runs()
         assert [p.kind for p in log.verify().problems] == ["corrupt"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        ('ALTER TABLE "{s}".feed DROP CONSTRAINT feed_pkey', "table feed has the primary key (), not (position)"),
+        ('ALTER TABLE "{s}".event_ids DROP COLUMN off', "table event_ids has columns (run bigint, id bytea)"),
+        ('ALTER TABLE "{s}".runs ALTER COLUMN value TYPE text', "table runs has columns (key bytea, value text)"),
+        (
+            'ALTER TABLE "{s}".checkpoint_ids DROP CONSTRAINT checkpoint_ids_pkey, ADD PRIMARY KEY (id, run)',
+            "table checkpoint_ids has the primary key (id, run), not (run, id)",
+        ),
+    ],
+)
+def test_a_schema_whose_tables_lost_their_shape_is_refused_at_open(schema: str, damage: str, named: str) -> None:
+    """The database keeps a run's order and an id's uniqueness by the primary keys: a schema with
+    a key dropped or a column gone is refused by name when opened, never read as a log (a
+    feed without its key delivered a position twice, and verify said nothing)."""
+    import psycopg
+
+    assert DSN is not None
+    with eventlog.open(_store(schema)) as log:
+        log.append("a", step(1))
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(damage.format(s=schema))
+    with pytest.raises(eventlog.errors.NotALogError, match=re.escape(named)):
+        eventlog.open(_store(schema))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from typing import Any
 
-from ..errors import EventLogError
+from ..errors import EventLogError, NotALogError
 
 _I63 = 1 << 63
 
@@ -322,3 +322,31 @@ def migrate_kv_sql(schema: str) -> list[str]:
     )
     out.append(f"DROP TABLE {s}.kv")
     return out
+
+
+def layout_of(conn: Any, schema: str) -> dict[str, Any]:
+    """The `layout` table's rows of a schema that holds a log's tables, once each table is
+    checked to have the layout's columns, of their types, and its primary key (the database
+    keeps a run's order and an id's uniqueness by it): NotALogError naming what differs."""
+    rows = conn.execute(
+        "SELECT c.relname, (SELECT array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) "
+        "ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), "
+        "(SELECT array_agg(a.attname ORDER BY k.i) FROM pg_constraint p, unnest(p.conkey) WITH ORDINALITY k(n, i) "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.n WHERE p.conrelid = c.oid AND p.contype = 'p') "
+        "FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace "
+        "WHERE s.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition",
+        (schema,),
+    ).fetchall()
+    found = {name: (columns or [], key or []) for name, columns, key in rows}
+    wanted = {t.name: ([f"{c} {_SQL_TYPE[k]}" for c, k in t.key + t.value], list(t.columns)) for t in TABLES.values()}
+    wanted["layout"] = (["name text", "value bigint"], ["name"])
+    for name, (columns, key) in wanted.items():
+        has_columns, has_key = found.get(name, ([], []))
+        if has_columns != columns:
+            what = f"table {name} has columns ({', '.join(has_columns)}), not ({', '.join(columns)})"
+        elif has_key != key:
+            what = f"table {name} has the primary key ({', '.join(has_key)}), not ({', '.join(key)})"
+        else:
+            continue
+        raise NotALogError(f"schema {schema!r} is not a log of relational layout {LAYOUT_VERSION}: {what}")
+    return dict(conn.execute(f'SELECT name, value FROM "{schema}".layout').fetchall())

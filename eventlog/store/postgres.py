@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ._base import KeyExistsError
 from ._pg_channel import Channel
-from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, migrate_kv_sql, schema_sql
+from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, layout_of, migrate_kv_sql, schema_sql
 from ._pg_session import READ_BEGIN, SETTINGS, Session, SeveralStatements, write_begin
 from ._pg_txn import PgTxn
 
@@ -195,7 +195,7 @@ class PostgresStore:
             self._open_layout(conn)
 
     def _open_layout(self, conn: Any) -> None:
-        rows = dict(conn.execute(f'SELECT name, value FROM "{self.schema}".layout').fetchall())
+        rows = layout_of(conn, self.schema)
         if rows.get("version") != LAYOUT_VERSION:
             raise NotALogError(
                 f"schema {self.schema!r} holds a log of relational layout {rows.get('version')}; "
