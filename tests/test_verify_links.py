@@ -232,3 +232,17 @@ def test_a_removal_cut_short_is_not_a_broken_link(linked: Log) -> None:
     assert {p.kind for p in linked.verify().problems} == {"meta"}
     linked.repair()
     assert linked.verify().ok
+
+
+def test_repair_removes_a_position_that_points_at_an_entry_of_another(linked: Log) -> None:
+    """An entry's position is sealed in it: a second feed position pointing at the entry is a
+    stray, shown twice by the feed; repair removes it and keeps the entry's own."""
+    before = [(e.run_id, e.offset, e.position) for e in linked.feed()]
+    extra_position_at_an_entry(linked)
+    assert not linked.verify().ok
+    assert any(
+        f"feed position {p(linked, 11)} pointed at the entry of position {p(linked, 2)}" in done
+        for done in linked.repair()
+    )
+    assert linked.verify().ok
+    assert [(e.run_id, e.offset, e.position) for e in linked.feed()] == before

@@ -315,9 +315,16 @@ class Maintenance:
                     live[rec.number] = rec
             self._runs.keep_position(txn)
             for key, ref in scan_chunks(txn, FEED, b"", None):
-                if not FEED.well_formed(ref) or FEED.parse_ref(ref)[0] not in live or txn.get(EVENTS, ref) is None:
+                position = FEED.position_of(key)
+                entry = None
+                if FEED.well_formed(ref) and FEED.parse_ref(ref)[0] in live:
+                    entry = txn.get(EVENTS, ref)
+                if entry is None:
                     txn.delete(FEED, key)
-                    done.append(f"feed position {FEED.position_of(key)} pointed at a missing entry")
+                    done.append(f"feed position {position} pointed at a missing entry")
+                elif (held := _position_held(self._codec, entry, ref)) not in (None, position):
+                    txn.delete(FEED, key)  # the entry's sealed position is its own: this one is a stray
+                    done.append(f"feed position {position} pointed at the entry of position {held}")
             for key, value in scan_chunks(txn, EVENT_IDS, b"", None):
                 rec = live.get(EVENT_IDS.number_of(key))
                 offset = from_u64(value) if len(value) == 8 else -1
@@ -333,3 +340,11 @@ class Maintenance:
             return done
 
         return self._store.write(write)
+
+
+def _position_held(codec: Codec, value: bytes, ref: bytes) -> int | None:
+    """The feed position sealed in an entry; None when it does not decode (`verify` names it)."""
+    try:
+        return codec.decode_entry_id(value, ref)[0]
+    except CorruptRecordError:
+        return None
