@@ -164,6 +164,69 @@ def test_async_resumes_of_an_older_checkpoint_replace_its_resume(
     same_everywhere(story, agent_graph, cfg, saver, open_log)
 
 
+# -- writes are taken as given -------------------------------------------------------------------
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list, operator.add]
+    seen: list
+
+
+def editing_graph(saver: Any) -> Any:
+    """A node that edits the last item of its state in place, then waits for a human."""
+
+    def ask(s: Log) -> Log:
+        if s["log"]:
+            s["log"][-1]["n"] += 1
+        interrupt("q")
+        return {"seen": [dict(item) for item in s["log"]]}
+
+    g = StateGraph(Log)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])  # "exit" saves no writes of a step it goes past
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_writes_are_stored_as_given_whatever_the_node_does_after(
+    saver: EventLogSaver, open_log: Callable[..., eventlog.EventLog], durability: str, face: str
+) -> None:
+    """`Command(resume=..., update=...)` saves its update as writes of the paused checkpoint;
+    the resumed node then edits that update's object in place while the writes wait for its
+    superstep's put. They hold the update as it was given (InMemorySaver writes them at the
+    call), read by the saver, by another on its log and by one on the log opened again."""
+    cfg = {"configurable": {"thread_id": f"edit-{durability}-{face}"}}
+
+    def story(s: Any) -> Any:
+        graph = editing_graph(s)
+
+        async def run() -> Any:
+            await graph.ainvoke({"log": []}, cfg, durability=durability)
+            paused = await graph.aget_state(cfg)
+            await graph.ainvoke(Command(resume="ok", update={"log": [{"n": 0}]}), cfg, durability=durability)
+            return paused
+
+        if face == "async":
+            paused = asyncio.run(run())
+        else:
+            graph.invoke({"log": []}, cfg, durability=durability)
+            paused = graph.get_state(cfg)
+            graph.invoke(Command(resume="ok", update={"log": [{"n": 0}]}), cfg, durability=durability)
+        return paused
+
+    memory = InMemorySaver()
+    expected = pending(memory, story(memory))
+    assert ("(thread)", "log", [{"n": 0}]) in expected
+    paused = story(saver)
+    assert pending(saver, paused) == expected
+    saver.close()
+    saver.log.close()
+    with contextlib.closing(EventLogSaver(open_log())) as fresh:
+        assert pending(fresh, paused) == expected
+
+
 # -- an interrupt and an error again on an older checkpoint ---------------------------------------
 
 

@@ -23,13 +23,14 @@ from hypothesis import strategies as st
 
 pytest.importorskip("langgraph.checkpoint.conformance", reason="pip install 'eventlog[test]' (langgraph extras)")
 
+import pydantic.v1
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Overwrite, interrupt
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from test_langgraph_graphs import same_on_both
 from typing_extensions import TypedDict
 
@@ -197,6 +198,38 @@ def test_an_edit_in_place_to_a_field_its_repr_hides_is_saved(tmp_path: Path, kin
     serde = SafeSerializer(allowed_modules=[kind])
     with EventLogSaver.from_path(tmp_path / "log", serde=serde) as saver:
         assert same_on_both(story, saver) == (kind, 7)  # type: ignore[arg-type]
+
+
+class _HiddenV1(pydantic.v1.BaseModel):
+    shown: int
+    hidden: int = pydantic.v1.Field(default=0, repr=False)
+
+
+def _secret_edit(item: Any) -> None:
+    item["k"] = SecretStr("new secret")
+
+
+def _v1_edit(item: Any) -> None:
+    item["k"].hidden = 7
+
+
+@pytest.mark.parametrize(
+    ("before", "edit", "look", "after"),
+    [
+        (SecretStr("old secret"), _secret_edit, lambda v: v.get_secret_value(), "new secret"),
+        (_HiddenV1(shown=1), _v1_edit, lambda v: v.hidden, 7),
+    ],
+    ids=["secret", "pydantic-v1"],
+)
+def test_an_edit_in_place_to_a_value_only_the_serializer_sees_is_saved(
+    tmp_path: Path, before: Any, edit: Any, look: Any, after: Any
+) -> None:
+    """A value whose `repr` hides its state and that is none of the kinds the saver writes by
+    their fields (a secret, a pydantic v1 model with a field left out of its `repr`), in an
+    earlier item, changed in place: the edit is saved, as on InMemorySaver."""
+    serde = SafeSerializer(allowed_modules=[type(before)])
+    with EventLogSaver.from_path(tmp_path / "log", serde=serde) as saver:
+        assert same_on_both(lambda s: _edited_in_place(s, before, edit, look), saver) == after  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("n", [15, 16, 65_535, 65_536])

@@ -169,8 +169,9 @@ class Jostled(SafeSerializer):
         return super().dumps_typed(obj)
 
 
-@pytest.mark.parametrize("call", ["put", "put_writes"])
-def test_a_conflict_after_the_savers_retries_names_the_heads_expected_and_found(tmp_path: Path, call: str) -> None:
+def test_a_conflict_after_the_savers_retries_names_the_heads_expected_and_found(tmp_path: Path) -> None:
+    """A `put` writes its checkpoint's values at each attempt (a `put_writes` writes its values
+    once, when called, and takes the same retries: `ConflictError.last_of`)."""
     serde = Jostled()
     with eventlog.open(tmp_path / "log") as log:
         saver = EventLogSaver(log, serde=serde)
@@ -180,12 +181,9 @@ def test_a_conflict_after_the_savers_retries_names_the_heads_expected_and_found(
         head = log.head("t")
         serde.log = log
         with pytest.raises(eventlog.ConflictError) as exc:
-            if call == "put":
-                second = empty_checkpoint()
-                second["channel_values"], second["channel_versions"] = {"v": "jostle"}, {"v": 2}
-                saver.put(config, second, {"step": 1}, {"v": 2})
-            else:
-                saver.put_writes(config, [("v", "jostle")], task_id="task-1")
+            second = empty_checkpoint()
+            second["channel_values"], second["channel_versions"] = {"v": "jostle"}, {"v": 2}
+            saver.put(config, second, {"step": 1}, {"v": 2})
         error, last = exc.value, head + CONFLICT_RETRIES
         # each attempt read the head the one before found; the last expected the head before the last append
         assert (

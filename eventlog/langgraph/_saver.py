@@ -23,7 +23,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import open as open_log
 from ..log import EventLog
 from ._admin import Admin
-from ._events import ThreadReducer
+from ._events import Blob, ThreadReducer
 from ._read import Reader
 from ._rewrite import Rewriter
 from ._serde import SafeSerializer
@@ -49,6 +49,10 @@ class _Ops:
         self.read = Reader(self.rewriter, values)
         self.write = Writer(self.rewriter, values)
         self.admin = Admin(self.rewriter, values, self.read)
+
+
+_Blobs = list[tuple[int, str, Blob]]
+"""Writes of a `put_writes` as they are stored: (index, channel, value written)."""
 
 
 class EventLogSaver(BaseCheckpointSaver[int]):
@@ -174,10 +178,25 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         `durability="sync"` and `"async"`); otherwise they are committed alone, and a thread that
         then makes that put itself (a copy, a migration) no longer waits. Either way this
         returns only once they are committed (docs/guides/langgraph.md, "Durability, and how fast")."""
+        self._put_blobs(config, self._ops().write.blobs(writes), task_id, task_path)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async `put_writes`: the writes are written in the caller's thread, as they are when it
+        calls, then committed in a worker."""
+        blobs = self._ops().write.blobs(writes)
+        await self._workers.acall(EventLogSaver._put_blobs, self, config, blobs, task_id, task_path)
+
+    def _put_blobs(self, config: RunnableConfig, blobs: _Blobs, task_id: str, task_path: str) -> None:
         ops = self._ops()
         # an async twin (in a worker) and a caller that makes the next put itself commit at once
         if not self._workers.inside() and not getattr(self._caller, "sequential", False):
-            run, waiting = ops.write.offer(config, writes, task_id, task_path)
+            run, waiting = ops.write.offer(config, blobs, task_id, task_path)
             if not waiting.done.wait(SHARE_SECONDS) and not ops.write.withdraw(run, waiting):
                 waiting.done.wait()  # a put took it just now: it answers
             if waiting.done.is_set():
@@ -185,10 +204,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                     raise waiting.error
                 return
             self._caller.alone = waiting.checkpoint_id
-        ops.write.put_writes(config, writes, task_id, task_path)
-
-    aput_writes = async_twin(put_writes)
-    """Async `put_writes`."""
+        ops.write.put_writes(config, blobs, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread, in every namespace."""

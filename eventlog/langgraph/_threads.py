@@ -128,7 +128,7 @@ class Waiting:
 
     The caller is answered only once its writes are committed (`done`), by that put or alone."""
 
-    def __init__(self, checkpoint_id: str, task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> None:
+    def __init__(self, checkpoint_id: str, task_id: str, task_path: str, writes: list[tuple[int, str, Blob]]) -> None:
         self.checkpoint_id, self.task_id, self.task_path, self.writes = checkpoint_id, task_id, task_path, writes
         self.taken = False
         """A put took it (under the run's lock): only that put answers it now."""

@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     get_serializable_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from ..errors import ConflictError, OffsetOutOfRangeError, RunReplacedError, UnknownRunError
@@ -102,6 +103,11 @@ exactly: a bool, an int, a float's bits, a str, bytes; their subclasses as they 
 LangGraph stores them), every other value goes to `_tagged`."""
 
 
+_PLAIN = JsonPlusSerializer()
+"""Writes the values `_tagged` has no form of its own for (a pydantic v1 model, a secret, a
+named tuple): their state as LangGraph stores it, whatever their `repr` shows. Never reads."""
+
+
 def _model(kind: type) -> bool:
     found = _MODELS.get(kind)
     if found is None:  # `isinstance` with pydantic's metaclass costs more than the rest: once per type
@@ -112,8 +118,10 @@ def _model(kind: type) -> bool:
 def _tagged(value: Any) -> ormsgpack.Ext:
     """A value msgpack does not write itself, as its type's name and its state: a model's fields
     (those its `repr` leaves out too), a dataclass's fields, a set's items, a buffer's format,
-    shape and bytes (a numpy array), else its `repr` (a value whose `repr` shows no value, an
-    object at an address, then counts as changed: stored whole again, never lost)."""
+    shape and bytes (a numpy array), else as LangGraph's serializer writes it (`_PLAIN`: a
+    pydantic v1 model's fields, a secret's value, whatever their `repr` hides), else its `repr`
+    (a value whose `repr` shows no value, an object at an address, then counts as changed:
+    stored whole again, never lost)."""
     kind = type(value)
     state: Any
     if _model(kind):
@@ -126,8 +134,11 @@ def _tagged(value: Any) -> ormsgpack.Ext:
         try:
             view = memoryview(value)
             state = [view.format, view.shape, view.tobytes()]
-        except (TypeError, ValueError):  # no buffer (or one of objects)
-            state = repr(value)
+        except (TypeError, ValueError):  # no buffer (or one of objects): as LangGraph's serializer writes it
+            try:
+                state = list(_PLAIN.dumps_typed(value))
+            except Exception:  # noqa: BLE001 - a value it cannot write: its repr (shows no value: changed)
+                state = repr(value)
     return ormsgpack.Ext(
         0, ormsgpack.packb([kind.__module__, kind.__qualname__, state], default=_tagged, option=_WRITING)
     )
@@ -327,14 +338,15 @@ class Writer(Part):
     def offer(
         self,
         config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
+        blobs: list[tuple[int, str, Blob]],
         task_id: str,
         task_path: str = "",
     ) -> tuple[Run, Waiting]:
-        """A `put_writes` made to wait for the put of its checkpoint's superstep (see `withdraw`)."""
+        """A `put_writes` (its writes written: `blobs`) made to wait for the put of its
+        checkpoint's superstep (see `withdraw`)."""
         conf = config["configurable"]
         run = self.rewriter.run_of(config)
-        waiting = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
+        waiting = Waiting(conf["checkpoint_id"], task_id, task_path, blobs)
         with run.waiting_lock:
             run.waiting.append(waiting)
         return run, waiting
@@ -348,20 +360,22 @@ class Writer(Part):
             run.waiting.remove(waiting)
             return True
 
-    def blobs(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[int, str, Any]]:
-        return [(WRITES_IDX_MAP.get(ch, i), ch, value) for i, (ch, value) in enumerate(writes)]
+    def blobs(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[int, str, Blob]]:
+        """The writes as they are stored, written when they are given (as InMemorySaver does):
+        an edit the caller makes after the call is not theirs, whenever they are committed."""
+        return [(WRITES_IDX_MAP.get(ch, i), ch, self.values.blob(value)) for i, (ch, value) in enumerate(writes)]
 
     def put_writes(
         self,
         config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
+        blobs: list[tuple[int, str, Blob]],
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """What `EventLogSaver.put_writes` does when it commits alone."""
+        """What `EventLogSaver.put_writes` does when it commits alone (its writes written: `blobs`)."""
         conf = config["configurable"]
         run = self.rewriter.run_of(config)
-        alone = Waiting(conf["checkpoint_id"], task_id, task_path, self.blobs(writes))
+        alone = Waiting(conf["checkpoint_id"], task_id, task_path, blobs)
         with run.lock:
             met: ConflictError | None = None
             for _ in range(CONFLICT_RETRIES):
@@ -385,11 +399,7 @@ class Writer(Part):
         commit; None when each write is saved already (LangGraph's special channels are replaced)."""
         known = {(x.task_id, x.idx) for x in self.writes_of(run, state, w.checkpoint_id)}
         known |= {(e.task_id, v.idx) for e in before if e.checkpoint_id == w.checkpoint_id for v in e.writes}
-        items = [
-            WriteValue(idx, ch, self.values.blob(value))
-            for idx, ch, value in w.writes
-            if idx < 0 or (w.task_id, idx) not in known
-        ]
+        items = [WriteValue(idx, ch, blob) for idx, ch, blob in w.writes if idx < 0 or (w.task_id, idx) not in known]
         return WritesSaved(w.checkpoint_id, w.task_id, w.task_path, items) if items else None
 
     def writes_of(self, run: Run, state: ThreadState, checkpoint_id: str) -> list[Write]:
