@@ -231,6 +231,10 @@ class LogMachine(RuleBasedStateMachine):
         before = data.draw(st.integers(0, run.head))
         kept = [off for _, off, _ in run.checkpoints if off <= before]
         if not kept:
+            pruned = self.base_of(run_id)
+            if 0 < pruned <= before:  # pruned before (or forked from a pruned run): its base is kept already
+                assert self.log.prune(run_id, before=before) == pruned
+                return
             with pytest.raises(eventlog.errors.CheckpointNotFoundError):
                 self.log.prune(run_id, before=before)
             return
@@ -308,7 +312,7 @@ class LogMachine(RuleBasedStateMachine):
             info = self.log.run_info(run_id)
             assert (info.head, info.base, info.parent, info.fork_offset, info.forks) == (
                 run.head,
-                run.base,
+                self.base_of(run_id),  # a fork of a pruned run: that run's base
                 run.parent,
                 run.fork_offset,
                 run.forks,

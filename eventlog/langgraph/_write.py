@@ -19,7 +19,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     get_serializable_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from ..errors import ConflictError, OffsetOutOfRangeError, RunReplacedError, UnknownRunError
@@ -35,6 +34,7 @@ from ._events import (
     pending_writes,
 )
 from ._rewrite import Part
+from ._serde import SafeSerializer
 from ._threads import Mark, Run, Waiting, Written, checkpoint_metadata
 
 __all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items", "written"]
@@ -103,7 +103,7 @@ exactly: a bool, an int, a float's bits, a str, bytes; their subclasses as they 
 LangGraph stores them), every other value goes to `_tagged`."""
 
 
-_PLAIN = JsonPlusSerializer()
+_PLAIN = SafeSerializer()
 """Writes the values `_tagged` has no form of its own for (a pydantic v1 model, a secret, a
 named tuple): their state as LangGraph stores it, whatever their `repr` shows. Never reads."""
 
