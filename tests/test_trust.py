@@ -258,6 +258,40 @@ def test_export_import_keeps_every_event(tmp_path: Path, log: eventlog.EventLog[
         assert other.runs() == []
 
 
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda lines: ["", *lines[1:]], "no header line"),  # a blank line where the header was
+        (lambda lines: ["", *lines], None),  # blank lines before the header are blank lines
+        (lambda lines: [lines[0].replace('"version":1', '"version":0'), *lines[1:]], "export version 0"),
+        (lambda lines: [lines[0].replace('"version":1', '"version":-7'), *lines[1:]], "export version -7"),
+    ],
+    ids=["blank-then-no-header", "blank-then-header", "version-0", "version-negative"],
+)
+def test_an_export_file_is_known_by_its_first_line(
+    tmp_path: Path, log: eventlog.EventLog[Any], change: Any, named: str | None
+) -> None:
+    """The first line that is not blank is the header, of a version that exists (1 up to the
+    one this eventlog writes); a file that skips it, or names a version that never was, is
+    refused by name and nothing is written."""
+    from eventlog.transfer import ExportFileError, export_runs, import_runs
+
+    log.append_many("r", [step(1), step(2)])
+    out = tmp_path / "x.jsonl"
+    export_runs(log, out)
+    lines = out.read_text().splitlines()
+    assert '"version":1' in lines[0]
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("\n".join(change(lines)) + "\n")
+    with eventlog.open(tmp_path / "other") as other:
+        if named is None:
+            assert import_runs(other, changed).entries == 2
+            return
+        with pytest.raises(ExportFileError, match=named):
+            import_runs(other, changed)
+        assert other.runs() == []
+
+
 # -- 4. PostgreSQL schema names ----------------------------------------------------------------
 
 

@@ -50,6 +50,7 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     except OSError as exc:
         raise named_os_error(exc, path, writing=False, log=False) from None
     with f:
+        headed = False  # the first line that is not blank is the header
         for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -59,12 +60,13 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                 raise ExportFileError(f"{path} line {number}: not an export line ({exc})") from None
             except RecursionError:
                 raise ExportFileError(f"{path} line {number}: {_too_deep_text}") from None
-            if number == 1:
+            if not headed:
+                headed = True
                 if not isinstance(line, _Header) or line.format != FORMAT:
                     raise ExportFileError(f"{path} is not an eventlog export (no header line)")
-                if line.version > VERSION:
+                if not 1 <= line.version <= VERSION:
                     raise ExportFileError(
-                        f"{path} is export version {line.version}; this eventlog reads up to {VERSION}"
+                        f"{path} is export version {line.version}; this eventlog reads versions 1 to {VERSION}"
                     )
             elif isinstance(line, _Header):
                 raise ExportFileError(f"{path} line {number}: a second header")
