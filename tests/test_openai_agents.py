@@ -271,6 +271,33 @@ def test_a_pop_or_clear_never_reads_one_life_and_writes_the_next(log: eventlog.E
     assert {h.item["content"] for h in fresh.history() if h.item is not None} == {"new 1", "new 2"}
 
 
+class _MadeAgainAfterLife(_MadeAgainBeforeAppend):
+    """The session's log, where another writer deletes the session and makes it again between
+    the session's read of its life and its read of the events, once."""
+
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        return self._log.append(*args, **kwargs)
+
+    def life(self, run_id: str) -> tuple[int, int]:
+        answer = self._log.life(run_id)
+        if self._items:
+            self._log.delete_run(self._session_id)
+            EventLogSession(self._session_id, self._log).add_items_sync(self._items)
+            self._items = []
+        return answer
+
+
+@pytest.mark.parametrize("call", ["get_items", "pop_item"])
+def test_a_read_that_meets_the_session_made_again_reads_the_new_life(log: eventlog.EventLog, call: str) -> None:
+    """Deleted and made again between the session's two reads, a session is read again on its
+    new life, where a read of SQLiteSession never fails: no RunReplacedError reaches the caller."""
+    asyncio.run(EventLogSession("s", log).add_items([user("old")]))
+    session = EventLogSession("s", log)
+    session.log = _MadeAgainAfterLife(log, "s", [user("new")])  # type: ignore[assignment]
+    answer = asyncio.run(getattr(session, call)())
+    assert answer == ([user("new")] if call == "get_items" else user("new"))
+
+
 @pytest.mark.parametrize("what", ["pop_item", "clear_session", "approve"])
 def test_a_conflict_after_every_attempt_names_the_heads_and_the_attempts(
     open_log: Any, tmp_path: Path, what: str

@@ -17,7 +17,7 @@ import msgspec
 
 from .._limits import conflict_attempts_max
 from ..aio import AsyncEventLog
-from ..errors import ConflictError
+from ..errors import ConflictError, RunReplacedError, UnknownRunError
 from ..log import EventLog, RunInfo
 from ._events import AgentsReducer, AgentsState, ItemAdded, ItemPopped, SessionCleared
 from ._types import HistoryEntry, NotAnAgentsRunError, SessionInfo
@@ -191,7 +191,17 @@ class EventLogSession:
         return EventLogSession(new_id, self.log, session_settings=self.session_settings)
 
     def _refresh(self) -> AgentsState:
-        """The folded session, brought up to the log's head (called under the lock)."""
+        """The folded session, brought up to the log's head (called under the lock). A session
+        deleted (and made again) between its life read and its events read is read again, on
+        the life it has then, as SQLiteSession's reads never fail over it."""
+        for _ in range(conflict_attempts_max - 1):
+            try:
+                return self._refresh_once()
+            except (RunReplacedError, UnknownRunError):
+                self._number, self._state = -1, self._reducer.initial()  # forget the life that went
+        return self._refresh_once()
+
+    def _refresh_once(self) -> AgentsState:
         number, head = self.log.life(self.session_id)
         if number != self._number or head < self._state.events:
             self._number, self._state = number, self._reducer.initial()  # made again, or new to us
