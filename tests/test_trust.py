@@ -292,6 +292,44 @@ def test_an_export_file_is_known_by_its_first_line(
         assert other.runs() == []
 
 
+def test_an_import_that_a_write_would_refuse_half_way_is_refused_before_the_first(
+    tmp_path: Path, log: eventlog.EventLog[Any]
+) -> None:
+    """Lines a check of each alone passes but that a write would refuse once others were written
+    (a fork before the parent's entries it shares, a checkpoint before the entries it covers, an
+    id of the form the target log draws for a run it has not made) are refused by the check of
+    the whole file: nothing is written, not even for a moment."""
+    from eventlog.transfer import ExportFileError, export_runs, import_runs
+
+    log.append_many("a", [step(1), step(2)])
+    log.checkpoints.save("a", 2, checkpoint_id="cp")
+    log.fork("a", 2, "b")
+    out = tmp_path / "x.jsonl"
+    export_runs(log, out)
+    lines = out.read_text().splitlines()
+    kinds = [msgspec.json.decode(line).get("type") for line in lines]
+    first_entry = kinds.index("entry")
+
+    def moved(kind: str) -> list[str]:
+        at = kinds.index(kind) if kind == "checkpoint" else [i for i, k in enumerate(kinds) if k == "run"][1]
+        rest = lines[:at] + lines[at + 1 :]
+        return rest[: first_entry + 1] + [lines[at]] + rest[first_entry + 1 :]
+
+    with eventlog.open(tmp_path / "target") as target:
+        target.append("x", step(1))
+        prefix = target.entry("x", 1).event_id.rsplit("-", 2)[0]
+        entry = msgspec.json.decode(lines[first_entry])
+        own_form = lines[:first_entry] + [lines[first_entry].replace(entry["event_id"], f"{prefix}-fff-1")]
+        own_form += lines[first_entry + 1 :]
+        cases = {"fork": moved("run"), "checkpoint": moved("checkpoint"), "own-form": own_form}
+        for name, changed in cases.items():
+            path = tmp_path / f"{name}.jsonl"
+            path.write_text("\n".join(changed) + "\n")
+            with pytest.raises(ExportFileError):
+                import_runs(target, path)
+            assert target.runs() == ["x"], name
+
+
 # -- 4. PostgreSQL schema names ----------------------------------------------------------------
 
 

@@ -429,6 +429,10 @@ class GroupCommit:
         records[run_id] = rec
         return position, wrote
 
+    def refuse_own_form(self, run_id: str, event_ids: list[str]) -> None:
+        """`EventIds.refuse_own_form` for a run not made yet: an import checks its file by it."""
+        self._store.read(lambda txn: self._event_ids.refuse_own_form(txn, run_id, 0, list(event_ids)))
+
     def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
         """{id: offset} of those of `event_ids` the run holds (`EventIds.find`)."""
         return self._event_ids.find(txn, run_id, rec, event_ids)

@@ -12,7 +12,7 @@ import msgspec
 
 from .. import _limits
 from ..core.fold import Reducer
-from ..errors import ConflictError, EventLogError, RunExistsError, named_os_error
+from ..errors import ConflictError, EventLogError, InvalidArgumentError, RunExistsError, named_os_error
 from ..log import EventLog
 from ..record._keys import check_id, check_run_id, check_time_ns
 from ..record.kinds import Event
@@ -109,6 +109,7 @@ def _check(log: EventLog[Any], path: Path) -> TransferSummary:
     next_offset: dict[str, int] = {}
     event_ids: dict[str, dict[str, int]] = {}  # run -> event id -> offset, shared ones included
     checkpoint_ids: dict[str, set[str]] = {}
+    own_ids: dict[str, list[str]] = {}  # run -> the ids of the entries it appends (not those it shares)
     summary = TransferSummary()
     existing = set(log.runs())
     ended = seen = False
@@ -132,9 +133,9 @@ def _check(log: EventLog[Any], path: Path) -> TransferSummary:
                     raise ExportFileError(
                         f"{where}: run {line.run_id!r} forks from {line.parent!r}, not exported before it"
                     )
-                if not 0 <= line.fork_offset <= parent.head:
+                if not 0 <= line.fork_offset < next_offset[line.parent]:  # the parent's entries come first
                     raise ExportFileError(
-                        f"{where}: run {line.run_id!r} forks at {line.fork_offset}, past its parent's head"
+                        f"{where}: run {line.run_id!r} forks at {line.fork_offset}, past its parent's entries before it"
                     )
             elif line.fork_offset != 0 or line.head < 1:
                 raise ExportFileError(
@@ -166,11 +167,12 @@ def _check(log: EventLog[Any], path: Path) -> TransferSummary:
                     "in its run, so this file cannot be imported as it is"
                 )
             ids[line.event_id] = line.offset
+            own_ids.setdefault(line.run_id, []).append(line.event_id)
             next_offset[line.run_id] += 1
             summary.entries += 1
         elif isinstance(line, _Checkpoint):
             run = runs.get(line.run_id)
-            if run is None or not 0 <= line.offset <= run.head:
+            if run is None or not 0 <= line.offset < next_offset[line.run_id]:  # after the entries it covers
                 raise ExportFileError(
                     f"{where}: checkpoint {line.checkpoint_id!r} of run {line.run_id!r} is out of place"
                 )
@@ -196,6 +198,10 @@ def _check(log: EventLog[Any], path: Path) -> TransferSummary:
     for run_id, run in runs.items():
         if next_offset[run_id] != run.head + 1:
             raise ExportFileError(f"{path}: run {run_id!r} ends at offset {next_offset[run_id] - 1}, not {run.head}")
+        try:  # an id of the form the log draws for a run it has not made (a file from a copy of this log)
+            log._commit.refuse_own_form(run_id, own_ids.get(run_id, []))
+        except InvalidArgumentError as exc:
+            raise ExportFileError(f"{path}: {exc}") from None
     return summary
 
 
