@@ -173,3 +173,55 @@ def test_a_conversation_of_the_service_continues_after_a_restart(open_log: Any, 
     log = open_log()
     rows = EventLogDatastore(log).list("conversations", {"conversation_id": first.conversation.id})
     assert [r["is_last_turn"] for r in rows] == [0, 1]
+
+
+def _row(conversation: str, i: int) -> dict[str, Any]:
+    """A row as the service writes it: the conversation's state after turn `i`."""
+    state = yaml.safe_dump({"messages": [f"m{j}" for j in range(i + 1)], "n": i})
+    return {
+        "agent_id": "trip",
+        "conversation_id": conversation,
+        "turn_id": f"{conversation}-t{i}",
+        "created_at": i,
+        "conversation_turn_state": state,
+        "is_last_turn": 1,
+        "extra_metadata": "",
+    }
+
+
+def test_rows_are_checkpointed_every_n_and_a_pruned_conversation_lists_what_it_keeps(log: eventlog.EventLog) -> None:
+    """The datastore's policy counts rows across its calls: a checkpoint every `checkpoint_every`
+    rows (each `create` made a writer of its own, whose count began again: no checkpoint ever, and
+    every read folded the whole conversation). Once a conversation is pruned, its rows below the
+    base are gone with their states, and the rest list as before."""
+    store = EventLogDatastore(log, checkpoint_every=4)
+    for i in range(40):
+        store.create("conversations", _row("c", i))
+    run = next(r for r in log.runs() if r.endswith("/c"))
+    assert [c.offset for c in log.checkpoints.list(run)] == list(range(4, 41, 4))
+    log.prune(run, before=36, reducer=ServerReducer())
+    rows = store.list("conversations", {"conversation_id": "c"})
+    assert [r["turn_id"] for r in rows] == [f"c-t{i}" for i in range(35, 40)]
+    assert yaml.safe_load(rows[-1]["conversation_turn_state"])["n"] == 39
+    assert [r["is_last_turn"] for r in rows] == [0, 0, 0, 0, 1]
+
+
+def test_two_datastores_adding_rows_to_one_conversation_lose_none(log: eventlog.EventLog) -> None:
+    """Two replicas of the service (two datastores on one log) add rows to one conversation at
+    once: a row another came before is made again on what the run holds then, as wayflowcore's
+    own datastores accept every row."""
+    import threading
+
+    stores = [EventLogDatastore(log), EventLogDatastore(log)]
+
+    def add(store: EventLogDatastore, start: int) -> None:
+        for i in range(start, start + 30):
+            store.create("conversations", _row("c", i))
+
+    threads = [threading.Thread(target=add, args=(s, 100 * n)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = stores[0].list("conversations", {"conversation_id": "c"})
+    assert sorted(r["turn_id"] for r in rows) == sorted(f"c-t{i}" for i in [*range(30), *range(100, 130)])

@@ -24,7 +24,8 @@ naming what is served. Importing this module imports wayflowcore (the `wayflow` 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import msgspec
@@ -32,9 +33,12 @@ import yaml  # type: ignore[import-untyped]
 from wayflowcore.agentserver.serverstorageconfig import ServerStorageConfig
 from wayflowcore.datastore import Datastore
 
+from .._limits import conflict_attempts_max
 from ..agent.policy import CheckpointPolicy
+from ..errors import ConflictError
 from ..events import Event, register
 from ..log import EventLog
+from ..services.runwriter import RunWriter
 from ._diff import diff, patch, same
 from ._serialize import without_components
 from ._types import WayflowCheckpointError
@@ -139,6 +143,8 @@ class EventLogDatastore(Datastore):
         self.policy = CheckpointPolicy.every(checkpoint_every)
         self._index: dict[str, str] = {}
         self._index_read = 0
+        self._writers: dict[str, RunWriter[ServerState]] = {}  # a conversation's run -> its writer
+        self._lock = threading.Lock()
 
     # -- the Datastore calls the Responses service makes ----------------------------------
 
@@ -173,20 +179,41 @@ class EventLogDatastore(Datastore):
         for row in rows:
             conversation_id, turn_id = str(row[c.conversation_id_column_name]), str(row[c.turn_id_column_name])
             self.log.append(self._index_run(), ServerTurnIndexed(turn_id, conversation_id), event_id=turn_id)
-            writer = self.log.writer(self._run(conversation_id), reducer=self.reducer, policy=self.policy)
-            before: ServerState = writer.state
             data, text = _parse(str(row[c.conversation_turn_state_column_name]))
-            turn = ServerTurn(
-                turn_id=turn_id,
-                agent_id=str(row.get(c.agent_id_column_name, "")),
-                created_at=int(row.get(c.created_at_column_name, 0) or 0),
-                extra=str(row.get(c.extra_metadata_column_name, "")),
-                delta=None if text is not None else diff(before.data, data),
-                text=text,
-            )
-            writer.append(turn)
+
+            def turn(
+                before: ServerState, row: dict[str, Any] = row, data: Any = data, text: str | None = text
+            ) -> ServerTurn:
+                return ServerTurn(
+                    turn_id=str(row[c.turn_id_column_name]),
+                    agent_id=str(row.get(c.agent_id_column_name, "")),
+                    created_at=int(row.get(c.created_at_column_name, 0) or 0),
+                    extra=str(row.get(c.extra_metadata_column_name, "")),
+                    delta=None if text is not None else diff(before.data, data),
+                    text=text,
+                )
+
+            self._append_turn(conversation_id, turn)
             self._index[turn_id] = conversation_id
         return entities
+
+    def _append_turn(self, conversation_id: str, turn: Callable[[ServerState], ServerTurn]) -> None:
+        """Append a row to its conversation's run with the writer this datastore keeps for it, so
+        that its policy counts rows across calls; a row another writer came before is made again
+        on what the run holds then (`turn` of the state it folds to)."""
+        run_id = self._run(conversation_id)
+        met: ConflictError | None = None
+        with self._lock:
+            for _ in range(conflict_attempts_max):
+                writer = self._writers.get(run_id)
+                if writer is None or writer.ended:
+                    writer = self._writers[run_id] = self.log.writer(run_id, reducer=self.reducer, policy=self.policy)
+                try:
+                    writer.append(turn(writer.state))
+                    return
+                except ConflictError as exc:  # the writer knows the run as it is now: diff again
+                    met = exc
+        raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     def update(
         self, collection_name: str, where: dict[str, Any], update: dict[str, Any]
@@ -269,9 +296,12 @@ class EventLogDatastore(Datastore):
             return []
         state: ServerState = self.log.state_at(run_id, reducer=self.reducer)
         live = [r for r in state.rows if not r["deleted"]]
+        base = self.log.run_info(run_id).base  # a row below a pruned base has no state left: pruned with it
         c = self.storage_config
         out = []
         for row in live:
+            if row["offset"] < base:
+                continue
             out.append(
                 {
                     c.agent_id_column_name: row["agent_id"],
