@@ -140,7 +140,8 @@ class GroupCommit:
     def __init__(self, store: Store, codec: Codec, runs: Runs, ids: IdSource, clock: Callable[[], int],
                  on_commit: Callable[[int, int], None]) -> None:  # fmt: skip
         self._store, self._codec, self._runs, self._ids, self._clock = store, codec, runs, ids, clock
-        self._event_ids = EventIds(codec, runs, ids)
+        self.event_ids = EventIds(codec, runs, ids)
+        """The caller-given ids of runs: `find` answers which a run holds."""
         self._on_commit = on_commit  # called with the last position and the count after each commit that wrote events
         self._queue_lock = threading.Lock()
         self._queue: list[Slot] = []
@@ -362,7 +363,7 @@ class GroupCommit:
         offsets: dict[int, int] = {}  # index -> offset of events already in the run (or earlier in the batch)
         given = [i for i in ids if i is not None] if a.given else []
         if given and rec is not None:
-            known = self.find_ids(txn, run_id, rec, given)
+            known = self.event_ids.find(txn, run_id, rec, given)
             offsets = {n: known[i] for n, i in enumerate(ids) if i is not None and i in known}
             if len(offsets) == len(ids):
                 slot.offsets, slot.written, slot.number = [offsets[i] for i in range(len(ids))], 0, number
@@ -373,7 +374,7 @@ class GroupCommit:
             number = self._runs.new_number(txn)
         first_of: dict[str, int] = {}  # id -> index of its first event in this batch
         if given:
-            self._event_ids.refuse_own_form(txn, run_id, number, [i for n, i in enumerate(ids) if n not in offsets])
+            self.event_ids.refuse_own_form(txn, run_id, number, [i for n, i in enumerate(ids) if n not in offsets])
             fresh: list[int] = []
             for i, event_id in enumerate(ids):
                 if i in offsets:
@@ -391,7 +392,7 @@ class GroupCommit:
                 ids[n] = f"{start}{head + 1 + n:x}"
             indexed: set[int] = set()
         else:
-            indexed = self._event_ids.draw(txn, run_id, rec, number, head, ids, fresh, first_of, checked, slot.drawn)
+            indexed = self.event_ids.draw(txn, run_id, rec, number, head, ids, fresh, first_of, checked, slot.drawn)
         encode, time_ns, meta, event_bytes = self._codec.encode_entry, a.time_ns, a.meta, a.event_bytes
         filled = cast(list[str], ids)  # every id was given or drawn above
         writes = []
@@ -431,8 +432,4 @@ class GroupCommit:
 
     def refuse_own_form(self, run_id: str, event_ids: list[str]) -> None:
         """`EventIds.refuse_own_form` for a run not made yet: an import checks its file by it."""
-        self._store.read(lambda txn: self._event_ids.refuse_own_form(txn, run_id, 0, list(event_ids)))
-
-    def find_ids(self, txn: Txn, run_id: str, rec: RunRecord, event_ids: list[str]) -> dict[str, int]:
-        """{id: offset} of those of `event_ids` the run holds (`EventIds.find`)."""
-        return self._event_ids.find(txn, run_id, rec, event_ids)
+        self._store.read(lambda txn: self.event_ids.refuse_own_form(txn, run_id, 0, list(event_ids)))

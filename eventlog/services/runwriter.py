@@ -235,7 +235,7 @@ class RunWriter(Generic[S]):
             rec = self._runs.get(txn, self.run_id)
             if rec is None or rec.number != self._number:
                 return set()  # deleted (and made again): the commit raises RunReplacedError
-            held = self._writer.find_ids(txn, self.run_id, rec, [e for e in ids if e is not None])
+            held = self._writer.event_ids.find(txn, self.run_id, rec, [e for e in ids if e is not None])
             return {i for i, e in enumerate(ids) if e is not None and e in held}
 
         return self._store.read(known)
