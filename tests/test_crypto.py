@@ -363,6 +363,69 @@ def test_a_parent_made_again_below_its_forks_number_is_refused(
     assert child  # what it read before
 
 
+def _reads(log: eventlog.EventLog[Any]) -> dict[str, list[Any]]:
+    return {run_id: [(e.offset, e.event) for e in log.read(run_id)] for run_id in log.runs()}
+
+
+@pytest.mark.parametrize("ahead", [1, 7])
+def test_rows_of_a_number_no_run_has_are_named_by_verify_and_removed_by_repair(
+    open_log: Callable[..., eventlog.EventLog[Any]], ahead: int
+) -> None:
+    """A deleted run's rows left behind at a number the log would give next (or later): new runs
+    were refused that number (forever, on LMDB) while `verify` found nothing and `repair` did
+    nothing. `verify` names each table and number, `repair` removes those rows only, and new
+    runs are made again."""
+    log = _sealed_pair(open_log)
+    before, number = _reads(log), _number(log, "b") + ahead
+    _remove_rows(log, "b")  # b's rows out by hand: the log's counter (or sequence) stays past b
+    before.pop("b")
+    stray = {
+        "events": EVENTS.key(number, 1),
+        "snapshots": u64(number) + u64(2) + b"tag",
+        "event_ids": u64(number) + b"x",
+    }
+    log.store.write(lambda txn: [txn.put(table, key, u64(1)) for table, key in stray.items()])
+    if log.store.dense or ahead == 1:
+        for _ in range(ahead):
+            try:
+                log.append(f"z{_}", UserMessage(content="z"))
+            except eventlog.errors.CorruptRecordError as exc:
+                assert "counter was set back" in str(exc)
+                break
+        else:
+            raise AssertionError("a run was given a number rows of no run hold")
+    report = log.verify()
+    named = {
+        p.message.split(" holds rows of run number ")[0] for p in report.problems if "which no run has" in p.message
+    }
+    assert named == set(stray), report.problems
+    done = log.repair()
+    assert sum("which no run has" in line for line in done) == len(stray), done
+    assert log.verify().ok, log.verify().problems
+    log.append("new", UserMessage(content="made"))
+    assert [e.event.content for e in log.read("new")] == ["made"]
+    assert {k: v for k, v in _reads(log).items() if k in before} == before  # nothing of a live run went
+    assert not any("which no run has" in line for line in log.repair())
+
+
+def test_a_counter_set_back_below_a_live_run_is_named_and_raised_by_repair(
+    open_log: Callable[..., eventlog.EventLog[Any]],
+) -> None:
+    log = _sealed_pair(open_log)
+    if not log.store.dense:
+        pytest.skip("PostgreSQL gives run numbers from a sequence, never below one it gave")
+    before = _reads(log)
+    _set_run_numbers_back(log, 0)
+    assert {(p.run_id, p.message.split(";")[1]) for p in log.verify().problems} == {
+        (run_id, " log.repair() raises the log's counter") for run_id in ("a", "b")
+    }
+    assert any("counter was raised to" in line for line in log.repair())
+    assert log.verify().ok
+    log.append("z", UserMessage(content="z's own"))
+    assert _number(log, "z") > _number(log, "b")
+    assert {k: v for k, v in _reads(log).items() if k != "z"} == before
+
+
 def test_a_long_run_id_named_by_another_id_in_run_numbers_is_refused(
     open_log: Callable[..., eventlog.EventLog[Any]],
 ) -> None:

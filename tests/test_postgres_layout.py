@@ -484,6 +484,37 @@ def test_an_index_row_of_a_negative_number_is_removed_by_repair(schema: str, tab
         ).fetchone() == (0,)
 
 
+@pytest.mark.parametrize(
+    ("table", "row"),
+    [
+        ("events", "(-5, 1, '\\x00'::bytea)"),
+        ("checkpoints", "(-5, 1, '\\x00'::bytea)"),
+        ("snapshots", "(-5, 1, 'tag'::bytea, '\\x00'::bytea)"),
+        ("event_ids", "(-5, 'zz'::bytea, 1)"),
+    ],
+)
+def test_a_row_of_a_negative_run_number_is_named_by_verify(schema: str, table: str, row: str) -> None:
+    """A row of a table keyed by run whose bigint run is negative belongs to no run: `verify`
+    names it as it names rows of any number no run has (it passed over it), and `repair`
+    removes it by its bytes."""
+    import psycopg
+
+    assert DSN is not None
+    with eventlog.open(_store(schema)) as log:
+        log.append_many("a", [step(1), step(2)])
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".{table} VALUES {row}')
+    with eventlog.open(_store(schema)) as log:
+        assert [p.message for p in log.verify().problems] == [
+            f"{table} holds rows of run number {(1 << 64) - 5}, which no run has; log.repair() removes them"
+        ]
+        assert log.repair()
+        assert log.verify().ok
+        assert [e.offset for e in log.read("a")] == [1, 2]
+    with psycopg.connect(DSN) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".{table} WHERE run < 0').fetchone() == (0,)
+
+
 def test_a_run_record_under_the_empty_key_is_damage(schema: str) -> None:
     """No run id is empty and LMDB cannot hold an empty key, but a PostgreSQL row can: listing
     the runs names it as damage (`verify` reports it, the CLI exits 5), never as a caller's

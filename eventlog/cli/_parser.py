@@ -87,7 +87,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "verify",
         "check every record, offset and snapshot",
-        "Check every record's checksum, that offsets have no gaps, the feed and the event id\nindex against the entries, and that every stored snapshot equals a fresh fold from the\nrun's start. Exits 5 when it finds a problem, and lists each with its run and offset.\nA pruned run whose base state is kept only by a reducer this process does not know is\nchecked but not folded: a note says so, and it is not a problem.\nWith --repair, first remove index records that point at nothing (entries themselves\nare never changed: restore a damaged run from a copy).",
+        "Check every record's checksum, that offsets have no gaps, the feed and the event id\nindex against the entries, and that every stored snapshot equals a fresh fold from the\nrun's start. Exits 5 when it finds a problem, and lists each with its run and offset.\nA pruned run whose base state is kept only by a reducer this process does not know is\nchecked but not folded: a note says so, and it is not a problem.\nWith --repair, first remove index records that point at nothing and rows of run\nnumbers no run has (a run's entries are never changed: restore a damaged run from a\ncopy).",
         "eventlog verify\neventlog verify run-1 --json\neventlog verify --repair",
     ),
     (
@@ -168,7 +168,7 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--repair",
             action="store_true",
-            help="first remove index records that point at nothing (a deleted damaged run's feed positions)",
+            help="first remove index records that point at nothing (a deleted damaged run's feed positions) and rows of no run",
         )
     elif name == "prune":
         p.add_argument("run", help="run id")

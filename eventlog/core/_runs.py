@@ -142,7 +142,8 @@ class Runs:
             )
         if taken:
             raise CorruptRecordError(
-                f"run number {number} is held by a run's keys already: the log's run number counter was set back"
+                f"run number {number} is held by keys already (of a run that is gone, or the log's run number "
+                "counter was set back: `eventlog verify --repair` removes the first and raises the counter)"
             )
         return number
 

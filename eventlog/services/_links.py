@@ -3,9 +3,9 @@
 Each entry's feed position must point back at it and be above the one before it in the run,
 and its event id must be indexed to its offset; each feed position must name a run that has
 that number, an offset of the run's own, and an entry that holds that position; each run's
-number must be indexed to it, and each indexed number must be its run's. So a re-pointed,
-swapped, duplicated or extra reference is found too, and so is a feed that would deliver a run
-out of order.
+number must be indexed to it, and each indexed number must be its run's; and every row of a
+table keyed by run must be of a run the log has. So a re-pointed, swapped, duplicated or extra
+reference is found too, and so is a feed that would deliver a run out of order.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from ..errors import CorruptRecordError, EventLogError
 from ..record._keys import META_RUN_NUMBER, from_u64, own_prefix, own_slot, run_range
 from ..record._records import RunRecord
 from ..record.codec import Codec
-from ..record.tables import EVENT_IDS, EVENTS, FEED, RUN_NUMBERS
+from ..record.tables import CHECKPOINT_IDS, CHECKPOINTS, EVENT_IDS, EVENTS, FEED, RUN_NUMBERS, SNAPSHOTS, Table
 from ..store._base import Store, Txn, scan_chunks
 from ._report import Problem
 
-__all__ = ["Links", "index_problems", "number_problems"]
+__all__ = ["Links", "index_problems", "number_problems", "stray_problems", "strays"]
 
 _CHUNK = 4096
 Ordered = tuple[int, int]  # a feed position and the offset of the entry that holds it
@@ -132,7 +132,10 @@ def number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[P
     out = []
     given = runs.meta_int(txn, META_RUN_NUMBER)
     if rec.number < 1 or (txn.dense and rec.number > given):  # PostgreSQL: numbers from a sequence
-        out.append(Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given})"))
+        hint = "; log.repair() raises the log's counter" if rec.number > given else ""
+        out.append(
+            Problem(run_id, None, "index", f"run number {rec.number} is not one the log gave (1..{given}){hint}")
+        )
     named = txn.get(RUN_NUMBERS, RUN_NUMBERS.key(rec.number))
     if named != run_id.encode():
         whose = "no run" if named is None else repr(bytes(named).decode("utf-8", "replace"))
@@ -153,6 +156,36 @@ def index_problems(runs: Runs, txn: Txn) -> list[Problem]:
             has = "is gone" if rec is None else f"has number {rec.number}"
             out.append(Problem(run_id, None, "index", f"run number {number} is indexed to run {run_id!r}, which {has}"))
     return out
+
+
+def strays(runs: Runs, txn: Txn) -> tuple[list[tuple[Table, int]], int] | None:
+    """(table, number) for each run number a table keyed by run holds rows of though no run has
+    it, nor a delete or prune yet to finish (what is left of a run that is gone; new runs would
+    be refused that number), and the highest number a run has; None when a run record does not
+    decode (its number, unknown, could be any of them). The tables are read before the runs: a
+    PostgreSQL write transaction reads each statement as of its start, and a run's rows and its
+    record are committed together."""
+    held = [(table, number) for table in _RUN_TABLES for number in txn.numbers(table)]
+    removing = {number for number, _ in runs.removals(txn)}
+    live = {0}
+    try:
+        for run_id in runs.run_ids(txn):
+            rec = runs.get(txn, run_id)
+            if rec is not None:
+                live.add(rec.number)
+    except EventLogError:
+        return None
+    return [(t, n) for t, n in held if n not in live and n not in removing], max(live)
+
+
+def stray_problems(runs: Runs, txn: Txn) -> list[Problem]:
+    """`strays` as problems (a counter below a run's number is named by `number_problems`)."""
+    found = strays(runs, txn)  # None: the damaged record is named by the runs listing or its run's check
+    message = "{} holds rows of run number {}, which no run has; log.repair() removes them"
+    return [Problem(None, None, "index", message.format(*row)) for row in (found[0] if found is not None else [])]
+
+
+_RUN_TABLES = (EVENTS, EVENT_IDS, CHECKPOINTS, CHECKPOINT_IDS, SNAPSHOTS)
 
 
 def _position_problem(

@@ -23,6 +23,7 @@ from ..errors import (
     RunExistsError,
 )
 from ..record._keys import (
+    META_RUN_NUMBER,
     check_int,
     check_offset,
     check_run_id,
@@ -31,11 +32,13 @@ from ..record._keys import (
     removal_key,
     removal_mark,
     run_range,
+    u64,
 )
 from ..record._records import RunRecord
 from ..record.codec import Codec
 from ..record.tables import CHECKPOINT_IDS, CHECKPOINTS, EVENT_IDS, EVENTS, FEED, META, RUN_NUMBERS, RUNS, SNAPSHOTS
 from ..store._base import Store, Txn, scan_chunks
+from ._links import strays
 from .checkpoints import Checkpoints
 
 _PRUNE_ATTEMPTS = 8
@@ -297,14 +300,17 @@ class Maintenance:
 
     def repair(self) -> list[str]:
         """Remove index records that point at nothing: feed positions of missing entries, event and
-        checkpoint ids of missing records, run numbers of missing runs. Returns what it removed.
+        checkpoint ids of missing records, run numbers of missing runs; and the rows of run
+        numbers no run has (what is left of a run that is gone), raising the run number counter
+        to the highest number a run has. Returns what it did.
 
-        It first ends every delete or prune that a crash cut short. Entries themselves are
+        It first ends every delete or prune that a crash cut short. Entries of a run are
         never rewritten otherwise: damaged data is named by `verify` and restored from a copy."""
         finished = self.finish_removals()
 
         def write(txn: Txn) -> list[str]:
             done: list[str] = list(finished)
+            done += _remove_strays(self._runs, txn)
             live: dict[int, RunRecord] = {}
             for key, value in scan_chunks(txn, RUN_NUMBERS, b"", None):
                 rec = self._runs.get(txn, bytes(value).decode("utf-8", "replace"))
@@ -348,3 +354,19 @@ def _position_held(codec: Codec, value: bytes, ref: bytes) -> int | None:
         return codec.decode_entry_id(value, ref)[0]
     except CorruptRecordError:
         return None
+
+
+def _remove_strays(runs: Runs, txn: Txn) -> list[str]:
+    """Remove the rows of run numbers no run has and raise the counter to the highest a run has."""
+    found = strays(runs, txn)  # None: a run record does not decode, and its number could be any
+    if found is None:
+        return []
+    done = []
+    for table, number in found[0]:
+        stop = u64(number + 1) if number < _ALL else b"\xff" * 32
+        removed = txn.delete_range(table, u64(number), stop)
+        done.append(f"{removed} rows of {table} held run number {number}, which no run has")
+    if txn.dense and runs.meta_int(txn, META_RUN_NUMBER) < found[1]:
+        runs.put_meta_int(txn, META_RUN_NUMBER, found[1])
+        done.append(f"the run number counter was raised to {found[1]}, the highest number a run has")
+    return done

@@ -32,7 +32,7 @@ from ..record._records import RunRecord
 from ..record.codec import Codec
 from ..record.tables import CHECKPOINT_IDS, CHECKPOINTS, EVENTS, SNAPSHOTS
 from ..store._base import Store, Txn, scan_chunks
-from ._links import Links, index_problems, number_problems
+from ._links import Links, index_problems, number_problems, stray_problems
 from ._report import Problem, VerifyReport
 from .checkpoints import Checkpoints
 
@@ -102,6 +102,7 @@ class Verifier:
                     message = f"zstd dictionary {dict_id} is damaged ({data.what}): the records compressed with it cannot be read"
                     report.problems.append(Problem(None, None, "meta", message))
             report.problems.extend(self._store.read(lambda txn: index_problems(self._runs, txn)))
+            report.problems.extend(self._store.read(lambda txn: stray_problems(self._runs, txn)))
             report.problems.extend(self._links.feed())
         return report
 

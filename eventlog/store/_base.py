@@ -75,6 +75,11 @@ class Txn(Protocol):
         """The first `limit` keys with start <= key < stop, in key order, without their values."""
         ...
 
+    def numbers(self, table: str) -> list[int]:
+        """The distinct u64s the keys of `table` begin with (a run number in a table keyed by run),
+        in increasing order, each found by one seek (`numbers_by_seeking`)."""
+        ...
+
     def delete_range(self, table: str, start: bytes, stop: bytes, limit: int | None = None) -> int:
         """Remove the keys with start <= key < stop, the first `limit` of them in key order (None:
         all); returns how many went (write transactions only)."""
@@ -156,6 +161,22 @@ class Store(Protocol):
 
 SCAN_CHUNK = 4096
 """Pairs `scan_chunks` reads at a time."""
+
+
+def numbers_by_seeking(txn: Txn, table: str) -> list[int]:
+    """`Txn.numbers` of a store whose keys are in byte order: one `keys` call per number held
+    (a key shorter than 8 bytes counts as padded with zeros)."""
+    out: list[int] = []
+    start = b""
+    while found := txn.keys(table, start, _PAST_EVERY_KEY, 1):
+        out.append(int.from_bytes(found[0][:8].ljust(8, b"\x00"), "big"))
+        if out[-1] == (1 << 64) - 1:
+            break
+        start = (out[-1] + 1).to_bytes(8, "big")
+    return out
+
+
+_PAST_EVERY_KEY = b"\xff" * 32  # above the longest key of a run's tables (UTF-8 holds no 0xff byte)
 
 
 def scan_chunks(txn: Txn, table: str, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:

@@ -105,11 +105,21 @@ class Table:
         return f"({cols}) {op} ({marks})", values
 
     def where_range(self, start: bytes, stop: bytes | None) -> tuple[str, list[Any]]:
+        if self.key[0][1] == U64 and start[:1] >= b"\x80":  # rows of a negative bigint (damage): by bytes
+            key = self.key_sql()
+            return (f"{key} >= %s", [start]) if stop is None else (f"{key} >= %s AND {key} < %s", [start, stop])
         lo, lo_params = self.bound(start, ">=")
         if stop is None:
             return lo, lo_params
         hi, hi_params = self.bound(stop, "<")
         return f"{lo} AND {hi}", lo_params + hi_params
+
+    def numbers_sql(self, table: str) -> str:
+        """The distinct values of the first column, one index seek each (a loose index scan)."""
+        c = self.columns[0]
+        first = f"SELECT {c} FROM {table} ORDER BY {c} LIMIT 1"
+        after = f"SELECT (SELECT {c} FROM {table} WHERE {c} > n.v ORDER BY {c} LIMIT 1) FROM n WHERE n.v IS NOT NULL"
+        return f"WITH RECURSIVE n(v) AS (({first}) UNION ALL {after}) SELECT v FROM n WHERE v IS NOT NULL"
 
     def order(self, reverse: bool = False) -> str:
         return ", ".join(c + (" DESC" if reverse else "") for c in self.columns)

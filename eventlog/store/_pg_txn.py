@@ -148,8 +148,7 @@ class PgTxn:
         self._writing("delete_range")
         self.flush()
         t = TABLES[table]
-        for at in [at for at in self._known if at[0] == table]:
-            del self._known[at]
+        self._known = {at: v for at, v in self._known.items() if at[0] != table}
         where, params = t.where_range(start, stop)
         if limit is not None:  # the first `limit` keys of the range, in key order
             cols = ", ".join(t.columns)
@@ -160,8 +159,7 @@ class PgTxn:
     def delete_feed_of(self, number: int, upto: int) -> int:
         self._writing("delete_feed_of")
         self.flush()
-        for at in [at for at in self._known if at[0] == "feed"]:
-            del self._known[at]
+        self._known = {at: v for at, v in self._known.items() if at[0] != "feed"}
         sql = f"DELETE FROM {self._t('feed')} WHERE run = %s AND off <= %s"
         return self._deleted(sql, (number, min(upto, (1 << 63) - 1)))
 
@@ -316,6 +314,10 @@ class PgTxn:
         where, params = t.where_range(start, stop)
         sql = f"SELECT {t.key_sql()} FROM {self._t(table)} WHERE {where} ORDER BY {t.order()} LIMIT %s"
         return [bytes(k) for (k,) in self._run(sql, [*params, max(limit, 0)])]
+
+    def numbers(self, table: str) -> list[int]:
+        self.flush()  # a negative bigint (a damaged row) as the u64 of its bytes
+        return sorted(int(v) % (1 << 64) for (v,) in self._run(TABLES[table].numbers_sql(self._t(table)), []))
 
     def values(self, table: str, start: bytes, count: int) -> tuple[list[bytes], bytes | None]:
         pairs = self.scan(table, start, None, limit=max(count, 0))

@@ -31,7 +31,7 @@ from ..errors import (
     ReadOnlyError,
     named_os_error,
 )
-from ._base import APPENDED, TABLES, KeyExistsError
+from ._base import APPENDED, TABLES, KeyExistsError, numbers_by_seeking
 from ._gate import Gate
 from ._lmdb_files import check_directory, is_errno, translate
 
@@ -44,12 +44,12 @@ class _LMDBTxn:
     __slots__ = ("_dbs", "_txn", "_write")
 
     dense = True
+    numbers = numbers_by_seeking
 
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any], write: bool) -> None:
         self._txn, self._dbs, self._write = txn, dbs, write
 
-    # Transactions are begun with buffers=False: keys and values are bytes, never memoryviews.
-    # No `cast` on the paths every append takes: it is a Python call each time.
+    # Begun with buffers=False: keys and values are bytes. No `cast` on an append's path (a call each).
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._txn.get(key, db=self._dbs[table])  # type: ignore[return-value]

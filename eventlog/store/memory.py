@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import ClosedError, ReadOnlyError
-from ._base import TABLES, KeyExistsError
+from ._base import TABLES, KeyExistsError, numbers_by_seeking
 
 T = TypeVar("T")
 
@@ -84,6 +84,8 @@ class _MemoryTxn:
         if limit is not None:
             keys = keys[:limit]
         return [(k, t.values[k]) for k in keys]
+
+    numbers = numbers_by_seeking
 
     def keys(self, table: str, start: bytes, stop: bytes, limit: int) -> list[bytes]:
         t = self._tables[table]
