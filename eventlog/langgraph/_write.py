@@ -5,6 +5,7 @@ writes of a task; both retry against what another writer appended meanwhile.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import operator
 from collections.abc import Sequence
@@ -177,7 +178,12 @@ class Writer(Part):
         parent = conf.get("checkpoint_id")
         run = self.rewriter.open(thread_id, ns)
         md = self.values.blob(get_serializable_checkpoint_metadata(config, metadata))
+        out: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        }
         with run.lock:
+            if self.saved_already(run, checkpoint, md, parent):
+                return out
             with run.waiting_lock:
                 shared = [w for w in run.waiting if w.checkpoint_id == parent]  # its superstep's writes
                 for w in shared:
@@ -192,7 +198,40 @@ class Writer(Part):
             finally:
                 for w in shared:
                     w.done.set()
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+        return out
+
+    def saved_already(self, run: Run, checkpoint: Checkpoint, md: Blob, parent: str | None) -> bool:
+        """Whether the run holds a checkpoint of this id: True when it holds it as given (a put
+        made again, after an answer that was lost, say: nothing is written and the writes pending
+        on it stay, as with LangGraph's savers); LangGraphThreadError when it holds other values,
+        metadata or parent under the id (a saved checkpoint is never written over)."""
+        cid, state = checkpoint["id"], self.threads.writer(run).state
+        if state.checkpoint_id is None or (cid > state.checkpoint_id and run.marks is None):
+            return False  # ids LangGraph draws grow: a new one is above the head (once marks are read, looked up)
+        found = self.threads.find(run, cid)
+        if found is None:
+            return False
+        mark, end = found
+        old = state if cid == state.checkpoint_id else self.log.state_at(run.run_id, end, reducer=self.reducer)
+        saved = self.values.checkpoint_tuple(run, old, mark.metadata, None)
+        same = (
+            mark.metadata == md
+            and old.parent_id == parent
+            and all(self._same(saved.checkpoint.get(k), checkpoint.get(k)) for k in {*saved.checkpoint, *checkpoint})
+        )
+        if not same:
+            raise LangGraphThreadError(
+                f"thread {run.thread_id!r}, namespace {run.ns!r}: checkpoint {cid!r} is saved already with other "
+                "values, metadata or parent; a saved checkpoint is never written over (put it under a new id)"
+            )
+        return True
+
+    def _same(self, saved: Any, given: Any) -> bool:
+        """Whether a value read back is the one given: equal, or written alike by the serializer."""
+        with contextlib.suppress(Exception):  # a value whose == raises (or is no bool) is compared as written
+            if saved == given:
+                return True
+        return self.values.blob(saved) == self.values.blob(given)
 
     def _put(
         self,
