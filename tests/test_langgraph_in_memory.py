@@ -2,7 +2,7 @@
 
 A property drives both savers with one sequence of `put` (a child of any saved checkpoint, a
 new root, or a checkpoint saved already put again as it was: a retry after a lost answer),
-`put_writes` onto any saved checkpoint and `delete_thread`, on two namespaces, with int or
+`put_writes` onto any saved checkpoint and `delete_thread` (or their async twins), on two namespaces, with int or
 string channel versions and channels that grow, are replaced, emptied and filled again; then
 every read LangGraph makes is compared, by the saver that wrote and by one on the log opened
 again. A checkpoint put again with other values is refused and changes nothing.
@@ -10,6 +10,7 @@ again. A checkpoint put again with other values is refused and changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -68,8 +69,8 @@ class Play:
     no two values of a channel share a version (InMemorySaver keys stored values by version, and
     LangGraph draws versions no two branches share: a random fraction after the counter)."""
 
-    def __init__(self, thread_id: str, strings: bool) -> None:
-        self.thread_id, self.strings = thread_id, strings
+    def __init__(self, thread_id: str, strings: bool, asynchronous: bool = False) -> None:
+        self.thread_id, self.strings, self.asynchronous = thread_id, strings, asynchronous
         self.saved: dict[str, list[tuple[Any, dict[str, Any], dict[str, Any]]]] = {ns: [] for ns in NAMESPACES}
         self.puts = self.versions = 0
 
@@ -82,7 +83,7 @@ class Play:
         conf: dict[str, Any] = {"thread_id": self.thread_id, "checkpoint_ns": ns}
         if again and saved:
             cp, parent_conf, md = saved[-1 - back % len(saved)]
-            saver.put({"configurable": parent_conf}, cp, md, dict(cp["channel_versions"]))
+            self.call(saver, "put", {"configurable": parent_conf}, cp, md, dict(cp["channel_versions"]))
             return
         values: dict[str, Any] = {}
         versions: dict[str, Any] = {}
@@ -114,7 +115,7 @@ class Play:
         cp["versions_seen"] = {"node": dict(versions)}
         cp["updated_channels"] = sorted(new)
         md: Any = {"source": "loop", "step": self.puts, "parents": {}}
-        saver.put({"configurable": conf}, cp, md, new)
+        self.call(saver, "put", {"configurable": conf}, cp, md, new)
         saved.append((cp, conf, md))
 
     def writes(self, saver: Any, ns: str, target: int, task: str, channels: list[str], i: int) -> None:
@@ -122,7 +123,14 @@ class Play:
         if saved:
             cid = saved[-1 - target % len(saved)][0]["id"]
             config: Any = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
-            saver.put_writes(config, [(ch, f"op {i}") for ch in channels], task)
+            self.call(saver, "put_writes", config, [(ch, f"op {i}") for ch in channels], task)
+
+    def call(self, saver: Any, name: str, *args: Any) -> None:
+        """The saver's method, or its async twin run to its end."""
+        if self.asynchronous:
+            asyncio.run(getattr(saver, f"a{name}")(*args))
+        else:
+            getattr(saver, name)(*args)
 
     def run(self, saver: Any, ops: list[tuple[Any, ...]]) -> None:
         for i, op in enumerate(ops):
@@ -131,7 +139,7 @@ class Play:
             elif op[0] == "writes":
                 self.writes(saver, *op[1:], i)
             else:
-                saver.delete_thread(self.thread_id)
+                self.call(saver, "delete_thread", self.thread_id)
                 self.saved = {ns: [] for ns in NAMESPACES}
 
 
@@ -158,6 +166,8 @@ def reads(saver: Any, thread_id: str, puts: int) -> list[Any]:
         ]
         out.append([plain(t) for t in saver.list({"configurable": conf})])
         out.append([plain(t) for t in saver.list({"configurable": conf}, filter={"source": "loop"}, limit=2)])
+        before = {"configurable": {**conf, "checkpoint_id": checkpoint_id(puts // 2 + 1)}}
+        out.append([plain(t) for t in saver.list({"configurable": conf}, before=before)])
     listed = [plain(t) for t in saver.list({"configurable": {"thread_id": thread_id}})]
     out.append(sorted(listed, key=lambda t: t[0]["id"], reverse=True))
     return out
@@ -168,15 +178,16 @@ def reads(saver: Any, thread_id: str, puts: int) -> list[Any]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     deadline=None,
 )
-@given(ops=_OPS, strings=st.booleans())
+@given(ops=_OPS, strings=st.booleans(), asynchronous=st.booleans())
 def test_every_read_is_in_memory_savers(
     open_log: Callable[..., eventlog.EventLog],
     monkeypatch: pytest.MonkeyPatch,
     ops: list[tuple[Any, ...]],
     strings: bool,
+    asynchronous: bool,
 ) -> None:
-    """After any sequence of puts, writes and deletes, every read gives what InMemorySaver gives,
-    by the saver that wrote and by one on the log opened again."""
+    """After any sequence of puts, writes and deletes (sync, or their async twins), every read
+    gives what InMemorySaver gives, by the saver that wrote and by one on the log opened again."""
     monkeypatch.setattr(saver_module, "SHARE_SECONDS", 0.0)  # no put follows here to share with
     thread_id = f"same-{next(_threads)}"
     memory = InMemorySaver()
@@ -186,7 +197,7 @@ def test_every_read_is_in_memory_savers(
     expected = reads(memory, thread_id, puts)
     log = open_log()
     with contextlib.closing(EventLogSaver(log)) as saver:
-        Play(thread_id, strings).run(saver, ops)
+        Play(thread_id, strings, asynchronous).run(saver, ops)
         assert reads(saver, thread_id, puts) == expected
     log.close()
     log = open_log()
