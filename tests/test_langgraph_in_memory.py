@@ -5,7 +5,8 @@ new root, or a checkpoint saved already put again as it was: a retry after a los
 `put_writes` onto any saved checkpoint and `delete_thread` (or their async twins), on two namespaces, with int or
 string channel versions and channels that grow, are replaced, emptied and filled again; then
 every read LangGraph makes is compared, by the saver that wrote and by one on the log opened
-again. A checkpoint put again with other values is refused and changes nothing.
+again; and shared out between two savers (two workers on one thread), read by each. A
+checkpoint put again with other values is refused and changes nothing.
 """
 
 from __future__ import annotations
@@ -204,6 +205,57 @@ def test_every_read_is_in_memory_savers(
     with contextlib.closing(EventLogSaver(log)) as fresh:
         assert reads(fresh, thread_id, puts) == expected
     log.close()
+
+
+class Alternating:
+    """Two savers seen as one: each call goes to the saver the schedule names next (two workers
+    on one thread, each with its own cache of it)."""
+
+    def __init__(self, savers: list[EventLogSaver], schedule: list[int]) -> None:
+        self.savers, self.schedule, self.calls = savers, schedule, 0
+
+    def __getattr__(self, name: str) -> Any:
+        saver = self.savers[self.schedule[self.calls % len(self.schedule)]]
+        self.calls += 1
+        return getattr(saver, name)
+
+
+@settings(
+    max_examples=int(os.environ.get("EVENTLOG_TEST_EXAMPLES", "50")),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    deadline=None,
+)
+@given(ops=_OPS, strings=st.booleans(), schedule=st.lists(st.integers(0, 1), min_size=1, max_size=8))
+def test_two_workers_on_one_thread_read_what_in_memory_saver_reads(
+    backend: str,
+    open_log: Callable[..., eventlog.EventLog],
+    monkeypatch: pytest.MonkeyPatch,
+    ops: list[tuple[Any, ...]],
+    strings: bool,
+    schedule: list[int],
+) -> None:
+    """The calls of one sequence shared out between two savers (on PostgreSQL each on a log of
+    its own, as two processes; elsewhere two savers on one log), in any schedule: each saver
+    then reads what InMemorySaver reads after the whole sequence."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 0.0)
+    thread_id = f"two-{next(_threads)}"
+    memory = InMemorySaver()
+    played = Play(thread_id, strings)
+    played.run(memory, ops)
+    expected = reads(memory, thread_id, played.puts)
+    first = open_log()
+    second = open_log() if backend == "postgres" else first
+    savers = [EventLogSaver(first), EventLogSaver(second)]
+    try:
+        Play(thread_id, strings).run(Alternating(savers, schedule), ops)
+        for saver in savers:
+            assert reads(saver, thread_id, played.puts) == expected
+    finally:
+        for saver in savers:
+            saver.close()
+        first.close()
+        if second is not first:
+            second.close()
 
 
 @pytest.mark.parametrize("which", ["head", "older"])
