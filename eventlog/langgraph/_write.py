@@ -212,7 +212,10 @@ class Writer(Part):
         if found is None:
             return False
         mark, end = found
-        old = state if cid == state.checkpoint_id else self.log.state_at(run.run_id, end, reducer=self.reducer)
+        if cid == state.checkpoint_id:
+            old = state
+        else:
+            old = self.log.state_at(run.run_id, end, reducer=self.reducer, run_number=run.number)
         saved = self.values.checkpoint_tuple(run, old, mark.metadata, None)
         same = (
             mark.metadata == md
