@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import ConflictError, UnknownRunError
-from ._events import LangGraphThreadError
+from ._events import LangGraphThreadError, id_list
 from ._read import Reader
 from ._rewrite import Batches, Part, Rewriter
 from ._threads import Mark, Run, run_id_of, thread_of
@@ -58,7 +58,7 @@ class Admin(Part):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if strategy not in ("keep_latest", "delete"):
             raise LangGraphThreadError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
-        for thread_id in thread_ids:
+        for thread_id in id_list("thread_ids", thread_ids):
             if strategy == "delete":
                 self.delete_thread(thread_id)
                 continue
@@ -103,7 +103,7 @@ class Admin(Part):
         return keep
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        doomed_runs = {str(r) for r in run_ids}
+        doomed_runs = set(id_list("run_ids", run_ids))
         if not doomed_runs:
             return
         for run_id in self.threads.all_runs():

@@ -7,6 +7,8 @@ run; `ThreadReducer` folds them into a `ThreadState`: the current checkpoint's c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from ..agent.policy import CheckpointPolicy
@@ -26,6 +28,7 @@ __all__ = [
     "WriteValue",
     "WritesSaved",
     "add_writes",
+    "id_list",
     "pending_writes",
 ]
 
@@ -35,6 +38,14 @@ Version = str | int | float
 class LangGraphThreadError(EventLogError):
     """A thread that cannot be stored as asked (a run that is not LangGraph's, a copy onto a
     thread that exists, an unknown prune strategy)."""
+
+
+def id_list(what: str, ids: Iterable[str]) -> list[str]:
+    """Thread or run ids as given, each as a str; a str (or bytes) is refused with TypeError, as
+    LangGraph's `PostgresSaver.prune` refuses it, never read as the ids of its characters."""
+    if isinstance(ids, str | bytes | bytearray):
+        raise TypeError(f"{what} must be a sequence of ids, not {type(ids).__name__} {ids!r:.80}")
+    return [str(i) for i in ids]
 
 
 class Blob(msgspec.Struct, array_like=True, frozen=True, gc=False):

@@ -21,7 +21,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
 
-from ._events import LangGraphThreadError
+from ._events import LangGraphThreadError, id_list
 from ._serde import RefusedValueError, copying_reader
 
 __all__ = ["CopyReport", "ThreadExistsError", "ThreadNotFoundError", "copy_threads"]
@@ -71,7 +71,7 @@ def copy_threads(
     each checkpoint.
     """
     reader = _reading(source, allowed_modules)
-    counts = _counts(reader, None if thread_ids is None else [str(t) for t in thread_ids])
+    counts = _counts(reader, None if thread_ids is None else id_list("thread_ids", thread_ids))
     held = [t for t in counts if _holds(target, t)]
     for thread_id in held:
         if not replace:

@@ -218,7 +218,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
         A run of the log that holds such checkpoints is written anew without them (staged in a
         run of its own first, so that a crash leaves the old or the new one whole); a checkpoint
-        whose parent is deleted is then stored whole.
+        whose parent is deleted is then stored whole. A str (one id) is refused with TypeError.
         """
         self._ops().admin.delete_for_runs(run_ids)
 
@@ -238,7 +238,8 @@ class EventLogSaver(BaseCheckpointSaver[int]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """`keep_latest`: keep each namespace's latest checkpoint and its pending writes, drop the
-        rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads."""
+        rest (the log's own prune: the latest becomes the run's base). `delete`: delete the threads.
+        A str (one id) is refused with TypeError, as LangGraph's `PostgresSaver` refuses it."""
         self._ops().admin.prune(thread_ids, strategy=strategy)
 
     aprune = async_twin(prune)

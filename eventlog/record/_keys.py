@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .. import _limits
 from ..errors import DuplicateIdError, EventLogError, InvalidArgumentError, InvalidRunIdError, OffsetOutOfRangeError
@@ -93,6 +93,14 @@ def _utf8(what: str, value: object, size_bytes_max: int, error: type[EventLogErr
     if len(raw) > size_bytes_max:
         raise error(f"{what} of {len(raw)} UTF-8 bytes is over the limit of {size_bytes_max}")
     return raw
+
+
+def check_ids(what: str, value: object) -> list[str]:
+    """`value`, a collection of ids, as a list; a str (or bytes) is refused, never read as the ids
+    of its characters (`prune("trip-1", strategy="delete")` would delete threads "t", "r", ...)."""
+    if isinstance(value, str | bytes | bytearray) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{what} must be a list of ids, not {type(value).__name__} {value!r:.80}")
+    return list(value)
 
 
 def check_int(what: str, value: object, lo: int = 0, hi: int = (1 << 64) - 1) -> int:

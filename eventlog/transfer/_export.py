@@ -14,6 +14,7 @@ import msgspec
 
 from ..errors import UnknownRunError, named_os_error
 from ..log import EventLog, RunInfo
+from ..record._keys import check_ids
 from ._format import (
     FORMAT,
     VERSION,
@@ -39,7 +40,7 @@ def _order(log: EventLog[Any], run_ids: Iterable[str] | None) -> list[RunInfo]:
     """The info of the runs to export and of every ancestor they fork from, parents before their
     forks. Each run's info is read once: the parent it names is the parent of the life exported
     (`_export` reads that life or raises RunReplacedError), never one of a life made since."""
-    wanted = log.runs() if run_ids is None else list(run_ids)
+    wanted = log.runs() if run_ids is None else check_ids("run_ids", run_ids)
     done: set[str] = set()
     order: list[RunInfo] = []
     for run_id in wanted:
@@ -110,7 +111,8 @@ def export_runs(
     progress: Progress | None = None,
     skip_pruned: bool = False,
 ) -> TransferSummary:
-    """Write runs (default: every run) and the runs they fork from to a JSON Lines file.
+    """Write runs (default: every run; a str is refused, not read as its characters' ids) and
+    the runs they fork from to a JSON Lines file.
 
     `dest` is a path or a binary file object. A path is written to a new file of a unique
     name beside it, created exclusively (never through a link planted there) and readable by
