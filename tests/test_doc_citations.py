@@ -40,6 +40,10 @@ SOURCES = sorted(
 EXTERNAL: dict[str, tuple[str, str]] = {
     "langgraph.checkpoint": ("langgraph.checkpoint", "LangGraph's checkpoint package, beside eventlog.langgraph"),
     "SqliteSaver": ("langgraph.checkpoint.sqlite:SqliteSaver", "LangGraph's SQLite saver, compared in the guide"),
+    "PostgresSaver": (
+        "langgraph.checkpoint.postgres:PostgresSaver",
+        "LangGraph's PostgreSQL saver, whose prune a reliability row names",
+    ),
     "graph": ("langgraph.graph.state:CompiledStateGraph", "a compiled LangGraph graph in the LangGraph guide"),
     "RunConfig": (
         "google.adk.agents.run_config:RunConfig",
