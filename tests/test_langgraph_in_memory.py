@@ -278,3 +278,24 @@ def test_a_checkpoint_put_again_otherwise_is_refused(saver: EventLogSaver, which
     with pytest.raises(LangGraphThreadError, match=f"checkpoint {cp['id']!r} is saved already"):
         saver.put({"configurable": conf}, cp, md, {})
     assert reads(saver, play.thread_id, 3) == before
+
+
+@pytest.mark.parametrize("config", [None, {}])
+def test_no_config_lists_every_thread(saver: EventLogSaver, config: Any) -> None:
+    """`list(None)` and `list({})` list every thread's checkpoints, as InMemorySaver does (before,
+    `{}` raised KeyError)."""
+    memory = InMemorySaver()
+    ops: list[tuple[Any, ...]] = [("put", ns, 0, False, ["set a"], False) for ns in NAMESPACES] * 2
+    for s in (memory, saver):
+        for thread_id in ("one", "two"):
+            Play(thread_id, strings=False).run(s, ops)
+
+    def listed(s: Any) -> list[Any]:
+        rows = [
+            (t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"], plain(t))
+            for t in s.list(config)
+        ]
+        return sorted(rows, key=lambda row: (row[0], row[1], row[2][0]["id"]))
+
+    assert listed(saver) == listed(memory)
+    assert len(listed(saver)) == 8

@@ -87,7 +87,7 @@ class Reader(Part):
         limit: int | None,
         anew: bool = False,
     ) -> list[CheckpointTuple]:
-        if config is None:
+        if not config:  # None or {}: every thread, as LangGraph's savers read it
             runs = [self.rewriter.open(*thread_of(r)) for r in self.threads.all_runs()]
         else:
             conf = config["configurable"]
