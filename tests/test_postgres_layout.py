@@ -455,6 +455,28 @@ def test_a_feed_row_of_a_negative_number_is_named_like_any_damaged_reference(sch
         assert [(e.run_id, e.offset) for e in log.feed()] == [("a", 1), ("b", 1)]
 
 
+def _two_events_and_a_raw_row(schema: str, table: str, row: str) -> None:
+    """Run "a" with two events, then `row` inserted into `table` by hand, past the store."""
+    import psycopg
+
+    assert DSN is not None
+    with eventlog.open(_store(schema)) as log:
+        log.append_many("a", [step(1), step(2)])
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".{table} VALUES {row}')
+
+
+def _negative_rows(schema: str, table: str, column: str) -> int:
+    """How many rows of `table` have a negative `column`."""
+    import psycopg
+
+    assert DSN is not None
+    with psycopg.connect(DSN) as conn:
+        found = conn.execute(f'SELECT count(*) FROM "{schema}".{table} WHERE {column} < 0').fetchone()
+    assert found is not None
+    return int(found[0])
+
+
 @pytest.mark.parametrize(
     ("table", "row"),
     [
@@ -467,21 +489,12 @@ def test_an_index_row_of_a_negative_number_is_removed_by_repair(schema: str, tab
     """An index row whose bigint key column is negative reads as a key no row can hold (a u64
     past 2**63-1); repair removes it by its bytes, as any index row that names nothing, where
     it failed with a store error for the whole log."""
-    import psycopg
-
-    assert DSN is not None
-    with eventlog.open(_store(schema)) as log:
-        log.append_many("a", [step(1), step(2)])
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(f'INSERT INTO "{schema}".{table} VALUES {row}')
+    _two_events_and_a_raw_row(schema, table, row)
     with eventlog.open(_store(schema)) as log:
         assert log.repair(), f"repair removed nothing of the {table} row"
         assert log.verify().ok
         assert [(e.run_id, e.offset) for e in log.feed()] == [("a", 1), ("a", 2)]
-    with psycopg.connect(DSN) as conn:
-        assert conn.execute(
-            f'SELECT count(*) FROM "{schema}".{table} WHERE {"number" if table == "run_numbers" else "run"} < 0'
-        ).fetchone() == (0,)
+    assert _negative_rows(schema, table, "number" if table == "run_numbers" else "run") == 0
 
 
 @pytest.mark.parametrize(
@@ -497,13 +510,7 @@ def test_a_row_of_a_negative_run_number_is_named_by_verify(schema: str, table: s
     """A row of a table keyed by run whose bigint run is negative belongs to no run: `verify`
     names it as it names rows of any number no run has (it passed over it), and `repair`
     removes it by its bytes."""
-    import psycopg
-
-    assert DSN is not None
-    with eventlog.open(_store(schema)) as log:
-        log.append_many("a", [step(1), step(2)])
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(f'INSERT INTO "{schema}".{table} VALUES {row}')
+    _two_events_and_a_raw_row(schema, table, row)
     with eventlog.open(_store(schema)) as log:
         assert [p.message for p in log.verify().problems] == [
             f"{table} holds rows of run number {(1 << 64) - 5}, which no run has; log.repair() removes them"
@@ -511,8 +518,7 @@ def test_a_row_of_a_negative_run_number_is_named_by_verify(schema: str, table: s
         assert log.repair()
         assert log.verify().ok
         assert [e.offset for e in log.read("a")] == [1, 2]
-    with psycopg.connect(DSN) as conn:
-        assert conn.execute(f'SELECT count(*) FROM "{schema}".{table} WHERE run < 0').fetchone() == (0,)
+    assert _negative_rows(schema, table, "run") == 0
 
 
 def test_a_run_record_under_the_empty_key_is_damage(schema: str) -> None:
