@@ -29,9 +29,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+
+from ._framework_tests import junit_outcomes, print_lists
 
 _FIXTURE = '''
 import contextlib as _el_contextlib
@@ -94,18 +95,9 @@ def patch_conftest(text: str) -> str:
     return text[:first_fixture] + _FIXTURE + text[first_fixture:]
 
 
-def outcomes(junit: Path) -> dict[str, str]:
+def outcomes(report: Path) -> dict[str, str]:
     """Test id (`file::name[param]`) -> passed, failed or skipped, from pytest's JUnit XML."""
-    found: dict[str, str] = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
-        if case.find("failure") is not None or case.find("error") is not None:
-            found[name] = "failed"
-        elif case.find("skipped") is not None:
-            found[name] = "skipped"
-        else:
-            found[name] = "passed"
-    return found
+    return {f"{cls.replace('.', '/')}.py::{name}": v[0] for (cls, name), v in junit_outcomes(report).items()}
 
 
 def paired(found: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -165,14 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     ran = sum(1 for v in pairs.values() if v["eventlog"] != "skipped")
     same = sum(1 for v in pairs.values() if v["memory"] == v["eventlog"])
     print(f"{len(pairs)} tests take a checkpointer; {ran} ran with EventLogSaver; {same} ended alike with both")
-    for title, names in (
-        ("pass with InMemorySaver, fail with EventLogSaver", worse),
-        ("fail with InMemorySaver, pass with EventLogSaver", better),
-        ("fail with both", both),
-    ):
-        print(f"{title}: {len(names)}")
-        for name in names:
-            print(f"  {name}")
+    print_lists(
+        [
+            ("pass with InMemorySaver, fail with EventLogSaver", worse),
+            ("fail with InMemorySaver, pass with EventLogSaver", better),
+            ("fail with both", both),
+        ]
+    )
     return 1 if worse else 0
 
 

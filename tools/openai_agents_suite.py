@@ -29,9 +29,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from shutil import copytree
+
+from ._framework_tests import junit_outcomes, print_lists
 
 _PLUGIN = '''
 """Binds the test modules' name SQLiteSession to eventlog's session (tools/openai_agents_suite.py)."""
@@ -128,19 +129,9 @@ def modules(tests: Path) -> list[Path]:
     )
 
 
-def outcomes(junit: Path) -> dict[str, tuple[str, str, int]]:
-    """Test id -> (passed, failed or skipped; its file; the line of its def), from JUnit XML (xunit1)."""
-    found: dict[str, tuple[str, str, int]] = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name')}"
-        if case.find("failure") is not None or case.find("error") is not None:
-            outcome = "failed"
-        elif case.find("skipped") is not None:
-            outcome = "skipped"
-        else:
-            outcome = "passed"
-        found[name] = (outcome, case.get("file", ""), int(case.get("line", "0") or 0))
-    return found
+def outcomes(report: Path) -> dict[str, tuple[str, str, int]]:
+    """Test id (`module::name`) -> (passed, failed or skipped; its file; the line of its def)."""
+    return {f"{cls}::{name}": v for (cls, name), v in junit_outcomes(report).items()}
 
 
 def body(path: Path, line: int) -> str:
@@ -212,15 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(sqlite)} tests in {len(files)} modules; {sessions} EventLogSessions made; {same} ended alike with both"
     )
-    for title, names in (
-        ("pass with SQLiteSession, fail with EventLogSession", left),
-        ("the same, in tests of SQLiteSession's own implementation", own),
-        ("fail with SQLiteSession, pass with EventLogSession", better),
-        ("fail with both", both),
-    ):
-        print(f"{title}: {len(names)}")
-        for name in names:
-            print(f"  {name}")
+    print_lists(
+        [
+            ("pass with SQLiteSession, fail with EventLogSession", left),
+            ("the same, in tests of SQLiteSession's own implementation", own),
+            ("fail with SQLiteSession, pass with EventLogSession", better),
+            ("fail with both", both),
+        ]
+    )
     return 1 if left else 0
 
 
