@@ -11,6 +11,9 @@ EVENTLOG_UI_SCREENSHOTS=1 to write the screenshots of docs/guides/ui.md into doc
 from __future__ import annotations
 
 import io
+import re
+import subprocess
+import sys
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +156,91 @@ def test_a_page_after_the_first_holds_the_spans_begun_before_it(tmp_path: Path) 
             assert "150 LLM calls · 300 → 0 tokens" in body  # the whole run's
             first = spans.waterfall(list(log.read("long", upto=200)), first_page=True).spans[0]
             assert first.kind == "turn" and first.open and first.offset == 1  # ends on a later page
+
+
+def _priced_run(log: eventlog.EventLog) -> None:
+    """A turn with a call of a model the prices name (1,000 → 500 tokens) and one of a model they
+    do not (200 → 100), and a tool call."""
+    said = ev.Message(role="assistant", content="x")
+    log.append_many(
+        "priced",
+        [
+            ev.TurnStarted(turn=1),
+            ev.LLMCallStarted(call_id="a", model="m-priced"),
+            ev.LLMCallCompleted(call_id="a", model="m-priced", output=said, input_tokens=1000, output_tokens=500),
+            ev.ToolCallStarted(call_id="t", tool="search", arguments={"q": "x"}),
+            ev.ToolCallCompleted(call_id="t", tool="search", output="found"),
+            ev.LLMCallStarted(call_id="b", model="m-other"),
+            ev.LLMCallCompleted(call_id="b", model="m-other", output=said, input_tokens=200, output_tokens=100),
+            ev.TurnCompleted(turn=1),
+        ],
+    )
+
+
+def test_the_waterfall_counts_costs_at_the_prices_it_is_given(page: Any, tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        _priced_run(log)
+        with serving(log, prices={"m-priced": (2.0, 8.0)}) as url:  # USD per million tokens
+            page.goto(run_url(url, "priced", view="waterfall"))
+            page.wait_for_selector(".waterfall .wf-row[data-offset]")
+            cost = "$0.0060 · 1 call of a model without a price"  # (1,000 x 2 + 500 x 8) / 1e6
+            assert page.inner_text("#wf-run-cost") == page.inner_text("#wf-page-cost") == cost
+            rows = page.eval_on_selector_all(
+                ".waterfall .wf-row[data-offset]",
+                """rows => rows.map(r => ({kind: r.className.match(/k-(\\w+)/)[1],
+                    cost: (r.querySelector('.tokens .cost') || {textContent: ''}).textContent,
+                    title: r.querySelector('.tokens').title}))""",
+            )
+            assert [(r["kind"], r["cost"]) for r in rows] == [
+                ("turn", "$0.0060"), ("llm", "$0.0060"), ("tool", ""), ("llm", "")
+            ]  # fmt: skip
+            assert rows[0]["title"] == cost and rows[3]["title"] == "$0.0000 · 1 call of a model without a price"
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            shoot(
+                page, run_url(url, "priced", view="waterfall", at=1), ".insp", tmp_path / "ui-waterfall-cost.png", 660
+            )
+        with serving(log) as url:  # no prices: the page says how to give them
+            page.goto(run_url(url, "priced", view="waterfall"))
+            assert "--prices FILE" in page.inner_text("#wf-run-cost")
+            assert page.query_selector(".waterfall .cost") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[1, 2]", "an object of models"),
+        ('{"m": {"input": 1}}', 'exactly "input" and "output"'),
+        ('{"m": {"input": -1, "output": 2}}', "numbers of at least 0"),
+        ('{"m": {"input": "1", "output": 2}}', "numbers of at least 0"),
+        ('{"m": {"input": true, "output": 2}}', "numbers of at least 0"),
+        ("{", "is not JSON"),
+    ],
+)
+def test_a_prices_file_is_refused_with_what_is_wrong(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        spans.read_prices(path)
+    with pytest.raises(ValueError, match="No such file"):
+        spans.read_prices(tmp_path / "missing.json")
+    assert spans.read_prices(_write(tmp_path / "ok.json", '{"m": {"input": 3, "output": 1.5}}')) == {"m": (3.0, 1.5)}
+
+
+def test_eventlog_ui_refuses_a_bad_prices_file_before_it_listens(tmp_path: Path) -> None:
+    with eventlog.open(tmp_path / "log") as log:
+        log.append("r", ev.TurnStarted(turn=1))
+    bad = _write(tmp_path / "prices.json", '{"m": {"input": -1, "output": 0}}')
+    done = subprocess.run(
+        [sys.executable, "-m", "eventlog", "ui", "--log", str(tmp_path / "log"), "--port", "0", "--prices", str(bad)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--prices:" in done.stderr and "numbers of at least 0" in done.stderr
+    assert "listening" not in done.stderr and "at http" not in done.stderr
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 def test_a_read_over_half_a_second_says_so(page: Any, url: str, browser: Any) -> None:

@@ -399,9 +399,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_ui(args: argparse.Namespace) -> int:
     try:
-        from ..ui import RemoteBindError, default_port, serve
+        from ..ui import RemoteBindError, default_port, read_prices, serve
     except ImportError as exc:
         raise _Fail(f"the UI needs its extra: pip install 'eventlog[ui]' ({exc})", EXIT_ERROR) from None
+    try:
+        prices = None if args.prices is None else read_prices(args.prices)
+    except ValueError as exc:
+        raise _Fail(f"--prices: {exc}", EXIT_USAGE) from None
 
     def ready(url: str) -> None:
         mode = "read-write" if args.allow_writes else "read-only"
@@ -420,6 +424,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
             open_browser=args.open,
             ready=ready,
             key=_key(args),
+            prices=prices,
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how the server is stopped

@@ -208,6 +208,11 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--allow-writes", action="store_true", help="open the log for writing and show a fork button")
         p.add_argument("--allow-remote", action="store_true", help="allow a --host other machines reach")
         p.add_argument("--token", metavar="TOKEN", help="the token requests need (default: $EVENTLOG_UI_TOKEN)")
+        p.add_argument(
+            "--prices",
+            metavar="FILE",
+            help='JSON of USD per million tokens, {"MODEL": {"input": N, "output": N}}: the waterfall shows costs',
+        )
     elif name != "runs" and name != "stats":
         raise AssertionError(name)
     if name not in ("demo", "ui"):

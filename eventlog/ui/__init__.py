@@ -26,8 +26,9 @@ from eventlog.errors import EventLogError
 
 from .app import create_app
 from .guard import UI, is_loopback
+from .spans import Prices, read_prices
 
-__all__ = ["UI", "RemoteBindError", "create_app", "default_port", "serve"]
+__all__ = ["UI", "Prices", "RemoteBindError", "create_app", "default_port", "read_prices", "serve"]
 
 default_port = 8377
 """The port `eventlog ui` listens on unless told another (0: any free port)."""
@@ -71,13 +72,15 @@ def serve(
     open_browser: bool = False,
     ready: Callable[[str], None] | None = None,
     key: bytes | None = None,
+    prices: Prices | None = None,
 ) -> None:
     """Serve the UI over the log at `path` until interrupted.
 
     A `host` that is not a loopback address needs `allow_remote`, and every request must
     then carry a token (`token`, or a new random one); `ready` is called with the URL to
     open (the token in it) once the port listens. Without `allow_writes` the log is opened
-    read-only; a log that does not exist is not created (NoLogError). `key` opens a sealed log.
+    read-only; a log that does not exist is not created (NoLogError). `key` opens a sealed log;
+    `prices` give the waterfall its costs (`read_prices`).
     """
     import uvicorn
 
@@ -94,7 +97,9 @@ def serve(
     ):
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
-        app = create_app(log, name=_shown(path), allow_writes=allow_writes, token=token, loopback=loopback)
+        app = create_app(
+            log, name=_shown(path), allow_writes=allow_writes, token=token, loopback=loopback, prices=prices
+        )
 
         class Server(uvicorn.Server):
             def handle_exit(self, sig: int, frame: Any) -> None:

@@ -90,13 +90,15 @@ def create_app(
     allow_writes: bool = False,
     token: str | None = None,
     loopback: bool = True,
+    prices: spans.Prices | None = None,
 ) -> UI:
     """The UI over an open `log` (the caller closes it).
 
     `name` is shown as the log's name. Without `allow_writes` nothing is ever written: the
     fork button and the route behind it do not exist. `token`, when given, is required of
     every request. `loopback` (a UI bound to this machine only) refuses requests for other
-    host names. Call `stop_streams()` on the application before its server stops.
+    host names. `prices` (`spans.read_prices`) give the waterfall its costs. Call
+    `stop_streams()` on the application before its server stops.
     """
     load_views()  # the installed integrations register their event kinds as they load
     templates = environment()
@@ -176,6 +178,7 @@ def create_app(
             "page_events": model.page_events,
             "history_max": model.history_rows_max,
             "spans_max": spans.run_totals_events_max,
+            "priced": prices is not None,
             "wanted": wanted,
             "families": find.families(model.kind_of(e.event) for e in win.entries),
             "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
@@ -193,8 +196,8 @@ def create_app(
         elif reading == "steps":
             context["steps"] = readings.supersteps(shown)
         elif reading == "waterfall":
-            context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base)
-            context["run_totals"] = spans.run_totals(log, run_id, info.summary.info)
+            context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base, prices=prices)
+            context["run_totals"] = spans.run_totals(log, run_id, info.summary.info, prices)
         elif info.view is not None:
             columns, rows = info.view.history(log, run_id, model.history_rows_max)  # the newest, read only
             context["history"] = (columns, rows[::-1])

@@ -7,11 +7,16 @@ lasts that long, so calls committed in one batch still show their real lengths. 
 end is not on the page runs to the page's last event (`open`); one whose start is not on it
 begins where its latency says, else at its end (and, on a page after the run's first, holds
 what is on the page before it). Only `run_totals` reads the log: the run, to add up its calls.
+
+Costs come from `Prices`, which the viewer is given (`eventlog ui --prices FILE`): events carry
+tokens and a model's name, not what a call cost, and prices change.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,10 +26,36 @@ from eventlog import events as ev
 
 from .model import kind_of, short
 
-__all__ = ["Span", "Totals", "Waterfall", "run_totals", "waterfall"]
+__all__ = ["Prices", "Span", "Totals", "Waterfall", "read_prices", "run_totals", "waterfall"]
 
 _ORDER = {"run": 0, "turn": 1, "step": 2, "llm": 3, "tool": 4}
 """Which of two spans that start together holds the other."""
+
+
+Prices = dict[str, tuple[float, float]]
+"""A model's name -> (USD per million input tokens, USD per million output tokens)."""
+
+
+def read_prices(path: str | Path) -> Prices:
+    """The prices in a JSON file: `{"MODEL": {"input": USD, "output": USD}, ...}`, each per
+    million tokens. Raises ValueError naming what is wrong with it."""
+    try:
+        data = msgspec.json.decode(Path(path).read_bytes())
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f'{path}: give an object of models, {{"MODEL": {{"input": USD, "output": USD}}}}')
+    prices: Prices = {}
+    for model, price in data.items():
+        if not isinstance(price, dict) or set(price) != {"input", "output"}:
+            raise ValueError(f'{path}: model {model!r} needs exactly "input" and "output", USD per million tokens')
+        pair = price["input"], price["output"]
+        if not all(type(v) in (int, float) and math.isfinite(v) and v >= 0 for v in pair):
+            raise ValueError(f"{path}: the prices of model {model!r} must be numbers of at least 0")
+        prices[model] = (float(pair[0]), float(pair[1]))
+    return prices
 
 
 class Totals(msgspec.Struct):
@@ -35,6 +66,10 @@ class Totals(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
     failed: int = 0
+    cost_usd: float = 0.0
+    """What the calls with a price cost (see `Prices`)."""
+    unpriced: int = 0
+    """LLM calls that used tokens of a model without a price."""
 
     def add(self, other: Totals) -> None:
         self.llm_calls += other.llm_calls
@@ -42,6 +77,20 @@ class Totals(msgspec.Struct):
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.failed += other.failed
+        self.cost_usd += other.cost_usd
+        self.unpriced += other.unpriced
+
+
+def _call(event: ev.LLMCallCompleted, prices: Prices | None) -> Totals:
+    """One completed LLM call's totals: its tokens and, at `prices`, its cost."""
+    out = Totals(llm_calls=1, input_tokens=event.input_tokens, output_tokens=event.output_tokens)
+    if prices is not None and (event.input_tokens or event.output_tokens):
+        price = prices.get(event.model)
+        if price is None:
+            out.unpriced = 1
+        else:
+            out.cost_usd = (event.input_tokens * price[0] + event.output_tokens * price[1]) / 1e6
+    return out
 
 
 class Span(msgspec.Struct):
@@ -112,8 +161,9 @@ def _key(event: Any) -> tuple[str, Any, str] | None:
     return None
 
 
-def waterfall(entries: Sequence[Entry], first_page: bool = False) -> Waterfall:
-    """The spans of a window, each placed on the window's time axis and nested under those that hold it.
+def waterfall(entries: Sequence[Entry], first_page: bool = False, prices: Prices | None = None) -> Waterfall:
+    """The spans of a window, each placed on the window's time axis and nested under those that hold
+    it; an LLM call's cost at `prices`, when given.
 
     `first_page`: the window starts at the run's start, so an end without its start on the page
     (a resumed run's completion, say) is a span of its own, not one begun on an earlier page."""
@@ -143,9 +193,7 @@ def waterfall(entries: Sequence[Entry], first_page: bool = False) -> Waterfall:
         span.status = "failed" if name.endswith(".failed") else "completed"
         event = entry.event
         if kind == "llm":
-            span.totals.llm_calls = 1
-            if isinstance(event, ev.LLMCallCompleted):
-                span.totals.input_tokens, span.totals.output_tokens = event.input_tokens, event.output_tokens
+            span.totals = _call(event, prices) if isinstance(event, ev.LLMCallCompleted) else Totals(llm_calls=1)
         elif kind == "tool":
             span.totals.tool_calls = 1
         span.totals.failed = int(span.status == "failed" and kind in ("llm", "tool"))
@@ -201,16 +249,16 @@ run_totals_events_max = 20_000
 """The longest run whose calls the waterfall adds up whole (a longer one: its page's only)."""
 
 
-def run_totals(log: EventLog[Any], run_id: str, info: RunInfo) -> Totals | None:
-    """Every LLM and tool call of the run added up (one read of the run), or None for a run of
-    more than `run_totals_events_max` events."""
+def run_totals(log: EventLog[Any], run_id: str, info: RunInfo, prices: Prices | None = None) -> Totals | None:
+    """Every LLM and tool call of the run added up (one read of the run; their cost at `prices`),
+    or None for a run of more than `run_totals_events_max` events."""
     if info.head - info.base > run_totals_events_max:
         return None
     out = Totals()
     for entry in log.read(run_id, info.base, info.head, run_number=info.number):
         match entry.event:
-            case ev.LLMCallCompleted(input_tokens=i, output_tokens=o):
-                out.add(Totals(llm_calls=1, input_tokens=i, output_tokens=o))
+            case ev.LLMCallCompleted():
+                out.add(_call(entry.event, prices))
             case ev.LLMCallFailed():
                 out.add(Totals(llm_calls=1, failed=1))
             case ev.ToolCallCompleted():
