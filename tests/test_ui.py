@@ -698,21 +698,29 @@ def test_a_langgraph_thread_reads_by_what_it_changed_newest_checkpoint_first(tmp
             assert any(w.startswith("draft writes ") and "messages" in w for w in whats), whats
             assert any(w.startswith("review writes ") and "__interrupt__" in w for w in whats), whats
             assert not any('"data"' in w or '"chunks"' in w or "msgpack" in w for w in whats), whats
-            # the checkpoints tab: newest first, at most model.history_rows_max of them
+            # the checkpoints tab: newest first, model.history_rows_max of them a page
             _, tab, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
             table = tab[tab.index('<table class="history">') :]
             offsets = [int(o) for o in re.findall(r'<tr data-offset="(\d+)"', table)]
             assert len(offsets) >= 3 and offsets == sorted(offsets, reverse=True)
-            assert "checkpoints, newest first" in tab
+            assert f"checkpoints 1–{len(offsets)}, newest first" in tab and 'id="history-older"' not in tab
             old = model.history_rows_max
             model.history_rows_max = 2
+            pages = []
             try:
-                _, tab, _ = get(f"{url}/run?id={run_id}&view=checkpoints")
+                for n in range(0, len(offsets) // 2 + 1):
+                    _, tab, _ = get(f"{url}/run?id={run_id}&view=checkpoints&page={n}")
+                    table = tab[tab.index('<table class="history">') :]
+                    pages.append([int(o) for o in re.findall(r'<tr data-offset="(\d+)"', table)])
+                    assert ('id="history-newer"' in tab) == (n > 0)
+                    assert ('id="history-older"' in tab) == (2 * (n + 1) <= len(offsets)), n
+                    if pages[-1]:
+                        assert f"checkpoints {2 * n + 1}–{2 * n + len(pages[-1])}, newest first" in tab
+                status, _, _ = get(f"{url}/run?id={run_id}&view=checkpoints&page=-1")
+                assert status == 400
             finally:
                 model.history_rows_max = old
-            table = tab[tab.index('<table class="history">') :]
-            assert [int(o) for o in re.findall(r'<tr data-offset="(\d+)"', table)] == offsets[:2]
-            assert "the newest 2 checkpoints" in tab
+            assert [o for p in pages for o in p] == offsets  # every checkpoint once, in order, a page at a time
 
 
 def test_a_state_too_long_to_show_is_not_encoded_whole() -> None:

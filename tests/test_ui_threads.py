@@ -171,6 +171,29 @@ def test_a_time_travel_branch_is_a_branch_of_the_tree(
     )
 
 
+def test_the_checkpoints_tab_pages_back_to_the_first(
+    page: Any, url: str, thread_log: eventlog.EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model, "history_rows_max", 2)  # two a page: the thread's few checkpoints make pages
+    everyone = sorted((c.offset for c in thread_log.checkpoints.list(THREAD)), reverse=True)
+    page.goto(run_url(url, THREAD, view="checkpoints"))
+    seen: list[int] = []
+    for n in range((len(everyone) + 1) // 2):
+        page.wait_for_selector("#history-range")
+        rows = page.eval_on_selector_all("table.history tr[data-offset]", "rs => rs.map(r => +r.dataset.offset)")
+        assert page.inner_text("#history-range").startswith(f"checkpoints {2 * n + 1}–{2 * n + len(rows)}")
+        assert (page.query_selector("#history-newer") is not None) == (n > 0)
+        seen += rows
+        if page.query_selector("#history-older") is None:
+            break
+        page.click("#history-older")
+        page.wait_for_url(re.compile(rf"page={n + 1}"))
+    assert seen == everyone  # each checkpoint once, newest first, back to the first
+    page.click("#history-newer")
+    page.wait_for_selector("#history-range")
+    assert page.query_selector("#history-older") is not None
+
+
 def test_the_diff_of_a_thread_is_message_by_message(
     page: Any, url: str, thread_log: eventlog.EventLog, tmp_path: Path
 ) -> None:

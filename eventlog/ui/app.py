@@ -198,9 +198,12 @@ def create_app(
         elif reading == "waterfall":
             context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base, prices=prices)
             context["run_totals"] = spans.run_totals(log, run_id, info.summary.info, prices)
-        elif info.view is not None:
-            columns, rows = info.view.history(log, run_id, model.history_rows_max)  # the newest, read only
-            context["history"] = (columns, rows[::-1])
+        elif info.view is not None:  # a page of its checkpoints, newest first: the newest `n` are read
+            shown_max = model.history_rows_max
+            skipped = shown_max * (params.number(request, "page", 0, high=model.history_pages_max) or 0)
+            columns, rows = info.view.history(log, run_id, skipped + shown_max)
+            context["history"] = (columns, rows[::-1][skipped:])
+            context["history_page"] = (skipped // shown_max, len(rows) == skipped + shown_max)
             if info.view.name == "langgraph":
                 context["branches"], context["branches_after"] = threads.branches(log, run_id, info.summary.info)
         template = "_panel.html" if request.query_params.get("fragment") else "run.html"

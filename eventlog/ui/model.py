@@ -41,7 +41,9 @@ screen's worth. The page asks for the rest of its page once it is painted."""
 runs_page_max = 200
 """Runs on one page of the runs list."""
 history_rows_max = 50
-"""Checkpoints of an integration's run listed in its Checkpoints tab: the newest (`eventlog history` has all)."""
+"""Checkpoints of an integration's run listed in a page of its Checkpoints tab, newest first."""
+history_pages_max = 2_000
+"""The deepest page of that tab: a page is read with every newer one (`RunView.history` gives the newest)."""
 short_chars_max = 160
 """Longest one-line rendering of a value in a row."""
 diff_items_shown_max = 100
