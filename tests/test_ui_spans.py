@@ -26,7 +26,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import get, serving, shoot
+from ui_support import get, serving, shoot, write_langgraph_thread
 
 import eventlog
 from eventlog import events as ev
@@ -156,6 +156,43 @@ def test_a_page_after_the_first_holds_the_spans_begun_before_it(tmp_path: Path) 
             assert "150 LLM calls · 300 → 0 tokens" in body  # the whole run's
             first = spans.waterfall(list(log.read("long", upto=200)), first_page=True).spans[0]
             assert first.kind == "turn" and first.open and first.offset == 1  # ends on a later page
+
+
+def test_the_waterfall_of_a_langgraph_thread(page: Any, tmp_path: Path) -> None:
+    pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+    from eventlog.ui import threads
+
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        thread = write_langgraph_thread(log)
+        assert thread is not None
+        with serving(log) as url:
+            page.goto(run_url(url, thread))
+            assert "Waterfall" in page.inner_text(".tabs")
+            page.goto(run_url(url, thread, view="waterfall"))
+            page.wait_for_selector(".waterfall .wf-row[data-offset]")
+            rows = page.eval_on_selector_all(
+                ".waterfall .wf-row[data-offset]",
+                """rows => rows.map(r => ({offset: +r.dataset.offset, kind: r.className.match(/k-(\\w+)/)[1],
+                    status: r.className.match(/st-(\\w+)/)[1], label: r.querySelector('.clip').textContent,
+                    depth: +r.querySelector('.wf-label').className.match(/d(\\d)/)[1]}))""",
+            )
+            expected = threads.thread_waterfall(list(log.read(thread)), first_page=True).spans
+            assert [(r["offset"], r["kind"], r["depth"], r["status"]) for r in rows] == [
+                (s.offset, s.kind, s.depth, s.status) for s in expected
+            ]
+            # each checkpoint starts a superstep; each task's writes are a task under the one it ran on
+            checkpoints = [e.offset for e in log.read(thread) if type(e.event).__name__ == "CheckpointSaved"]
+            supersteps = [r for r in rows if r["kind"] == "superstep"]
+            assert [r["offset"] for r in supersteps] == checkpoints
+            tasks = [r for r in rows if r["kind"] == "task"]
+            assert tasks and all(r["depth"] == 1 for r in tasks)
+            assert {r["label"] for r in tasks} >= {"draft", "review"}
+            # the interrupt: the review task waits for a human, and so does its superstep
+            assert any(r["label"] == "review" and r["status"] == "waiting" for r in tasks)
+            assert "waiting for a human" in page.inner_text("#wf-page-totals")
+            assert f"{len(supersteps)} supersteps · {len(tasks)} tasks" in page.inner_text("#wf-page-totals")
+            shoot(page, run_url(url, thread, view="waterfall", at=tasks[0]["offset"]), ".insp",
+                  tmp_path / "ui-langgraph-waterfall.png", 640)  # fmt: skip
 
 
 def _priced_run(log: eventlog.EventLog) -> None:

@@ -195,6 +195,9 @@ def create_app(
             context["steps"] = threads.thread_supersteps(shown)
         elif reading == "steps":
             context["steps"] = readings.supersteps(shown)
+        elif reading == "waterfall" and info.view is not None:  # a LangGraph thread's supersteps and tasks
+            context["fall"] = threads.thread_waterfall(win.entries, first_page=win.after <= win.base)
+            context["run_totals"] = None
         elif reading == "waterfall":
             context["fall"] = spans.waterfall(win.entries, first_page=win.after <= win.base, prices=prices)
             context["run_totals"] = spans.run_totals(log, run_id, info.summary.info, prices)

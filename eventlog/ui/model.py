@@ -311,7 +311,8 @@ def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = Fals
         out.append("checkpoints")
     else:
         out += ["conversation"] if view_chat else []
-        out += ["steps"] if any(k in ("langgraph.checkpoint", "langgraph.writes") for k in kinds) else []
+        thread = any(k in ("langgraph.checkpoint", "langgraph.writes") for k in kinds)
+        out += ["steps", "waterfall"] if thread else []
         out += ["checkpoints", "timeline"]
     return out
 

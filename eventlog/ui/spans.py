@@ -26,10 +26,11 @@ from eventlog import events as ev
 
 from .model import kind_of, short
 
-__all__ = ["Prices", "Span", "Totals", "Waterfall", "read_prices", "run_totals", "waterfall"]
+__all__ = ["Prices", "Span", "Totals", "Waterfall", "placed", "read_prices", "run_totals", "waterfall"]
 
-_ORDER = {"run": 0, "turn": 1, "step": 2, "llm": 3, "tool": 4}
-"""Which of two spans that start together holds the other."""
+_ORDER = {"run": 0, "turn": 1, "superstep": 1, "step": 2, "task": 2, "llm": 3, "tool": 4}
+"""Which of two spans that start together holds the other (`superstep` and `task`: a LangGraph
+thread's, `threads.thread_spans`)."""
 
 
 Prices = dict[str, tuple[float, float]]
@@ -97,7 +98,7 @@ class Span(msgspec.Struct):
     """One bar of the waterfall."""
 
     kind: str
-    """`run`, `turn`, `step`, `llm` or `tool`."""
+    """`run`, `turn`, `step`, `llm` or `tool`; a LangGraph thread's `superstep` and `task`."""
     label: str
     offset: int
     """The offset of the event that starts it (else of the one that ends it)."""
@@ -106,7 +107,8 @@ class Span(msgspec.Struct):
     end_offset: int | None = None
     """The offset of the event that ends it (None: not on the page)."""
     status: str = "running"
-    """`completed`, `failed` or `running` (its end is not on the page)."""
+    """`completed`, `failed` or `running` (its end is not on the page); a task's `waiting` (it
+    called `interrupt()`)."""
     depth: int = 0
     """How many spans on the page hold it."""
     totals: Totals = msgspec.field(default_factory=Totals)
@@ -133,6 +135,8 @@ class Waterfall(msgspec.Struct):
     end_ns: int
     totals: Totals
     """Every call on the page."""
+    thread: bool = False
+    """A LangGraph thread's supersteps and tasks (no calls of its own: its messages carry them)."""
 
     @property
     def duration_ms(self) -> float:
@@ -197,8 +201,13 @@ def waterfall(entries: Sequence[Entry], first_page: bool = False, prices: Prices
         elif kind == "tool":
             span.totals.tool_calls = 1
         span.totals.failed = int(span.status == "failed" and kind in ("llm", "tool"))
+    return placed(spans, entries)
+
+
+def placed(spans: list[Span], entries: Sequence[Entry], thread: bool = False) -> Waterfall:
+    """The page's spans nested, added up and placed on the time axis of its events."""
     if not entries:
-        return Waterfall([], 0, 0, Totals())
+        return Waterfall([], 0, 0, Totals(), thread)
     last_ns = max(e.time_ns for e in entries)
     for span in spans:
         if span.open:
@@ -215,7 +224,7 @@ def waterfall(entries: Sequence[Entry], first_page: bool = False, prices: Prices
         span.left = 1000.0 * (span.start_ns - start) / length
         span.width = max(2.0, 1000.0 * (span.end_ns - span.start_ns) / length)
         span.left = min(span.left, 1000.0 - span.width)
-    return Waterfall(spans, start, end, whole)
+    return Waterfall(spans, start, end, whole, thread)
 
 
 def _nest(spans: list[Span]) -> None:

@@ -18,8 +18,9 @@ from eventlog import Entry, EventLog, RunInfo
 
 from .model import kind_of
 from .readings import NodeRun, Row, Superstep, family, summarize, task_node
+from .spans import Span, Waterfall, placed
 
-__all__ = ["Branch", "branches", "is_thread", "thread_supersteps"]
+__all__ = ["Branch", "branches", "is_thread", "thread_supersteps", "thread_waterfall"]
 
 _CHECKPOINT, _WRITES = "langgraph.checkpoint", "langgraph.writes"
 
@@ -82,6 +83,42 @@ def thread_supersteps(entries: Sequence[Entry]) -> list[Superstep]:
                 out.append(Superstep(0, entry.offset, nodes=[], events=[]))
             out[-1].events.append(Row(entry.offset, entry.time_ns, kind, family(kind), summarize(e)))
     return out
+
+
+def thread_waterfall(entries: Sequence[Entry], first_page: bool = False) -> Waterfall:
+    """A window of a thread as spans on its time axis: each superstep from the checkpoint it starts
+    on to the next one, and in it each task (a node) from that checkpoint's save to its writes'
+    (`failed` when it wrote `__error__`, `waiting` when it called `interrupt()`). Times are when
+    LangGraph saved them. `first_page`: writes whose checkpoint is not on the page begin there."""
+    spans: list[Span] = []
+    by_checkpoint: dict[str, Span] = {}
+    superstep: Span | None = None
+    for entry in entries:
+        e, kind = entry.event, kind_of(entry.event)
+        if kind == _CHECKPOINT:
+            checkpoint = str(getattr(e, "checkpoint_id", ""))
+            if superstep is not None:
+                superstep.end_ns, superstep.end_offset = entry.time_ns, entry.offset
+            number = sum(s.kind == "superstep" for s in spans) + 1
+            superstep = Span("superstep", f"superstep {number} · {checkpoint[:13]}", entry.offset,
+                             entry.time_ns, entry.time_ns, end_offset=entry.offset, status="completed")  # fmt: skip
+            spans.append(superstep)
+            by_checkpoint[checkpoint] = superstep
+        elif kind == _WRITES:
+            holder = by_checkpoint.get(str(getattr(e, "checkpoint_id", "")))
+            channels = [str(getattr(w, "channel", "")) for w in getattr(e, "writes", [])]
+            status = _node_status(channels)
+            node = task_node(str(getattr(e, "task_path", ""))) or ("the answer" if status == "answered" else "a task")
+            start = entry.time_ns if holder is None else holder.start_ns
+            spans.append(Span("task", node, entry.offset, start, entry.time_ns, end_offset=entry.offset,
+                              status="completed" if status == "answered" else status,
+                              begun_before=holder is None and not first_page))  # fmt: skip
+            if holder is not None:
+                holder.end_ns = max(holder.end_ns, entry.time_ns)
+                holder.end_offset = max(holder.end_offset or 0, entry.offset)
+                if status in ("failed", "waiting") and holder.status == "completed":
+                    holder.status = status
+    return placed(spans, entries, thread=True)
 
 
 class Branch(msgspec.Struct):
