@@ -30,7 +30,7 @@ __all__ = ["Prices", "Span", "Totals", "Waterfall", "placed", "read_prices", "ru
 
 _ORDER = {"run": 0, "turn": 1, "superstep": 1, "step": 2, "task": 2, "llm": 3, "tool": 4}
 """Which of two spans that start together holds the other (`superstep` and `task`: a LangGraph
-thread's, `threads.thread_spans`)."""
+thread's, `threads.thread_waterfall`)."""
 
 
 Prices = dict[str, tuple[float, float]]

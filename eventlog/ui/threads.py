@@ -1,6 +1,7 @@
 """A LangGraph thread read as what it is: supersteps (a checkpoint and the tasks that ran on it,
-with the channels each wrote), and its checkpoints as a tree of branches (time travel makes a
-checkpoint whose parent is not the newest one).
+with the channels each wrote), the same as spans on a time axis (its waterfall), and its
+checkpoints as a tree of branches (time travel makes a checkpoint whose parent is not the newest
+one).
 
 The events are read by their fields (`langgraph.checkpoint`: `checkpoint_id`, `parent_id`,
 `fork`, `chunks`, `tails`; `langgraph.writes`: `checkpoint_id`, `task_path`, `writes`), never by
@@ -93,13 +94,14 @@ def thread_waterfall(entries: Sequence[Entry], first_page: bool = False) -> Wate
     spans: list[Span] = []
     by_checkpoint: dict[str, Span] = {}
     superstep: Span | None = None
+    number = 0
     for entry in entries:
         e, kind = entry.event, kind_of(entry.event)
         if kind == _CHECKPOINT:
             checkpoint = str(getattr(e, "checkpoint_id", ""))
             if superstep is not None:
                 superstep.end_ns, superstep.end_offset = entry.time_ns, entry.offset
-            number = sum(s.kind == "superstep" for s in spans) + 1
+            number += 1
             superstep = Span("superstep", f"superstep {number} · {checkpoint[:13]}", entry.offset,
                              entry.time_ns, entry.time_ns, end_offset=entry.offset, status="completed")  # fmt: skip
             spans.append(superstep)
