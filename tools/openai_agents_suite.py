@@ -14,8 +14,8 @@ The report pairs each test's two runs and lists the tests that pass with `SQLite
 fail with `EventLogSession`, apart from those whose code reaches into `SQLiteSession`'s own
 implementation (a private name, the SQLite file through `sqlite3`, its closed state): those
 test SQLite, not the session protocol. The exit status is 1 when one of the others is left.
-`--store postgres` takes the server from `EVENTLOG_BENCH_PG_DSN` (a schema per database path,
-dropped at the end).
+`--store postgres` takes the server from `EVENTLOG_BENCH_PG_DSN`. The logs a test opened are
+closed, and removed (their folders, their PostgreSQL schemas), after it.
 
 Needs the test extra of eventlog and the SDK's test dependencies (pytest-asyncio, pytest-mock,
 inline-snapshot, fastapi, httpx, websockets).
@@ -38,6 +38,7 @@ _PLUGIN = '''
 """Binds the test modules' name SQLiteSession to eventlog's session (tools/openai_agents_suite.py)."""
 
 import os
+import shutil
 import tempfile
 
 import eventlog
@@ -49,6 +50,7 @@ _ROOT = tempfile.mkdtemp(prefix="eventlog-oa-suite-")
 _LOGS = {}
 _OPENED = []
 _SCHEMAS = []
+_DIRS = []
 
 
 def _log(db_path):
@@ -62,7 +64,8 @@ def _log(db_path):
         _SCHEMAS.append(schema)
         log = eventlog.open(f"{_DSN}{'&' if '?' in _DSN else '?'}schema={schema}")
     else:
-        log = eventlog.open(tempfile.mkdtemp(dir=_ROOT))
+        _DIRS.append(tempfile.mkdtemp(dir=_ROOT))
+        log = eventlog.open(_DIRS[-1])
     _OPENED.append(log)
     if key != ":memory:":
         _LOGS[key] = log
@@ -97,6 +100,9 @@ def pytest_runtest_teardown(item):
         log.close()
     for schema in _SCHEMAS:
         PostgresStore.drop_schema(_DSN, schema)
+    for path in _DIRS:
+        shutil.rmtree(path, ignore_errors=True)
+    _DIRS.clear()
     _OPENED.clear()
     _SCHEMAS.clear()
     _LOGS.clear()
