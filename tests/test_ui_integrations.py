@@ -91,3 +91,47 @@ def test_adk_and_agents_sdk_sessions_read_as_conversations(page: Any, tmp_path: 
                 assert page.eval_on_selector_all("tr.run-row", "rs => rs.map(r => r.dataset.run)") == [run_id]
             page.select_option("#run-kind-filter", "")
             page.wait_for_function("() => document.querySelectorAll('tr.run-row').length >= 3")
+
+
+def test_a_langgraph_thread_with_tool_calls_reads_as_a_conversation(page: Any, tmp_path: Path) -> None:
+    pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+    from typing import Annotated
+
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import add_messages
+    from typing_extensions import TypedDict
+    from ui_support import shoot
+
+    from eventlog.langgraph import EventLogSaver
+
+    Chat = TypedDict("Chat", {"messages": Annotated[list[Any], add_messages]})  # noqa: UP013
+
+    def agent(state: Any) -> dict[str, Any]:  # asks the weather tool, reads its answer, replies
+        call = {"name": "weather", "args": {"city": "Bern"}, "id": "call-1"}
+        return {
+            "messages": [
+                AIMessage(content="", tool_calls=[call]),
+                ToolMessage(content="clear, 21 °C", tool_call_id="call-1", name="weather"),
+                AIMessage(content="It is clear in Bern, 21 °C."),
+            ]
+        }
+
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        builder = StateGraph(Chat)
+        builder.add_node("agent", agent)
+        builder.add_edge(START, "agent")
+        graph = builder.compile(checkpointer=EventLogSaver(log))
+        graph.invoke({"messages": [HumanMessage(content="Weather in Bern?")]}, {"configurable": {"thread_id": "trip"}})
+        with serving(log) as url:
+            page.goto(f"{url}/run?id=trip&view=conversation")
+            page.wait_for_selector("#panel .msg")
+            roles = page.eval_on_selector_all("#panel .msg", "ms => ms.map(m => m.className.match(/r-(\\w+)/)[1])")
+            assert roles == ["user", "assistant", "tool", "assistant"], roles
+            call = page.inner_text("#panel .msg.r-assistant .tool-call")
+            assert "weather" in call and '"city"' in call and "Bern" in call
+            assert "clear, 21 °C" in page.inner_text("#panel .msg.r-tool")
+            assert "It is clear in Bern, 21 °C." in page.inner_text("#panel")
+            shoot(
+                page, f"{url}/run?id=trip&view=conversation", ".insp", tmp_path / "ui-langgraph-conversation.png", 640
+            )
