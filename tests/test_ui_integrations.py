@@ -20,7 +20,7 @@ pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
 from google.adk.events import Event
 from google.genai import types
-from ui_support import serving
+from ui_support import serving, shoot
 
 import eventlog
 from eventlog.adk import EventLogSessionService, session_run
@@ -101,7 +101,6 @@ def test_a_langgraph_thread_with_tool_calls_reads_as_a_conversation(page: Any, t
     from langgraph.graph import START, StateGraph
     from langgraph.graph.message import add_messages
     from typing_extensions import TypedDict
-    from ui_support import shoot
 
     from eventlog.langgraph import EventLogSaver
 
