@@ -26,7 +26,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
 from rich.console import Console
-from ui_support import get, serving, shoot, write_langgraph_thread
+from ui_support import get, keep, serving, shoot, write_langgraph_thread
 
 import eventlog
 from eventlog import events as ev
@@ -280,7 +280,8 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_a_read_over_half_a_second_says_so(page: Any, url: str, browser: Any) -> None:
+def test_a_read_over_half_a_second_says_so(page: Any, url: str, browser: Any, tmp_path: Path) -> None:
+    page.set_viewport_size({"width": 1400, "height": 560})
     page.goto(run_url(url, "chat-demo", at=3))
     page.wait_for_selector('#inspector .insp[data-kind="state"][data-at="3"]')
     cdp = browser.new_cdp_session(page)
@@ -298,6 +299,9 @@ def test_a_read_over_half_a_second_says_so(page: Any, url: str, browser: Any) ->
         page.wait_for_function(  # the time it has taken goes up while it waits
             "() => parseFloat(document.querySelector('#inspector .progress').textContent.split('… ')[1]) >= 1.0"
         )
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(tmp_path / "ui-progress.png"))
+        keep(tmp_path / "ui-progress.png")
         page.wait_for_selector('#inspector .insp[data-kind="state"][data-at="7"]', timeout=10_000)
         assert page.query_selector("#inspector .progress") is None
     finally:
