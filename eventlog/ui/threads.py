@@ -44,6 +44,13 @@ def _node_status(channels: list[str]) -> str:
     return "completed"
 
 
+def _task(writes: Any) -> tuple[str, str, list[str]]:
+    """(node, `_node_status`, channels written) of a `langgraph.writes` event, by its fields; the
+    node is "" for writes of no task (a resume's)."""
+    channels = [str(getattr(w, "channel", "")) for w in getattr(writes, "writes", [])]
+    return task_node(str(getattr(writes, "task_path", ""))), _node_status(channels), channels
+
+
 def thread_supersteps(entries: Sequence[Entry]) -> list[Superstep]:
     """A window of a thread as supersteps: each checkpoint, then the tasks that wrote on it (the
     nodes of the superstep that follows it), with the channels they wrote; `number` is the
@@ -71,9 +78,8 @@ def thread_supersteps(entries: Sequence[Entry]) -> list[Superstep]:
                 out.append(found)
                 by_checkpoint[checkpoint] = found
             step = found
-            channels = [str(getattr(w, "channel", "")) for w in getattr(e, "writes", [])]
-            node = task_node(str(getattr(e, "task_path", ""))) or "a task"
-            status = _node_status(channels)
+            node, status, channels = _task(e)
+            node = node or "a task"
             run = NodeRun(node, entry.offset, status, update="writes " + (", ".join(channels) or "nothing"))
             if status == "failed":
                 run.error = "wrote __error__: see the state at this offset"
@@ -108,9 +114,8 @@ def thread_waterfall(entries: Sequence[Entry], first_page: bool = False) -> Wate
             by_checkpoint[checkpoint] = superstep
         elif kind == _WRITES:
             holder = by_checkpoint.get(str(getattr(e, "checkpoint_id", "")))
-            channels = [str(getattr(w, "channel", "")) for w in getattr(e, "writes", [])]
-            status = _node_status(channels)
-            node = task_node(str(getattr(e, "task_path", ""))) or ("the answer" if status == "answered" else "a task")
+            node, status, _ = _task(e)
+            node = node or ("the answer" if status == "answered" else "a task")
             start = entry.time_ns if holder is None else holder.start_ns
             spans.append(Span("task", node, entry.offset, start, entry.time_ns, end_offset=entry.offset,
                               status="completed" if status == "answered" else status,
