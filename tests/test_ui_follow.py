@@ -1,7 +1,8 @@
 """`eventlog ui` in a real browser, following a live run and showing a paused LangGraph thread
 (issue 25, items 8 and 1): with the newest event selected, new events move the selection and
-the state to the new head and say so; with an older event selected, the selection stays and
-"N new events" offers the jump; the follow toggle off, nothing moves.
+the state to the new head and say so, a line that goes once another event is selected or the
+toggle is off; with an older event selected, the selection stays and "N new events" offers
+the jump; the follow toggle off, nothing moves.
 
 One chromium for the module, one page per test (as test_ui_find.py).
 """
@@ -77,6 +78,73 @@ def test_live_mode_follows_the_tail_and_does_not_steal_an_older_selection(page: 
             page.wait_for_function("() => document.getElementById('jump-new').textContent.startsWith('1 new event ')")
             assert selected(page) == 5
             assert page.get_attribute("#inspector .insp", "data-at") == "5"
+            page.check("#follow")
+
+
+def status(page: Any) -> str:
+    return str(page.inner_text("#find-status"))
+
+
+def came(page: Any, offset: int, unseen: int) -> None:
+    """Wait until event `offset` shows in the panel and the jump button counts `unseen` new events."""
+    page.wait_for_selector(f'#panel tr.ev[data-offset="{offset}"]')
+    label = f"{unseen} new event{'' if unseen == 1 else 's'} "
+    page.wait_for_function("(label) => document.getElementById('jump-new').textContent.startsWith(label)", arg=label)
+
+
+def test_the_following_line_shows_only_while_the_selection_follows_the_tail(page: Any, tmp_path: Path) -> None:
+    following = "following the tail: offset {} is the newest event"
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        log.append_many("chat", [UserMessage(content="a"), UserMessage(content="b")])
+        with serving(log) as base:
+            page.goto(f"{base}/run?id=chat&view=timeline")
+            state_at(page, 2)
+            live(page)
+            assert status(page) == ""
+
+            # Each new head moves the selection, and the line says the new one.
+            for at in (3, 4):
+                log.append("chat", UserMessage(content=f"to {at}"))
+                state_at(page, at)
+                page.wait_for_function(
+                    "(line) => document.getElementById('find-status').textContent === line", arg=following.format(at)
+                )
+            page.click('#panel tr.ev[data-offset="4"] td.time')  # the newest again: still following
+            state_at(page, 4)
+            assert status(page) == following.format(4)
+
+            # k selects the event before: the line goes, and new events do not bring it back.
+            page.keyboard.press("k")
+            state_at(page, 3)
+            assert status(page) == ""
+            log.append("chat", UserMessage(content="e"))
+            came(page, 5, 1)
+            assert (selected(page), status(page)) == (3, "")
+
+            # Back at the newest, the next event follows again; a click on an older row ends it.
+            page.click("#jump-new")
+            state_at(page, 5)
+            log.append("chat", UserMessage(content="f"))
+            state_at(page, 6)
+            assert status(page) == following.format(6)
+            page.click('#panel tr.ev[data-offset="2"] td.time')
+            state_at(page, 2)
+            assert status(page) == ""
+            log.append("chat", UserMessage(content="g"))
+            came(page, 7, 1)
+            assert (selected(page), status(page)) == (2, "")
+
+            # Following, then the toggle unticked: the line goes, and stays away as events come.
+            page.click("#jump-new")
+            state_at(page, 7)
+            log.append("chat", UserMessage(content="h"))
+            state_at(page, 8)
+            assert status(page) == following.format(8)
+            page.uncheck("#follow")
+            assert status(page) == ""
+            log.append("chat", UserMessage(content="i"))
+            came(page, 9, 1)
+            assert (selected(page), status(page)) == (8, "")
             page.check("#follow")
 
 

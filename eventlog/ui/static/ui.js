@@ -246,9 +246,21 @@
       inspector.innerHTML = html;
     }
 
+    // The status's "following the tail" line, while the selection follows the newest event:
+    // another selection, or the toggle off, takes it away (and leaves any other line there).
+    let tailLine = "";
+    function sayTail(line) {
+      if (line) {
+        status.classList.remove("bad");
+        status.textContent = line;
+      } else if (tailLine && status.textContent === tailLine) status.textContent = "";
+      tailLine = line;
+    }
+
     async function select(offset, other) {
       a = offset;
       b = other === undefined ? null : other;
+      if (b !== null || a !== Number(root.dataset.head)) sayTail("");
       mark();
       remember();
       if (b === null) await show(withParams(root.dataset.state, { at: a }), `Reading the state after offset ${a.toLocaleString("en")}`);
@@ -588,6 +600,7 @@
       try {
         localStorage.setItem("eventlog-follow", follow.checked ? "1" : "0");
       } catch (err) {}
+      if (!follow.checked) sayTail("");
     });
     let unseen = 0;
     let toHead = false;
@@ -621,8 +634,7 @@
       } else if (!(await loadPanel(bar().dataset.self))) return;
       if (follows && a !== head) {
         select(head);
-        status.classList.remove("bad");
-        status.textContent = `following the tail: offset ${head.toLocaleString("en")} is the newest event`;
+        sayTail(`following the tail: offset ${head.toLocaleString("en")} is the newest event`);
         const el = panel.querySelector(`[data-offset="${head}"]`);
         if (el) el.scrollIntoView({ block: "nearest" });
         if (hadFocus) focusOn(head);
