@@ -17,10 +17,10 @@ import pytest
 pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 
-from ui_support import draft_then_review, serving, shoot
+from ui_support import draft_then_review, keep, serving, shoot
 
 import eventlog
-from eventlog.events import UserMessage
+from eventlog.events import AssistantMessage, ToolCallCompleted, ToolCallStarted, UserMessage
 
 
 def selected(page: Any) -> int:
@@ -146,6 +146,48 @@ def test_the_following_line_shows_only_while_the_selection_follows_the_tail(page
             came(page, 9, 1)
             assert (selected(page), status(page)) == (8, "")
             page.check("#follow")
+
+
+def turn(i: int) -> list[Any]:
+    """One turn of a chat about the weather: the user asks, a tool answers, the assistant replies."""
+    city = ("Bern", "Oslo", "Lima", "Pune")[i % 4]
+    return [
+        UserMessage(content=f"Weather in {city}, day {i}?"),
+        ToolCallStarted(call_id=f"w{i}", tool="weather", arguments={"city": city, "day": i}),
+        ToolCallCompleted(call_id=f"w{i}", tool="weather", output=f"clear, {12 + i % 9} °C", latency_ms=40 + i % 7),
+        AssistantMessage(content=f"Clear in {city} on day {i}, {12 + i % 9} °C.", tool_calls=[]),
+    ]
+
+
+def test_screenshots_of_following_the_tail_and_of_new_events_on_an_older_page(page: Any, tmp_path: Path) -> None:
+    """The pictures of docs/guides/ui.md's "Live"."""
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        log.append_many("weather-chat", [e for i in range(60) for e in turn(i)])  # 240 events: two pages
+        with serving(log) as base:
+            page.goto(f"{base}/run?id=weather-chat&view=timeline")
+            state_at(page, 240)
+            live(page)
+            log.append_many("weather-chat", turn(60))
+            state_at(page, 244)
+            assert selected(page) == 244
+            assert status(page) == "following the tail: offset 244 is the newest event"
+            page.mouse.move(0, 0)
+            page.screenshot(path=str(tmp_path / "ui-follow-tail.png"))
+            keep(tmp_path / "ui-follow-tail.png")
+
+            # An event of the first page selected: the page of events does not move, and says what came.
+            page.goto(f"{base}/run?id=weather-chat&view=timeline&at=30")
+            state_at(page, 30)
+            live(page)
+            assert page.is_hidden("#new-events")
+            log.append_many("weather-chat", turn(61))
+            page.wait_for_selector("#new-events:visible")
+            page.wait_for_function("() => document.getElementById('jump-new').textContent.startsWith('4 new events')")
+            assert (selected(page), status(page)) == (30, "")
+            assert page.locator('#panel tr.ev[data-offset="248"]').count() == 0
+            page.mouse.move(0, 0)
+            page.screenshot(path=str(tmp_path / "ui-new-events.png"))
+            keep(tmp_path / "ui-new-events.png")
 
 
 def paused_thread(log: eventlog.EventLog, thread_id: str) -> Any:
