@@ -1,6 +1,7 @@
 """`eventlog ui` in a real browser: Debian's chromium driven by Playwright, over a log the demo wrote.
 
-The runs list shows every run; clicking through a run shows the state at offset k equal to
+The runs list shows every run, and filters by framework (a LangGraph thread, a WayFlow
+conversation); clicking through a run shows the state at offset k equal to
 `state_at(run, k)`; the diff of two offsets equals `eventlog diff --json`; an event another
 process appends shows within 2 seconds; a run id holding `<script>` is text; the fork button
 exists only with `allow_writes`. The tests skip without chromium, except in CI (`CI` set),
@@ -307,6 +308,33 @@ def test_langgraph_and_wayflow_runs_read_through_their_views(page: Any, integrat
                 page.click(f'#panel tr[data-offset="{row["offset"]}"] td >> nth=0')
                 state = state_shown(page, row["offset"])
                 assert state == json.loads(msgspec.json.encode(view.state(log, run_id, row["offset"])))
+
+
+def test_the_runs_list_filters_by_framework(page: Any, integrations: Any) -> None:
+    log, written = integrations
+    frameworks = {}
+    for run_id in written:
+        view = view_for_run(log, run_id)
+        assert view is not None
+        frameworks[view.name] = run_id
+    assert len(frameworks) == len(written)  # each run is of a framework of its own
+    with serving(log) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("tr.run-row")
+        options = page.eval_on_selector_all("#run-kind-filter option", "os => os.map(o => o.textContent)")
+        assert set(frameworks) <= set(options), options
+        for kind, run_id in frameworks.items():
+            page.select_option("#run-kind-filter", kind)
+            page.wait_for_function(
+                "([id]) => [...document.querySelectorAll('tr.run-row')].map(r => r.dataset.run).join() === id",
+                arg=[run_id],
+            )
+            assert f"kind={kind}" in page.url
+            assert page.inner_text(f'tr.run-row[data-run="{run_id}"] .chip') == kind
+        page.select_option("#run-kind-filter", "")
+        page.wait_for_function("(n) => document.querySelectorAll('tr.run-row').length === n", arg=len(written))
+        assert sorted(page.eval_on_selector_all("tr.run-row", "rs => rs.map(r => r.dataset.run)")) == sorted(written)
+        assert "kind=" not in page.url
 
 
 def test_screenshots_of_the_real_pages(page: Any, demo_url: str, tmp_path: Path) -> None:
