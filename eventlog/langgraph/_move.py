@@ -5,10 +5,11 @@ saver API only: the source's `list`, the target's `put`, `put_writes` and `delet
 What is copied, per thread: every checkpoint of every namespace (subgraphs), oldest first,
 each with its parent, metadata, channel versions as they are (LangGraph's string versions
 too: `EventLogSaver` continues them) and the writes pending on it, task by task in the order
-the source reads them. Nothing read runs code: the source is read through a `SafeSerializer`
-(docs/durability.md, guarantee 7) that constructs only LangChain's messages and the types
-LangGraph allows in its strict mode, and carries any other msgpack value as its stored bytes,
-which the target's serializer writes back unchanged.
+the source reads them. Nothing read runs code: the source, and the target where the copy asks
+whether it holds a thread already, are read through a `SafeSerializer` (docs/durability.md,
+guarantee 7) that constructs only LangChain's messages and the types LangGraph allows in its
+strict mode, and carries any other msgpack value as its stored bytes, which the target's
+serializer writes back unchanged.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def copy_threads(
     """
     reader = _reading(source, allowed_modules)
     counts = _counts(reader, None if thread_ids is None else id_list("thread_ids", thread_ids))
-    held = [t for t in counts if _holds(target, t)]
+    looking = _reading(target, allowed_modules, "target")  # what the target holds is read as the source is
+    held = [t for t in counts if _holds(looking, t)]
     for thread_id in held:
         if not replace:
             raise ThreadExistsError(
@@ -98,14 +100,16 @@ def copy_threads(
     return CopyReport(tuple(counts), done, writes)
 
 
-def _reading(source: BaseCheckpointSaver[Any], allowed_modules: Iterable[tuple[str, ...] | type]) -> Any:
-    """A shallow clone of `source` (as LangGraph's `with_allowlist` makes one) that reads through
-    `copying_reader`."""
+def _reading(
+    saver: BaseCheckpointSaver[Any], allowed_modules: Iterable[tuple[str, ...] | type], side: str = "source"
+) -> Any:
+    """A shallow clone of `saver` (as LangGraph's `with_allowlist` makes one) that reads through
+    `copying_reader`: every read of a copy, of its source and of its target, goes through one."""
     try:
-        reading = copying_reader(source.serde, allowed_modules)
+        reading = copying_reader(saver.serde, allowed_modules)
     except TypeError as exc:
-        raise LangGraphThreadError(str(exc)) from None
-    clone = copy.copy(source)
+        raise LangGraphThreadError(f"the {side} saver's {exc}") from None
+    clone = copy.copy(saver)
     clone.serde = reading
     return clone
 
@@ -137,7 +141,12 @@ def _read(reader: BaseCheckpointSaver[Any], thread_id: str | None) -> Iterator[C
 
 
 def _holds(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
-    return next(iter(saver.list(_config(thread_id), limit=1)), None) is not None
+    """Whether `saver` (a `_reading` clone) holds a checkpoint of the thread; one holding a value
+    the reader refuses holds one too."""
+    try:
+        return next(iter(saver.list(_config(thread_id), limit=1)), None) is not None
+    except RefusedValueError:
+        return True
 
 
 def _config(thread_id: str, ns: str | None = None, checkpoint_id: str | None = None) -> RunnableConfig:

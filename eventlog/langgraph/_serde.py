@@ -165,7 +165,7 @@ def copying_reader(serde: SerializerProtocol, allowed_modules: Iterable[tuple[st
     if isinstance(serde, EncryptedSerializer) and isinstance(serde.serde, JsonPlusSerializer):
         return EncryptedSerializer(serde.cipher, reader)
     raise TypeError(
-        f"the source saver's serializer is a {type(serde).__name__}: a copy reads only through "
+        f"serializer is a {type(serde).__name__}: a copy reads only through "
         "LangGraph's JsonPlusSerializer (or one inside EncryptedSerializer), so that nothing read runs code"
     )
 

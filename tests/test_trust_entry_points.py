@@ -1,0 +1,120 @@
+"""Trust through the entry points above the core: nothing read runs code, and one read is of one
+life of a run, whatever saver, service or datastore it goes through.
+
+Each test plants what a hostile or unlucky user could (a saver file holding a value that names a
+callable; a run deleted and made again between two reads of one call, by wrapping the log's
+method that the later read goes through for one call, as tests/test_lives_reads.py does) and
+reads through the real framework package.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def once_before(owner: Any, name: str, action: Callable[[], None]) -> None:
+    """Wrap `owner.name` so that its next call runs `action` first."""
+    real = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        action()
+        return real(*args, **kwargs)
+
+    setattr(owner, name, wrapped)
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "ran"
+    yield path
+    assert not path.exists(), "stored code ran"
+
+
+# -- copy_threads reads its target as it reads its source ------------------------------------------
+
+
+def _plant_sqlite_thread(path: Path, thread_id: str, marker: Path) -> None:
+    """A SqliteSaver file holding a checkpoint of `thread_id` whose values name callables (every
+    msgpack extension LangGraph writes), as another program could have left it."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from test_safe_decode import hostile_values
+
+    with SqliteSaver.from_conn_string(str(path)) as planter:
+        cp: Any = empty_checkpoint()
+        cp["channel_values"] = hostile_values(marker)
+        cp["channel_versions"] = dict.fromkeys(cp["channel_values"], planter.get_next_version(None, None))
+        conf: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        planter.put(conf, cp, {"source": "input", "step": -1}, dict(cp["channel_versions"]))
+
+
+def _eventlog_thread(where: Path, thread_id: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from eventlog.langgraph import EventLogSaver
+
+    with EventLogSaver.from_path(where) as saver:
+        cp: Any = empty_checkpoint()
+        cp["channel_values"] = {"said": "hello"}
+        cp["channel_versions"] = {"said": 1}
+        conf: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        saver.put(conf, cp, {"source": "input", "step": -1}, {"said": 1})
+
+
+class Foreign:
+    """A serializer that is not LangGraph's: what it reads, a copy cannot read safely."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return "foreign", repr(obj).encode()
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        raise AssertionError("never read")
+
+
+def test_a_copy_looks_at_its_target_without_running_what_the_target_holds(tmp_path: Path, marker: Path) -> None:
+    """`copy_threads` (and `eventlog langgraph-copy --to sqlite:FILE`) asks the target whether it
+    holds each thread already: the target's checkpoints are read through the copy's safe reader,
+    never through the target saver's own serializer (LangGraph's default builds any type a value
+    names). The thread is found there (ThreadExistsError, exit 4) and replaced when asked; the
+    file's values are never built."""
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from eventlog.langgraph import EventLogSaver, LangGraphThreadError, ThreadExistsError, copy_threads
+
+    target_file, log_dir = tmp_path / "target.sqlite", tmp_path / "log"
+    _plant_sqlite_thread(target_file, "t1", marker)
+    _eventlog_thread(log_dir, "t1")
+    with EventLogSaver.from_path(log_dir) as source, SqliteSaver.from_conn_string(str(target_file)) as target:
+        with pytest.raises(ThreadExistsError, match="'t1'"):
+            copy_threads(source, target)
+        assert not marker.exists(), "the copy ran what the target holds"
+        report = copy_threads(source, target, replace=True)
+        assert report.threads == ("t1",) and not marker.exists()
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        with pytest.raises(LangGraphThreadError, match="the target saver's serializer is a Foreign"):
+            copy_threads(source, InMemorySaver(serde=Foreign()))  # its values could not be read safely
+    _plant_sqlite_thread(tmp_path / "again.sqlite", "t1", marker)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "eventlog", "langgraph-copy", "--from", str(log_dir), "--to"]
+        + [f"sqlite:{tmp_path / 'again.sqlite'}", "--thread", "t1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 4 and "'t1'" in done.stderr, done.stderr
+    assert not marker.exists(), "eventlog langgraph-copy ran what the target holds"
