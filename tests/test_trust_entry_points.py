@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+import eventlog
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -118,3 +120,76 @@ def test_a_copy_looks_at_its_target_without_running_what_the_target_holds(tmp_pa
     )
     assert done.returncode == 4 and "'t1'" in done.stderr, done.stderr
     assert not marker.exists(), "eventlog langgraph-copy ran what the target holds"
+
+
+# -- WayFlow's Responses service: a listing of one life -----------------------------------------
+
+
+def before_call(owner: Any, name: str, n: int, action: Callable[[], None]) -> None:
+    """Wrap `owner.name` so that `action` runs once, before its `n`th call from now."""
+    real, calls = getattr(owner, name), [0]
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == n:
+            setattr(owner, name, real)
+            action()
+        return real(*args, **kwargs)
+
+    setattr(owner, name, wrapped)
+
+
+def _server_row(turn: str, n: int) -> dict[str, Any]:
+    import yaml  # type: ignore[import-untyped]
+
+    return {
+        "agent_id": "trip",
+        "conversation_id": "c",
+        "turn_id": turn,
+        "created_at": n,
+        "conversation_turn_state": yaml.safe_dump({"n": n}),
+        "is_last_turn": 1,
+        "extra_metadata": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("between", "call"),
+    [("run_info", 1), ("state_at", 2)],
+    ids=["rows-and-their-base", "rows-and-their-states"],
+)
+def test_a_wayflow_server_listing_is_of_one_life_of_its_conversation(
+    log: eventlog.EventLog, between: str, call: int
+) -> None:
+    """`EventLogDatastore.list` reads a conversation's rows, then its pruned base, then each
+    row's state: the conversation deleted and made again between two of these reads is listed
+    whole from one life (here the new one), never one life's responses with the other's
+    conversations; a delete decided on a listing lands only in the life it listed."""
+    pytest.importorskip("wayflowcore")
+    import yaml
+
+    from eventlog.wayflow.server import EventLogDatastore
+
+    store, other = EventLogDatastore(log), EventLogDatastore(log)
+    for i in range(3):
+        store.create("conversations", _server_row(f"old-{i}", i))
+    run = next(r for r in log.runs() if r.endswith("/c"))
+
+    def remake() -> None:
+        log.delete_run(run)
+        for i in range(3):
+            other.create("conversations", _server_row(f"new-{i}", 100 + i))
+
+    before_call(log, between, call, remake)
+    rows = store.list("conversations", {"conversation_id": "c"})
+    got = [(r["turn_id"], yaml.safe_load(r["conversation_turn_state"])["n"]) for r in rows]
+    assert got == [(f"new-{i}", 100 + i) for i in range(3)]
+
+    def made_again() -> None:
+        log.delete_run(run)
+        other.create("conversations", _server_row("newest-0", 200))
+
+    before_call(log, "append", 1, made_again)  # after the delete listed the rows to delete
+    store.delete("conversations", {"conversation_id": "c"})
+    assert [type(e.event).__name__ for e in log.read(run)] == ["ServerTurn", "ServerTurnDeleted"]
+    assert store.list("conversations", {"conversation_id": "c"}) == []

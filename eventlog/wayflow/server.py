@@ -33,9 +33,9 @@ import yaml  # type: ignore[import-untyped]
 from wayflowcore.agentserver.serverstorageconfig import ServerStorageConfig
 from wayflowcore.datastore import Datastore
 
-from .._limits import conflict_attempts_max
+from .._limits import conflict_attempts_max, replaced_retries_max
 from ..agent.policy import CheckpointPolicy
-from ..errors import ConflictError
+from ..errors import ConflictError, RunReplacedError
 from ..events import Event, register
 from ..log import EventLog
 from ..services.runwriter import RunWriter
@@ -151,9 +151,20 @@ class EventLogDatastore(Datastore):
     def list(
         self, collection_name: str, where: dict[str, Any] | None = None, limit: int | None = None
     ) -> builtins.list[dict[str, Any]]:
-        """Rows matching `where` (exact matches), oldest first within a conversation."""
+        """Rows matching `where` (exact matches), oldest first within a conversation; each
+        conversation's rows and their states of one life of its run (a conversation deleted and
+        made again while it is read is read again, on the life it has then)."""
         self._table(collection_name)
-        where = dict(where or {})
+        for attempt in range(replaced_retries_max + 1):
+            try:
+                return [self._with_state(row) for row in self._matching(dict(where or {}), limit)]
+            except RunReplacedError:
+                if attempt == replaced_retries_max:
+                    raise
+        raise AssertionError("the last attempt returns or raises")  # pragma: no cover
+
+    def _matching(self, where: dict[str, Any], limit: int | None) -> builtins.list[dict[str, Any]]:
+        """The rows `list` gives, without their states: each names its offset and run number."""
         c = self.storage_config
         if c.turn_id_column_name in where:
             found = self._conversation_of(str(where[c.turn_id_column_name]))
@@ -168,8 +179,8 @@ class EventLogDatastore(Datastore):
                 if all(row.get(k) == v for k, v in where.items()):
                     out.append(row)
                     if limit is not None and len(out) >= limit:
-                        return [self._with_state(r) for r in out]
-        return [self._with_state(r) for r in out]
+                        return out
+        return out
 
     def create(self, collection_name: str, entities: Any) -> Any:
         """Append each row to its conversation's run (and its response id to the index)."""
@@ -247,10 +258,19 @@ class EventLogDatastore(Datastore):
             raise NotImplementedError(
                 f"EventLogDatastore deletes by {c.turn_id_column_name!r} or {c.conversation_id_column_name!r} only"
             )
-        for row in self.list(collection_name, where):
-            self.log.append(
-                self._run(row[c.conversation_id_column_name]), ServerTurnDeleted(row[c.turn_id_column_name])
-            )
+        met: ConflictError | None = None
+        for _ in range(conflict_attempts_max):
+            try:
+                for row in self._matching(dict(where), None):  # each in the life it was listed from
+                    self.log.append(
+                        self._run(row[c.conversation_id_column_name]),
+                        ServerTurnDeleted(row[c.turn_id_column_name]),
+                        run_number=row["$number"],
+                    )
+                return
+            except RunReplacedError as exc:  # made again since it was listed: delete what it holds now
+                met = exc
+        raise ConflictError.last_of(met, conflict_attempts_max) from None
 
     def describe(self) -> dict[str, Any]:
         return cast("dict[str, Any]", self.schema)
@@ -292,11 +312,13 @@ class EventLogDatastore(Datastore):
 
     def _rows(self, conversation_id: str) -> builtins.list[dict[str, Any]]:
         run_id = self._run(conversation_id)
-        if self.log.head(run_id) == 0:
+        number, head = self.log.life(run_id)
+        if head == 0:
             return []
-        state: ServerState = self.log.state_at(run_id, reducer=self.reducer)
+        state: ServerState = self.log.state_at(run_id, head, reducer=self.reducer, run_number=number)
         live = [r for r in state.rows if not r["deleted"]]
-        base = self.log.run_info(run_id).base  # a row below a pruned base has no state left: pruned with it
+        # a row below a pruned base has no state left: pruned with it
+        base = self.log.run_info(run_id, run_number=number).base
         c = self.storage_config
         out = []
         for row in live:
@@ -311,15 +333,16 @@ class EventLogDatastore(Datastore):
                     c.is_last_turn_column_name: 1 if row is live[-1] else 0,
                     c.extra_metadata_column_name: row["extra"],
                     "$offset": row["offset"],
+                    "$number": number,
                 }
             )
         return out
 
     def _with_state(self, row: dict[str, Any]) -> dict[str, Any]:
         c = self.storage_config
-        offset = row.pop("$offset")
+        offset, number = row.pop("$offset"), row.pop("$number")
         state: ServerState = self.log.state_at(
-            self._run(row[c.conversation_id_column_name]), offset, reducer=self.reducer
+            self._run(row[c.conversation_id_column_name]), offset, reducer=self.reducer, run_number=number
         )
         conversation_id = row[c.conversation_id_column_name]
         data = state.data if state.text is None else _plain(state.text)
