@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .log import EventLog
 
-__all__ = ["RunView", "load_views", "view_for_run", "view_of", "waiting"]
+__all__ = ["RunView", "answered", "load_views", "view_for_run", "view_of", "waiting"]
 
 
 class RunView(Protocol):
@@ -44,7 +44,9 @@ class RunView(Protocol):
         a framework payload is decoded only into known types, any other shown as data."""
 
     # Optional: `waiting(log, run_id, offset) -> list[dict]`, what the run waits for from a
-    # human after its first `offset` events (see `waiting` below); `fold`, its reducer.
+    # human after its first `offset` events (see `waiting` below); `answered(log, run_id,
+    # offset) -> list[dict]`, the answers stored that the run has not taken yet (see
+    # `answered`); `fold`, its reducer.
 
 
 _loaded: list[RunView] | None = None
@@ -109,6 +111,18 @@ def waiting(view: RunView | None, log: EventLog[Any], run_id: str, offset: int) 
     optional `waiting` method; a run of the standard kinds, or a view without one, waits for
     nothing here ([])."""
     method = getattr(view, "waiting", None)
+    if method is None:
+        return []
+    return list(method(log, run_id, offset))
+
+
+def answered(view: RunView | None, log: EventLog[Any], run_id: str, offset: int) -> list[dict[str, Any]]:
+    """The answers stored after a run's first `offset` events that the run has not taken yet (a
+    LangGraph thread's resume value, stored by `EventLogSaver.answer` or `Command(resume=...)`,
+    before the graph runs on): one dict per question, with `value` and `node` as `waiting` gives
+    them, and `answer` (plain data). A view tells it through an optional `answered` method; [] for
+    a run of the standard kinds (its answer is its `resumed` event) or a view without one."""
+    method = getattr(view, "answered", None)
     if method is None:
         return []
     return list(method(log, run_id, offset))

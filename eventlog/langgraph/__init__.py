@@ -40,12 +40,13 @@ before, so an item changed in place is stored.
 
 The package: `_events` (the event kinds and the fold), `_threads` (run ids and the saver's
 run cache), `_values` (the serializer), `_read` and `_write` (the sync core), `_rewrite` and
-`_admin` (delete, copy and prune), `_move` (`copy_threads`: threads from any saver to any other), `_serde` (the decoder that cannot import or call), `_workers` (the worker threads and the async twins),
+`_admin` (delete, copy and prune), `_answer` (`answer`: a human's answer to an interrupt, stored from outside the graph), `_move` (`copy_threads`: threads from any saver to any other), `_serde` (the decoder that cannot import or call), `_workers` (the worker threads and the async twins),
 `_saver` (`EventLogSaver`) and `_view` (the command line's view).
 """
 
 from __future__ import annotations
 
+from ._answer import AnswerRefusedError
 from ._events import (
     Blob,
     CheckpointSaved,
@@ -64,6 +65,7 @@ from ._threads import run_id_of, thread_of
 from ._view import VIEW as VIEW
 
 __all__ = [
+    "AnswerRefusedError",
     "Blob",
     "CheckpointSaved",
     "CopyReport",

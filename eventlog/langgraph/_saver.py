@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import open as open_log
 from ..log import EventLog
 from ._admin import Admin
+from ._answer import Answerer
 from ._events import Blob, ThreadReducer
 from ._read import Reader
 from ._rewrite import Rewriter
@@ -49,6 +50,7 @@ class _Ops:
         self.read = Reader(self.rewriter, values)
         self.write = Writer(self.rewriter, values)
         self.admin = Admin(self.rewriter, values, self.read)
+        self.answers = Answerer(self.rewriter, values, self.write)
 
 
 _Blobs = list[tuple[int, str, Blob]]
@@ -205,6 +207,24 @@ class EventLogSaver(BaseCheckpointSaver[int]):
                 return
             self._caller.alone = waiting.checkpoint_id
         ops.write.put_writes(config, blobs, task_id, task_path)
+
+    def answer(self, thread_id: str, value: Any, *, checkpoint_id: str | None = None) -> RunnableConfig:
+        """Store a human's answer to the `interrupt()` the thread waits on, from outside the graph's
+        process: the graph's next `graph.invoke(None, config)` (or `stream(None, config)`) resumes
+        the interrupted node with `value`, as `graph.invoke(Command(resume=value), config)` would
+        have (the same write: LangGraph's thread-wide `__resume__`, by this saver's `serde`, on
+        the thread's latest checkpoint). Returns that checkpoint's config.
+
+        Refused with `AnswerRefusedError` (its `reason` says why), nothing written: a None value,
+        a thread with no checkpoint, one whose latest checkpoint is not `checkpoint_id` (when
+        given: the one the answer was decided on), one that waits on no interrupt, one that holds
+        a resume value already, one that waits on several (answer those by interrupt id with
+        `Command(resume={interrupt_id: value})`). The checks and the write are one step: a thread
+        that moves on meanwhile is refused, never answered on another checkpoint."""
+        return self._ops().answers.answer(thread_id, value, checkpoint_id)
+
+    aanswer = async_twin(answer)
+    """Async `answer`."""
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread, in every namespace."""

@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 
 from ..log import EventLog
-from ._events import Blob, ThreadReducer, ThreadState, pending_writes
+from ._answer import asked
+from ._events import Blob, ThreadReducer, ThreadState, Write, pending_writes
 from ._serde import SafeSerializer
 from ._threads import lineage_checkpoints, mark_of, thread_of
 
@@ -131,11 +132,32 @@ class _View:
         for w in state.writes:
             if w.channel != "__interrupt__" or w.task_id in resumed or _NULL_TASK in resumed:
                 continue
-            loaded = _plain(self._load(w.value))
-            for one in loaded if isinstance(loaded, list) else [loaded]:
-                value = one.get("value") if isinstance(one, dict) and "value" in one else one
-                interrupt_id = one.get("id") if isinstance(one, dict) else None
+            for interrupt_id, value in self._interrupts(w):
                 out.append({"node": _node_of(w.task_path), "task_id": w.task_id, "id": interrupt_id, "value": value})
+        return out
+
+    def _interrupts(self, write: Write) -> list[tuple[Any, Any]]:
+        """(id, value asked) of each interrupt an `__interrupt__` write holds, as plain data."""
+        loaded = _plain(self._load(write.value))
+        out: list[tuple[Any, Any]] = []
+        for one in loaded if isinstance(loaded, list) else [loaded]:
+            value = one.get("value") if isinstance(one, dict) and "value" in one else one
+            out.append((one.get("id") if isinstance(one, dict) else None, value))
+        return out
+
+    def answered(self, log: EventLog[Any], run_id: str, offset: int) -> list[dict[str, Any]]:
+        """The answer stored after the run's first `offset` events and not taken yet: the null
+        task's `__resume__` write while a task's `interrupt()` has not finished (`_answer.asked`);
+        the graph reads it at its next `invoke(None, config)`."""
+        state: ThreadState = log.state_at(run_id, offset, reducer=self.fold)
+        questions, stored = asked(state.writes)
+        if stored is None:
+            return []
+        answer = _plain(self._load(stored.value))
+        out: list[dict[str, Any]] = []
+        for w in questions:
+            for interrupt_id, value in self._interrupts(w):
+                out.append({"node": _node_of(w.task_path), "id": interrupt_id, "value": value, "answer": answer})
         return out
 
 

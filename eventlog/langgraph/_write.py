@@ -8,7 +8,7 @@ import collections
 import contextlib
 import dataclasses
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ormsgpack
@@ -413,16 +413,23 @@ class Writer(Part):
         blobs: list[tuple[int, str, Blob]],
         task_id: str,
         task_path: str = "",
+        check: Callable[[ThreadState], None] | None = None,
     ) -> None:
-        """What `EventLogSaver.put_writes` does when it commits alone (its writes written: `blobs`)."""
+        """What `EventLogSaver.put_writes` does when it commits alone (its writes written: `blobs`).
+
+        `check`, when given, is called with the run's state as the log holds it (read again for
+        each attempt, under the run's lock) right before the append, which lands only on that
+        state (the log's `expected_offset`): what it raises refuses the write, nothing written."""
         conf = config["configurable"]
         run = self.rewriter.run_of(config)
         alone = Waiting(conf["checkpoint_id"], task_id, task_path, blobs)
         with run.lock:
             met: ConflictError | None = None
             for _ in range(CONFLICT_RETRIES):
-                rec = self.threads.writer(run)
+                rec = self.threads.writer(run, check=check is not None)
                 self.onto_gone_life(run, alone.checkpoint_id)
+                if check is not None:
+                    check(rec.state)
                 try:
                     event = self.writes_event(run, rec.state, alone, [])
                     if event is None:
