@@ -161,7 +161,7 @@ def test_an_answer_read_on_one_life_never_lands_in_the_next(tmp_path: Path) -> N
         assert log.head("review-1") == head and log.state_at("review-1").status == "paused"  # nothing written
 
 
-def test_an_integrations_run_is_forked_as_it_is_and_resumed_by_its_framework(tmp_path: Path) -> None:
+def test_an_integrations_run_is_forked_as_it_is_and_a_thread_answered_only_while_it_waits(tmp_path: Path) -> None:
     with eventlog.open(tmp_path / "log", durability="none") as log:
         run_id = write_langgraph_thread(log)
         if run_id is None:
@@ -175,7 +175,7 @@ def test_an_integrations_run_is_forked_as_it_is_and_resumed_by_its_framework(tmp
             status, text = post(url, "/run/fork", edit, key)
             assert status == 400 and "framework" in text and "lg-edit" not in log.runs()
             status, text = post(url, "/run/resume", {"run": run_id, "head": head, "value": "ok"}, key)
-            assert status == 400 and "Command(resume" in text and log.head(run_id) == head
+            assert status == 409 and "nothing to answer" in text and log.head(run_id) == head  # resumed already
 
 
 # -- in the browser ----------------------------------------------------------------------------

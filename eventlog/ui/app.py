@@ -35,7 +35,7 @@ from eventlog.errors import (
 from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import find, memory, model, params, readings, render, spans, threads
+from . import answers, find, memory, model, params, readings, render, spans, threads
 from .guard import UI, is_loopback
 from .live import feed_end, follow
 from .render import environment
@@ -181,7 +181,7 @@ def create_app(
             "priced": prices is not None,
             "wanted": wanted,
             "families": find.families(model.kind_of(e.event) for e in win.entries),
-            "waiting": model.waiting_at(log, run_id, head, info.view),  # the run's top: what it waits for now
+            "waiting": answers.waiting(log, run_id, head, info.view),  # the run's top: what it waits for now
         }
         shown = win.entries  # the page's events drawn in this answer
         if not (wanted or request.query_params.get("fragment")) and reading in ("timeline", "conversation", "steps"):
@@ -251,7 +251,7 @@ def create_app(
             fork_name=model.free_fork_name(log, run_id, at) if allow_writes else "",
             edit=model.editable_values(doc["state"], view) if allow_writes else None,
             head=log.run_info(run_id).head,
-            waiting=model.waiting_at(log, run_id, at, view, doc["state"] if view is None else None),
+            waiting=answers.waiting(log, run_id, at, view, doc["state"] if view is None else None),
         )
 
     def node_fragment(request: Request) -> Response:
@@ -364,11 +364,14 @@ def create_app(
         created = await anyio.to_thread.run_sync(partial(fork_and_edit, form, new_id))
         return JSONResponse({"run_id": created, "url": _url("/run", id=created)})
 
+    thread_answers = answers.ThreadAnswers(log)
+
     def answer(form: _ResumeForm) -> int:
-        if model.view_for(log, form.run) is not None:
-            raise HTTPException(
-                400, "an integration's run is resumed by its framework (LangGraph: invoke Command(resume=...))"
-            )
+        view = model.view_for(log, form.run)
+        if view is not None and view.name == "langgraph":  # the saver stores it; the graph takes it
+            return thread_answers.answer(form.run, form.head, form.number, form.value)
+        if view is not None:
+            raise HTTPException(400, f"a {view.name} run is resumed by its framework, not from the page")
         with log.pinned(form.run) as info:
             if form.number is not None and form.number != info.number:
                 raise RunReplacedError(form.run, form.number, info.number, "its page was open")

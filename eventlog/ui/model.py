@@ -338,7 +338,12 @@ class Waiting(msgspec.Struct, frozen=True):
     value: str
     """The value asked with, as indented JSON, cut at `waiting_value_shown_max` characters."""
     resumable: bool = False
-    """A run of the standard kinds: the UI can answer it (`Resumed`, as `Graph.resume(value=)` writes)."""
+    """The UI can answer it: a run of the standard kinds (`Resumed`, as `Graph.resume(value=)`
+    writes), or a LangGraph thread that waits on one interrupt (`EventLogSaver.answer`)."""
+    framework: str = ""
+    """`langgraph` for a LangGraph thread's question (see ui/answers.py)."""
+    answer: str | None = None
+    """An answer stored that the run has not taken yet, as indented JSON (`eventlog.views.answered`)."""
 
 
 def _asked(state: Any, entry: Entry | None) -> list[dict[str, Any]]:
