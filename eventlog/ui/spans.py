@@ -26,7 +26,7 @@ from eventlog import events as ev
 
 from .model import kind_of, short
 
-__all__ = ["Prices", "Span", "Totals", "Waterfall", "placed", "read_prices", "run_totals", "waterfall"]
+__all__ = ["Prices", "Span", "Totals", "Waterfall", "llm_totals", "placed", "read_prices", "run_totals", "waterfall"]
 
 _ORDER = {"run": 0, "turn": 1, "superstep": 1, "step": 2, "task": 2, "llm": 3, "tool": 4}
 """Which of two spans that start together holds the other (`superstep` and `task`: a LangGraph
@@ -82,16 +82,22 @@ class Totals(msgspec.Struct):
         self.unpriced += other.unpriced
 
 
-def _call(event: ev.LLMCallCompleted, prices: Prices | None) -> Totals:
-    """One completed LLM call's totals: its tokens and, at `prices`, its cost."""
-    out = Totals(llm_calls=1, input_tokens=event.input_tokens, output_tokens=event.output_tokens)
-    if prices is not None and (event.input_tokens or event.output_tokens):
-        price = prices.get(event.model)
+def llm_totals(model: str, input_tokens: int, output_tokens: int, prices: Prices | None) -> Totals:
+    """One LLM call's totals: its tokens and, at `prices`, its cost (unpriced: it used tokens of
+    a model `prices` does not name, or of no model named)."""
+    out = Totals(llm_calls=1, input_tokens=input_tokens, output_tokens=output_tokens)
+    if prices is not None and (input_tokens or output_tokens):
+        price = prices.get(model) if model else None
         if price is None:
             out.unpriced = 1
         else:
-            out.cost_usd = (event.input_tokens * price[0] + event.output_tokens * price[1]) / 1e6
+            out.cost_usd = (input_tokens * price[0] + output_tokens * price[1]) / 1e6
     return out
+
+
+def _call(event: ev.LLMCallCompleted, prices: Prices | None) -> Totals:
+    """One completed LLM call's totals: its tokens and, at `prices`, its cost."""
+    return llm_totals(event.model, event.input_tokens, event.output_tokens, prices)
 
 
 class Span(msgspec.Struct):
@@ -137,6 +143,8 @@ class Waterfall(msgspec.Struct):
     """Every call on the page."""
     thread: bool = False
     """A LangGraph thread's supersteps and tasks (no calls of its own: its messages carry them)."""
+    timed_by: str = ""
+    """What its times say, for spans no event starts or ends (an ADK or Agents SDK session's)."""
 
     @property
     def duration_ms(self) -> float:
@@ -204,10 +212,10 @@ def waterfall(entries: Sequence[Entry], first_page: bool = False, prices: Prices
     return placed(spans, entries)
 
 
-def placed(spans: list[Span], entries: Sequence[Entry], thread: bool = False) -> Waterfall:
+def placed(spans: list[Span], entries: Sequence[Entry], thread: bool = False, timed_by: str = "") -> Waterfall:
     """The page's spans nested, added up and placed on the time axis of its events."""
     if not entries:
-        return Waterfall([], 0, 0, Totals(), thread)
+        return Waterfall([], 0, 0, Totals(), thread, timed_by)
     last_ns = max(e.time_ns for e in entries)
     for span in spans:
         if span.open:
@@ -224,7 +232,7 @@ def placed(spans: list[Span], entries: Sequence[Entry], thread: bool = False) ->
         span.left = 1000.0 * (span.start_ns - start) / length
         span.width = max(2.0, 1000.0 * (span.end_ns - span.start_ns) / length)
         span.left = min(span.left, 1000.0 - span.width)
-    return Waterfall(spans, start, end, whole, thread)
+    return Waterfall(spans, start, end, whole, thread, timed_by)
 
 
 def _nest(spans: list[Span]) -> None:
