@@ -148,6 +148,40 @@ def test_the_following_line_shows_only_while_the_selection_follows_the_tail(page
             page.check("#follow")
 
 
+def test_a_selection_made_while_the_tail_is_being_read_is_kept(page: Any, tmp_path: Path) -> None:
+    """New events came with the newest event selected, and the user picks an older one while the
+    panel is still being read again: the pick wins, the page does not jump to the new head."""
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        log.append_many("chat", [UserMessage(content=c) for c in "abc"])
+        with serving(log) as base:
+            page.goto(f"{base}/run?id=chat&view=timeline")
+            state_at(page, 3)
+            live(page)
+            held: list[Any] = []
+
+            def hold(route: Any) -> None:  # the panel's reloads wait until they are let go
+                if held and held[0] is None:
+                    route.continue_()
+                else:
+                    held.append(route)
+
+            page.route("**/run?*fragment=1*", hold)
+            log.append("chat", UserMessage(content="d"))
+            page.wait_for_function("() => document.getElementById('run-head').textContent === '4'")
+            while not held:
+                page.wait_for_timeout(20)
+            page.click('#panel tr.ev[data-offset="1"] td.time')
+            state_at(page, 1)
+            waiting, held[:] = held[:], [None]
+            for route in waiting:
+                route.continue_()
+            page.wait_for_selector('#panel tr.ev[data-offset="4"]')
+            page.wait_for_timeout(300)  # a jump to the head would have come by now
+            assert selected(page) == 1
+            assert page.get_attribute("#inspector .insp", "data-at") == "1"
+            assert status(page) == ""
+
+
 def turn(i: int) -> list[Any]:
     """One turn of a chat about the weather: the user asks, a tool answers, the assistant replies."""
     city = ("Bern", "Oslo", "Lima", "Pune")[i % 4]

@@ -604,6 +604,7 @@
     });
     let unseen = 0;
     let toHead = false;
+    let followed = null; // the selection when an arrival decided to follow: one made meanwhile wins
     function sayUnseen() {
       jumpNew.hidden = unseen === 0;
       jumpNew.textContent = `${unseen.toLocaleString("en")} new event${unseen === 1 ? "" : "s"} ↓`;
@@ -615,7 +616,10 @@
     });
     function arrived(before, head) {
       if (head <= before) return;
-      if (follow.checked && b === null && (a === null || a === before)) toHead = true;
+      if (follow.checked && b === null && (a === null || a === before)) {
+        toHead = true;
+        followed = a;
+      }
       else {
         unseen += head - before;
         sayUnseen();
@@ -632,7 +636,7 @@
         const note = document.getElementById("new-events");
         if (note) note.hidden = false;
       } else if (!(await loadPanel(bar().dataset.self))) return;
-      if (follows && a !== head) {
+      if (follows && a === followed && b === null && follow.checked && a !== head) {
         select(head);
         sayTail(`following the tail: offset ${head.toLocaleString("en")} is the newest event`);
         const el = panel.querySelector(`[data-offset="${head}"]`);
