@@ -7,6 +7,7 @@ duration is known; then the Waterfall tab of each in Chromium.
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,12 +30,15 @@ from google.adk.tools import LongRunningFunctionTool
 from google.genai import types
 from openai.types.responses import ResponseCompletedEvent, ResponseUsage
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+from ui_support import serving, shoot
 
 import eventlog
 from eventlog.adk import EventLogSessionService, session_run
 from eventlog.openai_agents import EventLogSession, RunCheckpointer
 from eventlog.ui.session_spans import session_totals, session_waterfall
 from eventlog.ui.spans import Waterfall
+
+DIALOGS_FAIL = True  # any dialog fails a test of this module (conftest `page`)
 
 MODEL_MS, TOOL_MS = 300, 100
 """How long each scripted model call and each tool call moves the clock."""
@@ -383,3 +387,90 @@ def test_a_checkpointed_run_is_its_model_calls_with_tokens_and_its_tool_calls(tm
             ("llm", "clerk", "completed"),
         ]
         assert done[2][4] == 5_000 + TOOL_MS  # from the call, through the wait, to its output
+
+
+# -- in Chromium -------------------------------------------------------------------------------------
+
+
+def _rows(page: Any) -> list[dict[str, Any]]:
+    """The page's bars: offset, kind, status, depth, the duration and the tokens shown."""
+    page.wait_for_selector(".waterfall .wf-row[data-offset]")
+    return page.eval_on_selector_all(
+        ".waterfall .wf-row[data-offset]",
+        """rows => rows.map(r => ({offset: +r.dataset.offset, kind: r.className.match(/k-(\\w+)/)[1],
+              status: r.className.match(/st-(\\w+)/)[1],
+              depth: +r.querySelector('.wf-label').className.match(/d(\\d)/)[1],
+              took: r.querySelector('.took').textContent.trim(),
+              tokens: r.querySelector('.tokens').textContent.trim()}))""",
+    )
+
+
+def _waterfall_url(url: str, run_id: str, **more: Any) -> str:
+    return f"{url}/run?" + urllib.parse.urlencode({"id": run_id, "view": "waterfall", **more})
+
+
+def test_the_waterfall_tab_of_an_adk_session(page: Any, tmp_path: Path, clock: Clock) -> None:
+    with _log(tmp_path, clock) as log:
+        run_id = _two_adk_turns(log, clock)
+        with serving(log, prices=PRICES) as url:
+            page.goto(f"{url}/run?" + urllib.parse.urlencode({"id": run_id}))
+            assert page.inner_text(".tabs").split()[:2] == ["Conversation", "Waterfall"]
+            page.click(".tabs .tab >> text=Waterfall")
+            rows = _rows(page)
+            expected = session_waterfall(_whole(log, run_id), first_page=True, prices=PRICES).spans
+            assert [(r["offset"], r["kind"], r["depth"]) for r in rows] == [
+                (s.offset, s.kind, s.depth) for s in expected
+            ]
+            assert [r["took"] for r in rows] == ["700 ms", "300 ms", "100 ms", "300 ms"] * 2
+            assert [r["tokens"].split("$")[0] for r in rows if r["kind"] == "llm"] == ["120 → 35"] * 4
+            assert rows[0]["tokens"].startswith("240 → 70")  # a turn: its calls' sum
+            totals = "4 LLM calls · 480 → 140 tokens · 2 tool calls"
+            assert page.inner_text("#wf-page-totals").startswith(totals)
+            assert page.inner_text("#wf-run-totals") == totals
+            cost = "$0.0005 · 2 calls of a model without a price"  # 2 × (120 × $1 + 35 × $4) per million
+            assert page.inner_text("#wf-page-cost") == page.inner_text("#wf-run-cost") == cost
+            assert "session service stored each ADK event" in page.inner_text("#wf-timed-by")
+            tool = next(r for r in rows if r["kind"] == "tool")
+            page.click(f'.wf-row[data-offset="{tool["offset"]}"]')  # a bar is an event: the state after it
+            page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{tool["offset"]}"]')
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            at = rows[2]["offset"]
+            shoot(page, _waterfall_url(url, run_id, at=at), ".insp", tmp_path / "ui-adk-waterfall.png", 760)
+
+
+def test_the_waterfall_tab_of_an_agents_sdk_session(page: Any, tmp_path: Path, clock: Clock) -> None:
+    with _log(tmp_path, clock) as log:
+        run_id = _agents_session(log, clock)
+        EventLogSession(run_id, log).add_items_sync(
+            [
+                {"role": "user", "content": "And 5+6?"},
+                openai_agents_app.call("add", {"a": 5, "b": 6}, "c3").model_dump(mode="json", exclude_none=True),
+            ]
+        )  # a call whose output never came: open
+        with serving(log) as url:
+            page.goto(f"{url}/run?" + urllib.parse.urlencode({"id": run_id}))
+            assert page.inner_text(".tabs").split()[:2] == ["Conversation", "Waterfall"]
+            page.click(".tabs .tab >> text=Waterfall")
+            rows = _rows(page)
+            assert [(r["kind"], r["status"], r["depth"]) for r in rows] == [
+                ("turn", "completed", 0),
+                ("llm", "completed", 1),
+                ("tool", "completed", 1),
+                ("llm", "completed", 1),
+                ("tool", "completed", 1),
+                ("llm", "completed", 1),
+                ("turn", "running", 0),
+                ("llm", "completed", 1),
+                ("tool", "running", 1),
+            ]
+            assert [r["took"] for r in rows[:6]] == ["1.10 s", "400 ms", "0.0 ms", "400 ms", "0.0 ms", "300 ms"]
+            assert rows[-1]["took"].endswith("…") and rows[-2]["took"] == "0.0 ms"  # stored with its question
+            totals = "4 LLM calls · 0 → 0 tokens · 3 tool calls"
+            assert page.inner_text("#wf-page-totals").startswith(totals)
+            assert page.inner_text("#wf-run-totals") == totals
+            assert "items carry no tokens" in page.inner_text("#wf-timed-by")
+            page.click(f'.wf-row[data-offset="{rows[5]["offset"]}"]')
+            page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{rows[5]["offset"]}"]')
+            assert "1+2=3 and 3+4=7" in page.inner_text("#inspector")
+            at = rows[5]["offset"]
+            shoot(page, _waterfall_url(url, run_id, at=at), ".insp", tmp_path / "ui-agents-waterfall.png", 760)

@@ -35,7 +35,7 @@ from eventlog.errors import (
 from eventlog.events import Resumed, StateUpdated
 from eventlog.views import load_views
 
-from . import answers, find, memory, model, params, readings, render, spans, threads
+from . import answers, find, memory, model, params, readings, render, session_spans, spans, threads
 from .guard import UI, is_loopback
 from .live import feed_end, follow
 from .render import environment
@@ -195,6 +195,9 @@ def create_app(
             context["steps"] = threads.thread_supersteps(shown)
         elif reading == "steps":
             context["steps"] = readings.supersteps(shown)
+        elif reading == "waterfall" and info.view is not None and info.view.name in ("adk", "openai-agents"):
+            context["fall"] = session_spans.session_waterfall(win.entries, win.after <= win.base, prices)
+            context["run_totals"] = session_spans.session_totals(log, run_id, info.summary.info, prices)
         elif reading == "waterfall" and info.view is not None:  # a LangGraph thread's supersteps and tasks
             context["fall"] = threads.thread_waterfall(win.entries, first_page=win.after <= win.base)
             context["run_totals"] = None

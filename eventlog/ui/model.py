@@ -54,6 +54,8 @@ json_inline_bytes_max = 512 * 1024
 _CONVERSATION_KINDS = ("turn.", "message.", "llm.", "tool.")
 _GRAPH_KINDS = ("step.", "superstep.")
 _SPAN_KINDS = ("run.", "turn.", "step.", "llm.", "tool.")
+_SESSION_SPAN_KINDS = {"adk.event", "openai_agents.item", "openai_agents.model_response", "openai_agents.tool_output"}
+"""Events of an ADK session, an Agents SDK session or a checkpointed run that ui/session_spans.py draws."""
 _STATUS_AFTER = {
     "run.started": "running",
     "run.completed": "completed",
@@ -313,6 +315,7 @@ def ways_to_read(page: RunPage, entries: Sequence[Entry], view_chat: bool = Fals
         out += ["conversation"] if view_chat else []
         thread = any(k in ("langgraph.checkpoint", "langgraph.writes") for k in kinds)
         out += ["steps", "waterfall"] if thread else []
+        out += ["waterfall"] if kinds & _SESSION_SPAN_KINDS else []
         out += ["checkpoints", "timeline"]
     return out
 
