@@ -315,6 +315,29 @@ def test_an_agents_sdk_session_is_its_turns_model_responses_and_tool_calls(tmp_p
         assert "items carry no tokens" in fall.timed_by
 
 
+def test_one_agents_sdk_response_of_two_calls_is_one_model_span(tmp_path: Path, clock: Clock) -> None:
+    script = [
+        [
+            openai_agents_app.call("add", {"a": 1, "b": 2}, "c1"),
+            openai_agents_app.call("add", {"a": 3, "b": 4}, "c2"),
+        ],
+        [openai_agents_app.reply("3 and 7")],
+    ]
+    with _log(tmp_path, clock) as log:
+        session = EventLogSession("both", log)
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, Runner.run(_agents_agent(clock, script), "Add both", session=session)).result()
+        fall = session_waterfall(_whole(log, "both"), first_page=True)
+        assert [(d, k, label, ms) for d, k, label, _, ms in _shape(fall)] == [
+            (0, "turn", "Add both", MODEL_MS + 2 * TOOL_MS + MODEL_MS),
+            (1, "llm", "calls add, add", MODEL_MS + 2 * TOOL_MS),  # both calls, and both tools' time
+            (1, "tool", 'add("a": 1, "b": 2)', 0),
+            (1, "tool", 'add("a": 3, "b": 4)', 0),
+            (1, "llm", "“3 and 7”", MODEL_MS),
+        ]
+        assert (fall.totals.llm_calls, fall.totals.tool_calls) == (2, 2)
+
+
 def test_an_agents_sdk_call_without_its_output_is_open_and_a_page_holds_what_began_before(
     tmp_path: Path, clock: Clock
 ) -> None:
