@@ -43,7 +43,7 @@ _RUN_KINDS = ("run_started", "run_state", "model_response", "tool_output", "run_
 _CALLS = ("function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call")
 """Items of a call the SDK runs (its output comes as an item of the same type with `_output`)."""
 
-TIMED_BY = {
+_TIMED_BY = {
     "adk": "when the session service stored each ADK event: a model's bar runs from the event "
     "before it in its invocation, a tool's from its call to its response",
     "items": "when the session stored each item: the SDK stores a model's response with the "
@@ -57,13 +57,14 @@ TIMED_BY = {
 def session_waterfall(entries: Sequence[Entry], first_page: bool = False, prices: Prices | None = None) -> Waterfall:
     """A window of an ADK session, an Agents SDK session or a checkpointed run as spans on its
     time axis; a model call's cost at `prices`, when given. `first_page`: the window starts at
-    the run's start (what ends on it without its start began on it, not on an earlier page)."""
+    the run's start, so a call's output without its call on the page did not begin on an
+    earlier one."""
     kinds = {kind_of(e.event) for e in entries}
     if _ADK in kinds:
-        return placed(_adk(entries, first_page, prices), entries, timed_by=TIMED_BY["adk"])
+        return placed(_adk(entries, first_page, prices), entries, timed_by=_TIMED_BY["adk"])
     if _ITEM in kinds:
-        return placed(_items(entries, first_page), entries, timed_by=TIMED_BY["items"])
-    return placed(_run(entries, first_page, prices), entries, timed_by=TIMED_BY["run"])
+        return placed(_items(entries, first_page), entries, timed_by=_TIMED_BY["items"])
+    return placed(_run(entries, first_page, prices), entries, timed_by=_TIMED_BY["run"])
 
 
 def session_totals(log: EventLog[Any], run_id: str, info: RunInfo, prices: Prices | None = None) -> Totals | None:
@@ -75,23 +76,25 @@ def session_totals(log: EventLog[Any], run_id: str, info: RunInfo, prices: Price
     return session_waterfall(entries, first_page=True, prices=prices).totals
 
 
-def _tool(kind: str, name: str, arguments: Any, entry: Entry) -> Span:
+def _tool(name: str, arguments: Any, entry: Entry) -> Span:
     """A tool call's span begun at `entry`, open until its output."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     text = text[1:-1] if text.startswith("{") and text.endswith("}") else text
-    return Span(kind, f"{name}({short(text, 60)})", entry.offset, entry.time_ns, entry.time_ns)
+    return Span(
+        "tool", f"{name}({short(text, 60)})", entry.offset, entry.time_ns, entry.time_ns, totals=Totals(tool_calls=1)
+    )
 
 
 def _ended(span: Span, entry: Entry, status: str = "completed") -> None:
     span.end_ns, span.end_offset, span.status = max(span.end_ns, entry.time_ns), entry.offset, status
 
 
-def _unmatched(kind: str, label: str, entry: Entry, first_page: bool) -> Span:
-    """A call's end whose start is not on the page: an instant at it, begun on an earlier page
-    unless the page is the run's first."""
-    span = Span(kind, label, entry.offset, entry.time_ns, entry.time_ns, begun_before=not first_page)
+def _unmatched(label: str, entry: Entry, first_page: bool) -> Span:
+    """A tool call's output whose call is not on the page: an instant at it, begun on an earlier
+    page unless the page is the run's first."""
+    span = Span("tool", label, entry.offset, entry.time_ns, entry.time_ns, totals=Totals(tool_calls=1))
+    span.begun_before = not first_page
     _ended(span, entry)
-    span.totals.tool_calls = 1
     return span
 
 
@@ -177,14 +180,13 @@ def _adk(entries: Sequence[Entry], first_page: bool, prices: Prices | None) -> l
         waiting.update(str(i) for i in data.get("long_running_tool_ids") or [])
         for part in _parts(data):
             if isinstance(call := part.get("function_call"), dict):
-                span = _tool("tool", str(call.get("name", "")), call.get("args") or {}, entry)
-                span.totals.tool_calls = 1
+                span = _tool(str(call.get("name", "")), call.get("args") or {}, entry)
                 calls[str(call.get("id") or call.get("name", ""))] = span, invocation
                 spans.append(span)
             if isinstance(response := part.get("function_response"), dict):
                 found = calls.pop(str(response.get("id") or response.get("name", "")), None)
                 if found is None:
-                    spans.append(_unmatched("tool", str(response.get("name", "")), entry, first_page))
+                    spans.append(_unmatched(str(response.get("name", "")), entry, first_page))
                 else:
                     _ended(found[0], entry)
             called = called or "function_call" in part or "function_response" in part
@@ -252,7 +254,7 @@ def _items(entries: Sequence[Entry], first_page: bool) -> list[Span]:
         role, before = _role(item), entry
         asking = previous is not None and _role(_item(previous.event)) == "user"
         if (role == "user" and not asking) or not turns:  # a turn's first input item, or the page's first item
-            label = short(_said(item), 60) or "input" if role == "user" else "a turn"
+            label = (short(_said(item), 60) or "input") if role == "user" else "a turn"
             begun = role != "user" and not first_page
             turns.append(Span("turn", label, entry.offset, entry.time_ns, entry.time_ns, begun_before=begun))
             spans.append(turns[-1])
@@ -274,13 +276,12 @@ def _items(entries: Sequence[Entry], first_page: bool) -> list[Span]:
         call_id = str(item.get("call_id", ""))
         if item.get("type") in _CALLS:
             name = str(item.get("name") or str(item["type"]).removesuffix("_call"))
-            calls[call_id] = _tool("tool", name, item.get("arguments", item.get("action", "")), entry)
-            calls[call_id].totals.tool_calls = 1
+            calls[call_id] = _tool(name, item.get("arguments", item.get("action", "")), entry)
             spans.append(calls[call_id])
         elif role == "output":
             found = calls.pop(call_id, None)
             if found is None:
-                spans.append(_unmatched("tool", call_id, entry, first_page))
+                spans.append(_unmatched(call_id, entry, first_page))
             else:
                 _ended(found, entry)
     if turns and (calls or not answered):  # the page's last turn has no answer yet: open
@@ -319,13 +320,12 @@ def _run(entries: Sequence[Entry], first_page: bool, prices: Prices | None) -> l
             for item in getattr(event, "output", None) or []:
                 if isinstance(item, dict) and item.get("type") in _CALLS:
                     name = str(item.get("name") or str(item["type"]).removesuffix("_call"))
-                    span = calls[str(item.get("call_id", ""))] = _tool("tool", name, item.get("arguments", ""), entry)
-                    span.totals.tool_calls = 1
+                    span = calls[str(item.get("call_id", ""))] = _tool(name, item.get("arguments", ""), entry)
                     spans.append(span)
         elif kind == "tool_output":
             found = calls.pop(str(getattr(event, "call_id", "")), None)
             if found is None:
-                spans.append(_unmatched("tool", str(getattr(event, "tool", "")), entry, first_page))
+                spans.append(_unmatched(str(getattr(event, "tool", "")), entry, first_page))
             else:
                 _ended(found, entry)
         elif kind == "run_state":
