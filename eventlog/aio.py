@@ -296,8 +296,10 @@ class AsyncEventLog(Generic[S]):
     async def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
         return await asyncio.to_thread(partial(self.sync.fork, run_id, at, new_run_id, run_number=run_number))
 
-    async def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
-        return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer))
+    async def prune(
+        self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
+    ) -> int:
+        return await asyncio.to_thread(partial(self.sync.prune, run_id, before, reducer=reducer, run_number=run_number))
 
     async def delete_run(
         self, run_id: str, *, run_number: int | None = None, expected_offset: int | None = None

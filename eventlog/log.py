@@ -354,16 +354,19 @@ class EventLog(Generic[S]):
         """A new run whose first `at` events are this run's (of life `run_number`), shared by reference."""
         return self._maintenance.fork(run_id, at, new_run_id, self._commit.now(), check_run_number(run_number))
 
-    def prune(self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None) -> int:
+    def prune(
+        self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
+    ) -> int:
         """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
 
         That checkpoint is materialized (if it was not) and becomes the run's base, returned:
         the state at any offset from it on stays readable; `state_at` below raises PrunedError.
         Event ids stay indexed. Refused while forks of the run exist. The base moves in one
         transaction; what lies below it is then removed a chunk per transaction, in bounded
-        memory (`repair` ends a removal a crash cut short)."""
+        memory (`repair` ends a removal a crash cut short). With `run_number`, only that life of
+        the run is pruned (else RunReplacedError): the life `before` was read on."""
         check_run_id(run_id)
-        return self._maintenance.prune(run_id, before, reducer_or(reducer, self.reducer))
+        return self._maintenance.prune(run_id, before, reducer_or(reducer, self.reducer), check_run_number(run_number))
 
     def delete_run(self, run_id: str, *, run_number: int | None = None, expected_offset: int | None = None) -> None:
         """Remove a run, damaged or not, unless forks of it exist; with `run_number` or `expected_offset`, only

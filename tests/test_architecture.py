@@ -226,13 +226,13 @@ def test_no_decoder_can_import_or_call() -> None:
     assert not wrong, wrong
 
 
-WRITES_OF_A_LIFE = {"append", "append_many", "fork", "delete_run"}
+WRITES_OF_A_LIFE = {"append", "append_many", "fork", "delete_run", "prune"}
 """The log's writes that a caller decides on a read of a run (its head, its state, an offset)."""
 
 
 def test_every_write_above_the_core_names_the_life_it_was_decided_on() -> None:
-    """Above the core, a write fenced by a head (`expected_offset`), and every fork, also names
-    the run number of the life it read (`run_number=`, None where the run as it is now is
+    """Above the core, a write fenced by a head (`expected_offset`), and every fork and every
+    prune of a log (its `before` is an offset read), also names the run number of the life it read (`run_number=`, None where the run as it is now is
     meant): a head alone lets a run deleted and made again to the same head through, and the
     write decided on one life would land in the next (docs/concepts.md, "A run's lives")."""
     below = {"core", "services", "store", "record", "testing", "log.py", "aio.py"}
@@ -244,7 +244,8 @@ def test_every_write_above_the_core_names_the_life_it_was_decided_on() -> None:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             named = {k.arg for k in node.keywords}
-            decided = node.func.attr == "fork" or "expected_offset" in named
+            pruned = node.func.attr == "prune" and ast.unparse(node.func.value).endswith("log")
+            decided = node.func.attr == "fork" or pruned or "expected_offset" in named
             if node.func.attr in WRITES_OF_A_LIFE and decided and "run_number" not in named:
                 unfenced.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)[:100]}")
     assert unfenced == []

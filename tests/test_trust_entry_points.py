@@ -193,3 +193,53 @@ def test_a_wayflow_server_listing_is_of_one_life_of_its_conversation(
     store.delete("conversations", {"conversation_id": "c"})
     assert [type(e.event).__name__ for e in log.read(run)] == ["ServerTurn", "ServerTurnDeleted"]
     assert store.list("conversations", {"conversation_id": "c"}) == []
+
+
+# -- a prune decided on one life never prunes the next --------------------------------------------
+
+
+def _put_checkpoints(saver: Any, thread_id: str, life: int, count: int) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = None
+    for n in range(count):
+        cp: Any = empty_checkpoint()
+        cp["id"] = f"1f000000-0000-6000-8000-{life:04d}{n:08d}"
+        cp["channel_values"] = {"who": f"life{life}-{n}"}
+        cp["channel_versions"] = {"who": n + 1}
+        conf: Any = {"thread_id": thread_id, "checkpoint_ns": "", **({"checkpoint_id": parent} if parent else {})}
+        saver.put({"configurable": conf}, cp, {"source": "loop", "step": n}, {"who": n + 1})
+        parent = cp["id"]
+
+
+def test_a_prune_is_of_the_life_it_was_read_on(log: eventlog.EventLog) -> None:
+    """`log.prune(run_number=)` (and its async twin) prunes only that life of the run; the
+    LangGraph saver's `prune(keep_latest)` reads a thread's checkpoints, then prunes below the
+    latest: the thread deleted and made again by another saver between the two is read again
+    and pruned to its own latest checkpoint, never below an offset read on the life that went
+    (which kept four of the new life's five checkpoints, the offset of the old one's latest)."""
+    pytest.importorskip("langgraph")
+    from eventlog.aio import AsyncEventLog
+    from eventlog.langgraph import EventLogSaver
+
+    pruner, other = EventLogSaver(log), EventLogSaver(log)
+    _put_checkpoints(pruner, "T", 1, 2)
+    run = next(r for r in log.runs())
+    old = log.life(run)[0]
+
+    def remake() -> None:
+        other.delete_thread("T")
+        _put_checkpoints(other, "T", 2, 5)
+
+    once_before(log, "prune", remake)  # after the saver read the thread's latest checkpoint
+    pruner.prune(["T"])
+    cfg: Any = {"configurable": {"thread_id": "T", "checkpoint_ns": ""}}
+    assert [t.checkpoint["channel_values"]["who"] for t in other.list(cfg)] == ["life2-4"]
+    assert log.verify(reducer=pruner.reducer).ok  # type: ignore[attr-defined]
+
+    import asyncio
+
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        log.prune(run, before=log.head(run), reducer=pruner.reducer, run_number=old)  # type: ignore[attr-defined]
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        asyncio.run(AsyncEventLog(log).prune(run, before=log.head(run), reducer=pruner.reducer, run_number=old))  # type: ignore[attr-defined]

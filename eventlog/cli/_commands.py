@@ -288,8 +288,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    with _open(args, write=True) as log, _progress(f"pruning run {args.run}", None):
-        base = log.prune(args.run, before=args.before, reducer=reducer_of(log, args.run))
+    with _open(args, write=True) as log, log.pinned(args.run) as info, _progress(f"pruning run {args.run}", None):
+        reducer = reducer_of(log, args.run)  # the reducer of the life pruned, and only that life
+        base = log.prune(args.run, before=args.before, reducer=reducer, run_number=info.number)
     if args.json:
         _emit_json({"run_id": args.run, "base": base})
     else:

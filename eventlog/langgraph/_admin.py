@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from ..errors import ConflictError, UnknownRunError
+from ..errors import ConflictError, RunReplacedError, UnknownRunError
 from ._events import LangGraphThreadError, id_list
 from ._read import Reader
 from ._rewrite import Batches, Part, Rewriter
@@ -63,15 +63,27 @@ class Admin(Part):
                 self.delete_thread(thread_id)
                 continue
             for run_id in self.threads.thread_runs(str(thread_id)):
-                run = self.rewriter.open(*thread_of(run_id))
-                with run.lock:
+                self.keep_latest(run_id)
+
+    def keep_latest(self, run_id: str) -> None:
+        """Prune a thread's run to what its latest checkpoint is rebuilt from, on the life that was
+        read: a run deleted and made again meanwhile is read again and pruned on its new life."""
+        run = self.rewriter.open(*thread_of(run_id))
+        for attempt in range(1, CONFLICT_RETRIES + 1):
+            with run.lock:
+                try:
                     self.threads.writer(run, check=True)
                     marks = self.threads.marks(run)
                     keep = self.rebuilt_from(run, marks) if marks else 0
                     info = self.log.run_info(run_id, run_number=run.number)
                     # a fork's offsets up to its fork are the run's it forks from, not its own to drop
                     if keep > max(info.base, info.fork_offset if info.parent is not None else 0):
-                        self.log.prune(run_id, before=keep, reducer=self.reducer)
+                        self.log.prune(run_id, before=keep, reducer=self.reducer, run_number=info.number)
+                    return
+                except RunReplacedError:
+                    if attempt == CONFLICT_RETRIES:
+                        raise
+                finally:
                     run.forget()
 
     def rebuilt_from(self, run: Run, marks: list[Mark]) -> int:

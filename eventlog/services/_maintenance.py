@@ -82,16 +82,17 @@ class Maintenance:
 
     # -- prune -----------------------------------------------------------------------------------
 
-    def prune(self, run_id: str, before: int, reducer: Reducer[Any]) -> int:
+    def prune(self, run_id: str, before: int, reducer: Reducer[Any], life: int | None = None) -> int:
         """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
+        With `life` (a run number), of that life of the run only (else RunReplacedError, before
+        anything is written): a `before` read on one life never prunes the next.
 
         Event ids stay indexed: appending a pruned event's id again is still a no-op."""
         check_int("before", before)
         tag = reducer_tag(reducer)
         for attempt in range(_PRUNE_ATTEMPTS):
-            number, old_base, base = self._store.read(
-                partial(self._plan_prune, run_id=run_id, before=before, reducer=reducer, again=attempt > 0)
-            )
+            plan = partial(self._plan_prune, run_id=run_id, before=before, reducer=reducer, again=attempt > 0)
+            number, old_base, base = self._store.read(partial(plan, life=life))
             if base <= old_base:
                 return old_base
             state = self._replay.state_at(run_id, base, reducer)
@@ -126,10 +127,10 @@ class Maintenance:
         raise ForkDependencyError(f"run {run_id!r} kept changing while it was being pruned; try again")
 
     def _plan_prune(
-        self, txn: Txn, run_id: str, before: int, reducer: Reducer[Any], again: bool
+        self, txn: Txn, run_id: str, before: int, reducer: Reducer[Any], again: bool, life: int | None
     ) -> tuple[int, int, int]:
         """(run number, base now, base to prune to). `again`: the run changed since the last plan."""
-        rec = self._runs.require(txn, run_id)
+        rec = self._runs.require(txn, run_id, life, "it was pruned")
         start, stop = run_range(rec.number)
         keep = None
         others: set[str] = set()  # reducers of the checkpoints at or below `before` that are not `reducer`
