@@ -357,14 +357,11 @@ class EventLog(Generic[S]):
     def prune(
         self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None, run_number: int | None = None
     ) -> int:
-        """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
-
-        That checkpoint is materialized (if it was not) and becomes the run's base, returned:
-        the state at any offset from it on stays readable; `state_at` below raises PrunedError.
-        Event ids stay indexed. Refused while forks of the run exist. The base moves in one
-        transaction; what lies below it is then removed a chunk per transaction, in bounded
-        memory (`repair` ends a removal a crash cut short). With `run_number`, only that life of
-        the run is pruned (else RunReplacedError): the life `before` was read on."""
+        """Drop the run's events and checkpoints below the latest checkpoint at or below `before`
+        (of life `run_number` only, else RunReplacedError). That checkpoint is materialized (if it
+        was not) and becomes the run's base, returned: the state from it on stays readable, below
+        it `state_at` raises PrunedError. Event ids stay indexed. Refused while forks exist. The
+        base moves in one transaction, the rest a chunk per transaction (`repair` ends a cut one)."""
         check_run_id(run_id)
         return self._maintenance.prune(run_id, before, reducer_or(reducer, self.reducer), check_run_number(run_number))
 

@@ -83,10 +83,8 @@ class Maintenance:
     # -- prune -----------------------------------------------------------------------------------
 
     def prune(self, run_id: str, before: int, reducer: Reducer[Any], life: int | None = None) -> int:
-        """Drop the run's events and checkpoints below the latest checkpoint at or below `before`.
-        With `life` (a run number), of that life of the run only (else RunReplacedError, before
-        anything is written): a `before` read on one life never prunes the next.
-
+        """Drop the run's events and checkpoints below the latest checkpoint at or below `before`; with
+        `life` (a run number), of that life only (else RunReplacedError, before anything is written).
         Event ids stay indexed: appending a pruned event's id again is still a no-op."""
         check_int("before", before)
         tag = reducer_tag(reducer)
