@@ -219,6 +219,7 @@ def test_screenshots_of_following_the_tail_and_of_new_events_on_an_older_page(pa
             page.wait_for_function("() => document.getElementById('jump-new').textContent.startsWith('4 new events')")
             assert (selected(page), status(page)) == (30, "")
             assert page.locator('#panel tr.ev[data-offset="248"]').count() == 0
+            assert page.inner_text("#panel .range").endswith("of 248")  # the page's bar counts what came
             page.mouse.move(0, 0)
             page.screenshot(path=str(tmp_path / "ui-new-events.png"))
             keep(tmp_path / "ui-new-events.png")

@@ -657,7 +657,9 @@
           }
           const before = Number(root.dataset.head);
           root.dataset.head = change.head;
-          document.getElementById("run-head").textContent = Number(change.head).toLocaleString("en");
+          const headText = Number(change.head).toLocaleString("en");
+          document.getElementById("run-head").textContent = headText;
+          for (const el of panel.querySelectorAll(".range-head")) el.textContent = headText; // a page off the tail too
           const st = document.getElementById("run-status");
           if (st && change.status) {
             st.textContent = change.status;
