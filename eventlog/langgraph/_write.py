@@ -415,11 +415,8 @@ class Writer(Part):
         task_path: str = "",
         check: Callable[[ThreadState], None] | None = None,
     ) -> None:
-        """What `EventLogSaver.put_writes` does when it commits alone (its writes written: `blobs`).
-
-        `check`, when given, is called with the run's state as the log holds it (read again for
-        each attempt, under the run's lock) right before the append, which lands only on that
-        state (the log's `expected_offset`): what it raises refuses the write, nothing written."""
+        """What `EventLogSaver.put_writes` does when it commits alone (its writes written: `blobs`);
+        `check(state)` may refuse it before each attempt, on the state the append then lands on."""
         conf = config["configurable"]
         run = self.rewriter.run_of(config)
         alone = Waiting(conf["checkpoint_id"], task_id, task_path, blobs)
