@@ -403,8 +403,7 @@ class Writer(Part):
             return True
 
     def blobs(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[int, str, Blob]]:
-        """The writes as they are stored, written when they are given (as InMemorySaver does):
-        an edit the caller makes after the call is not theirs, whenever they are committed."""
+        """The writes as stored, written when given (as InMemorySaver does): a caller's later edit is not theirs."""
         return [(WRITES_IDX_MAP.get(ch, i), ch, self.values.blob(value)) for i, (ch, value) in enumerate(writes)]
 
     def put_writes(
