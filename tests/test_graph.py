@@ -31,6 +31,7 @@ from eventlog.agent.graph import (
     RunNotPausedError,
     RunPausedError,
 )
+from eventlog.errors import RunReplacedError
 from eventlog.events import (
     Interrupted,
     Resumed,
@@ -574,3 +575,47 @@ def test_an_update_that_cannot_be_stored_fails_the_node(log: eventlog.EventLog) 
     assert isinstance(info.value.__cause__, eventlog.errors.InvalidEventError) and info.value.node == "b"
     assert kinds(log, "u")[-3:] == ["StepStarted", "StepFailed", "RunFailed"]
     assert log.state_at("u").values == {"ok": 1}
+
+
+class _MadeAgainBeforeTheListenersRead:
+    """The runner's log, where another writer deletes the run and makes it again, with as many
+    events and a checkpoint at the same offset, right before the runner reads the checkpoint an
+    append took (once, after the run's first checkpoint)."""
+
+    def __init__(self, log: eventlog.EventLog) -> None:
+        self._log, self._done = log, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    @property
+    def checkpoints(self) -> Any:
+        return self
+
+    def load_latest(self, run_id: str, **kwargs: Any) -> Any:
+        log = self._log
+        if not self._done and log.checkpoints.load_latest(run_id) is not None:
+            self._done = True
+            events = [e.event for e in log.read(run_id)]
+            log.delete_run(run_id)
+            log.append_many(run_id, events)
+            log.checkpoints.save(run_id, checkpoint_id="the other life's")
+        return log.checkpoints.load_latest(run_id, **kwargs)
+
+    def list(self, *args: Any, **kwargs: Any) -> Any:
+        return self._log.checkpoints.list(*args, **kwargs)
+
+
+def test_the_listener_is_never_handed_a_checkpoint_of_another_life(log: eventlog.EventLog) -> None:
+    """The run made again between an append and the read of the checkpoint it took: the listener
+    gets no checkpoint for that append (the other life's is not the append's), and the run's next
+    append is refused, as every write to a life that is gone."""
+    handed: list[Any] = []
+    runner = three_step().compile(
+        _MadeAgainBeforeTheListenersRead(log),  # type: ignore[arg-type]
+        listener=lambda e, off, cp: handed.append(cp),
+    )
+    with pytest.raises(RunReplacedError):
+        runner.run("wf", {})
+    assert [cp for cp in handed if cp is not None] == []
+    assert log.checkpoints.load_latest("wf").checkpoint_id == "the other life's"

@@ -39,7 +39,14 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import EventLogError, InvalidEventError, RecordTooLargeError, RunExistsError, UnknownRunError
+from ..errors import (
+    EventLogError,
+    InvalidEventError,
+    RecordTooLargeError,
+    RunExistsError,
+    RunReplacedError,
+    UnknownRunError,
+)
 from ..log import EventLog
 from ..record.kinds import Event
 from ..services.checkpoints import Checkpoint
@@ -340,7 +347,10 @@ class CompiledGraph:
         before = self._latest_id(rec.run_id) if self.listener else None
         offsets = rec.append_many(events, checkpoint_metadata=self._checkpoint_metadata(rec))
         if self.listener is not None:
-            cp = self.log.checkpoints.load_latest(rec.run_id, reducer=self.reducer)
+            try:  # of the life appended to: a run made again since has no checkpoint this append took
+                cp = self.log.checkpoints.load_latest(rec.run_id, reducer=self.reducer, run_number=rec.run_number)
+            except RunReplacedError:
+                cp = None
             taken = cp if cp is not None and cp.checkpoint_id != before and cp.offset == offsets[-1] else None
             for i, (event, offset) in enumerate(zip(events, offsets, strict=True)):
                 self.listener(event, offset, taken if i == len(events) - 1 else None)
