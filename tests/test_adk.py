@@ -957,3 +957,39 @@ def test_bench_suite_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     systems = {row.system for row in res.rows}
     assert {"eventlog-lmdb", "adk-sqlite"} <= systems
     assert res.metrics["eventlog-lmdb"]["events"] == res.metrics["adk-sqlite"]["events"] > 0
+
+
+class _DeletedBeforeTheHeldEventIsRead:
+    """The sessions' log, where another writer deletes session `s` (and, with `again`, makes it
+    again) right before the service reads the event an id it was given already holds, once."""
+
+    def __init__(self, log: eventlog.EventLog, again: bool) -> None:
+        self._log, self._again, self._done = log, again, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def entry(self, run_id: str, offset: int, **kwargs: Any) -> Any:
+        if not self._done and run_id.endswith("/s"):
+            self._done = True
+            self._log.delete_run(run_id)
+            if self._again:
+                EventLogSessionService(self._log).sessions.create("a", "u", None, "s")
+        return self._log.entry(run_id, offset, **kwargs)
+
+
+@pytest.mark.parametrize("again", [False, True])
+def test_an_event_given_again_to_a_session_deleted_meanwhile_is_refused_as_adk_refuses(
+    log: eventlog.EventLog, again: bool
+) -> None:
+    """An event appended again (its id held) while another writer deletes the session, or deletes
+    it and makes it again, before the service reads the held event: the service says the session
+    is not found, or that it was made again (ADK's errors), not the log's UnknownRunError."""
+    svc = EventLogSessionService(log, offload=False)
+    session = asyncio.run(svc.create_session(app_name="a", user_id="u", session_id="s"))
+    event = said("user", "hi", 1.0, "e1")
+    asyncio.run(svc.append_event(session, event))
+    svc.sessions.log = _DeletedBeforeTheHeldEventIsRead(log, again)  # type: ignore[assignment]
+    with pytest.raises(StaleSessionError if again else SessionNotFoundError):
+        asyncio.run(svc.append_event(session, said("user", "hi", 1.0, "e1")))
+    assert svc.sessions.log._done  # type: ignore[attr-defined]

@@ -39,6 +39,7 @@ from ..errors import (
     ReadOnlyError,
     RunExistsError,
     RunReplacedError,
+    UnknownRunError,
 )
 from ..log import EventLog
 from ..services.runwriter import RunWriter
@@ -329,7 +330,12 @@ class Sessions:
                     continue
                 if offset > before:
                     break
-                held = self.log.entry(run, offset).event
+                try:  # the event of that id, of this life: a session deleted meanwhile is looked at again
+                    held = self.log.entry(run, offset, run_number=w.run_number).event
+                except (RunReplacedError, UnknownRunError):
+                    self._writers.pop(run, None)
+                    w = self.writer(run)
+                    continue
                 if offset > start and isinstance(held, AdkEvent) and event_of(held) == event:
                     return False
                 eid = None  # another event of the same id: kept as ADK keeps it
