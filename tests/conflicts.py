@@ -1,10 +1,24 @@
-"""A clock that makes every attempt of a fenced write meet a conflict (tests of retry limits)."""
+"""Interleavings for tests: a clock that makes every attempt of a fenced write meet a conflict
+(tests of retry limits), and another writer's step run right before a call (`once_before`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import eventlog
+
+
+def once_before(owner: Any, name: str, action: Callable[[], None]) -> None:
+    """Wrap `owner.name` so that its next call runs `action` first."""
+    real = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        action()
+        return real(*args, **kwargs)
+
+    setattr(owner, name, wrapped)
 
 
 class Jostling:

@@ -15,23 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conflicts import once_before
 
 import eventlog
 
 CFG = {"configurable": {"thread_id": "T", "checkpoint_ns": ""}}
 IDS = [f"1f000000-0000-6000-8000-00000000000{i}" for i in range(1, 4)]
-
-
-def once_before(owner: Any, name: str, action: Callable[[], None]) -> None:
-    """Wrap `owner.name` so that its next call runs `action` first."""
-    real = getattr(owner, name)
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        setattr(owner, name, real)
-        action()
-        return real(*args, **kwargs)
-
-    setattr(owner, name, wrapped)
 
 
 def put_thread(saver: Any, life: int, ids: list[str]) -> None:

@@ -17,22 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conflicts import once_before
 
 import eventlog
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def once_before(owner: Any, name: str, action: Callable[[], None]) -> None:
-    """Wrap `owner.name` so that its next call runs `action` first."""
-    real = getattr(owner, name)
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        setattr(owner, name, real)
-        action()
-        return real(*args, **kwargs)
-
-    setattr(owner, name, wrapped)
 
 
 @pytest.fixture
