@@ -126,12 +126,10 @@ class Sessions:
         self._settled: OrderedDict[str, tuple[int, int]] = OrderedDict()
         """Per session run: (run number, offset) of the last event whose app and user changes are known written."""
         self._lives: dict[int, tuple[weakref.ref[Session], int, int]] = {}
-        """Per `Session` object this service gave out, alive: the life of the session it was read
-        from, (run number, offset of the session's start)."""
+        """Per `Session` object given out, alive: the life it was read from (run number, start offset)."""
 
     def lived(self, session: Session, number: int | None, start: int) -> Session:
-        """`session`, given out as read from the life (`number`, `start`): an append with it to
-        another life (the session deleted and made again since) is refused (`append`)."""
+        """`session`, given out as read from the life (`number`, `start`): `append` refuses it on another."""
         key = id(session)
         self._lives[key] = (weakref.ref(session, lambda _: self._lives.pop(key, None)), number or 0, start)
         return session
@@ -156,8 +154,7 @@ class Sessions:
         return w
 
     def folded(self, run: str, scoped: bool) -> tuple[int, Any] | None:
-        """(run number, state at the head) of a run, or None when it holds no event; both of one
-        life of it (else RunReplacedError: `retrying` reads again)."""
+        """(run number, state at the head) of one life of a run (`retrying` reads again), or None when empty."""
         number, head = self.log.life(run)
         if head == 0:
             return None
