@@ -21,7 +21,7 @@ pytest.importorskip("starlette", reason="the UI needs its extra: pip install '.[
 pytest.importorskip("uvicorn", reason="the UI needs its extra: pip install '.[ui]'")
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from ui_support import draft_then_review, get, serving, shoot, write_langgraph_thread
+from ui_support import draft_then_review, get, pick, serving, shoot, write_langgraph_thread
 
 import eventlog
 from eventlog.ui import model, threads
@@ -98,8 +98,7 @@ def test_supersteps_of_a_thread(page: Any, url: str, thread_log: eventlog.EventL
     # a node is an event: selecting it shows the state with its pending writes, decoded by the view
     waiting = page.locator(".node.n-waiting").first
     offset = int(waiting.get_attribute("data-offset"))
-    waiting.click()
-    page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{offset}"] .waiting')
+    pick(page, waiting, f'#inspector .insp[data-kind="state"][data-at="{offset}"] .waiting')
     assert "Waiting for a human" in page.inner_text("#inspector .waiting")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     shoot(page, run_url(url, THREAD, view="steps", at=offset), ".insp", tmp_path / "ui-langgraph-steps.png")

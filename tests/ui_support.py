@@ -232,3 +232,20 @@ def draft_then_review(draft: Any, review: Any, checkpointer: Any) -> Any:
     builder.add_edge("draft", "review")
     builder.add_edge("review", END)
     return builder.compile(checkpointer=checkpointer)
+
+
+def pick(page: Any, target: Any, shown: str, tries: int = 3) -> None:
+    """Click the locator `target` until the selector `shown` is visible: a click that lands while
+    the page's live update puts a new panel in place is lost, as a user's would be (who clicks
+    again)."""
+    from playwright.sync_api import TimeoutError as WaitedTooLong
+
+    for _ in range(tries - 1):
+        target.click()
+        try:
+            page.wait_for_selector(shown, timeout=3_000)
+            return
+        except WaitedTooLong:
+            continue
+    target.click()
+    page.wait_for_selector(shown)
