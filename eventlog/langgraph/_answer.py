@@ -25,7 +25,7 @@ from ._rewrite import Part, Rewriter
 from ._values import Values
 from ._write import Writer
 
-__all__ = ["NULL_TASK", "AnswerRefusedError", "Answerer", "asked"]
+__all__ = ["INTERRUPT", "NULL_TASK", "RESUME", "AnswerRefusedError", "Answerer", "asked"]
 
 NULL_TASK = "00000000-0000-0000-0000-000000000000"
 """The task id LangGraph stores the writes of a `Command` under (its null task)."""

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from ..log import EventLog
-from ._answer import asked
+from ._answer import INTERRUPT, NULL_TASK, RESUME, asked
 from ._events import Blob, ThreadReducer, ThreadState, Write, pending_writes
 from ._serde import SafeSerializer
 from ._threads import lineage_checkpoints, mark_of, thread_of
@@ -127,10 +127,10 @@ class _View:
         """The `interrupt()`s pending after the run's first `offset` events: a task's
         `__interrupt__` write with no `__resume__` after it (for the task, or thread-wide)."""
         state: ThreadState = log.state_at(run_id, offset, reducer=self.fold)
-        resumed = {w.task_id for w in state.writes if w.channel == "__resume__"}
+        resumed = {w.task_id for w in state.writes if w.channel == RESUME}
         out: list[dict[str, Any]] = []
         for w in state.writes:
-            if w.channel != "__interrupt__" or w.task_id in resumed or _NULL_TASK in resumed:
+            if w.channel != INTERRUPT or w.task_id in resumed or NULL_TASK in resumed:
                 continue
             for interrupt_id, value in self._interrupts(w):
                 out.append({"node": _node_of(w.task_path), "task_id": w.task_id, "id": interrupt_id, "value": value})
@@ -159,10 +159,6 @@ class _View:
             for interrupt_id, value in self._interrupts(w):
                 out.append({"node": _node_of(w.task_path), "id": interrupt_id, "value": value, "answer": answer})
         return out
-
-
-_NULL_TASK = "00000000-0000-0000-0000-000000000000"
-"""The task id LangGraph writes a thread-wide `Command(resume=...)` under."""
 
 
 def _node_of(task_path: str) -> str | None:
