@@ -619,6 +619,41 @@ def test_items_written_to_the_session_after_the_last_checkpoint_are_not_written_
     assert len(model.inputs) == 2  # the first model call is taken from the log
 
 
+class _KilledAfterThirdWrite(_KilledAfterSecondWrite):
+    """Killed right after the second turn's items committed: the last checkpoint, taken before
+    that turn's model call, saw the session's life."""
+
+    async def add_items(self, items: list[Any]) -> None:
+        await EventLogSession.add_items(self, items)
+        self.writes += 1
+        if self.writes == 3:
+            raise Killed
+
+
+def test_a_session_made_again_after_a_kill_is_not_taken_for_the_one_the_run_wrote(log: eventlog.EventLog) -> None:
+    """The checkpoint's session head is an offset of the session's life then. Deleted and made
+    again with the same items, the session is another life: the resumed run finds none of its
+    own items there and adds every item of the turn it goes through again (before, it read the
+    new life past the old head and skipped the items it found equal)."""
+    with pytest.raises(Killed):
+        asyncio.run(
+            RunCheckpointer(log).run(
+                "job", agent(ScriptedModel(ADD_SCRIPT)), "add", session=_KilledAfterThirdWrite("conv", log)
+            )
+        )
+    session = EventLogSession("conv", log)
+    items = asyncio.run(session.get_items())
+    assert len(items) == 5
+    first = log.life("conv")[0]
+    log.delete_run("conv")
+    asyncio.run(session.add_items(items))  # another life, the same items
+    assert log.life("conv")[0] != first
+    asyncio.run(RunCheckpointer(log).run("job", agent(ScriptedModel(ADD_SCRIPT, skip=2)), session=session))
+    kinds = [i.get("type", i.get("role")) for i in asyncio.run(session.get_items())]
+    turn = ["function_call", "function_call_output"]
+    assert kinds == ["user", *turn, *turn, *turn, "message"]
+
+
 def test_checkpoints_store_changes_not_whole_states(log: eventlog.EventLog) -> None:
     script = [[call("add", {"a": i, "b": i}, f"c{i}")] for i in range(8)] + [[reply("done")]]
     result = asyncio.run(RunCheckpointer(log).run("long", agent(ScriptedModel(script)), "sum"))

@@ -192,7 +192,9 @@ class RunCheckpointer:
                 raise CheckpointError(f"{run_id} started with another input; resume it with input=None")
             replay = Replay(list(state.responses), dict(state.outputs))
             if session is not None and state.session_head >= 0:
-                runner_kwargs["session"] = await asyncio.to_thread(_skipping_written, session, state.session_head)
+                runner_kwargs["session"] = await asyncio.to_thread(
+                    _skipping_written, session, state.session_head, state.session_number
+                )
             agent = replaying(agent, replay, runner_kwargs.get("run_config"))
             start = state.input if state.run_state is None else await self._restore(agent, state)
             last = state.run_state
@@ -306,8 +308,8 @@ def _hooks_class() -> Any:
             if event is None and self.recorded:
                 event = RunStateSaved(delta=None)  # the records before it are now in the state
             if event is not None and isinstance(self.session, EventLogSession):
-                session_head = await asyncio.to_thread(self.session.log.head, self.session.session_id)
-                event = msgspec.structs.replace(event, session_head=session_head)
+                number, head = await asyncio.to_thread(self.session.log.life, self.session.session_id)
+                event = msgspec.structs.replace(event, session_head=head, session_number=number)
             if event is not None:
                 await self.append(event)
                 self.last, self.recorded = now, False
@@ -366,12 +368,14 @@ def _hooks_class() -> Any:
     return _CheckpointHooks
 
 
-def _skipping_written(session: Any, session_head: int) -> Any:
+def _skipping_written(session: Any, session_head: int, session_number: int) -> Any:
     """`session`, skipping the items the killed attempt wrote to it after the last checkpoint
-    (the resumed run writes them again), when it is an `EventLogSession`."""
+    (the resumed run writes them again), when it is an `EventLogSession`. The head is an offset
+    of the life `session_number` of the session the checkpoint was taken with: a session made
+    again since, or another session, holds none of those items, and nothing is skipped."""
     if not isinstance(session, EventLogSession):
         return session
-    written = session.items_added_after(session_head)
+    written = session.items_added_after(session_head, run_number=session_number or None)
     return SkippingSession(session, written) if written else session
 
 

@@ -80,6 +80,9 @@ class RunStateSaved(Event, frozen=True, tag="openai_agents.run_state"):
     """Tool calls waiting for approval: `call_id`, `tool_name`, `arguments`, `agent`."""
     session_head: int = -1
     """The head of the run's session (an `EventLogSession`) when the state was taken; -1: none or unknown."""
+    session_number: int = 0
+    """The run number of the session's life `session_head` is an offset of (0: not recorded, or
+    the session had no life yet: the life it has at the resume is then taken as that one)."""
 
 
 class ModelResponded(Event, frozen=True, tag="openai_agents.model_response"):
@@ -171,6 +174,8 @@ class AgentsState(msgspec.Struct, omit_defaults=True):
     """Decisions recorded since the last checkpoint, by call id."""
     session_head: int = -1
     """The head of the run's session at the last checkpoint (-1: none or unknown)."""
+    session_number: int = 0
+    """The run number of the session's life that head belongs to (0: not recorded)."""
     responses: list[dict[str, Any]] = []
     """Model responses recorded since the last checkpoint (`ModelResponded` as maps), oldest first."""
     outputs: dict[str, Any] = {}
@@ -209,6 +214,7 @@ class AgentsReducer:
         elif isinstance(event, RunStateSaved):
             s.run_state = patch(s.run_state, event.delta)
             s.turn, s.model_calls, s.session_head = event.turn, event.model_calls, event.session_head
+            s.session_number = event.session_number
             s.interruptions = list(event.interruptions)
             s.status = "interrupted" if event.interruptions else "running"
             s.decisions, s.error, s.responses, s.outputs = {}, None, [], {}

@@ -167,9 +167,16 @@ class EventLogSession:
             for r in rows
         ]
 
-    def items_added_after(self, offset: int) -> list[Any]:
-        """The items added to the session after its first `offset` events, in order."""
-        return [e.event.item for e in self.log.read(self.session_id, offset) if isinstance(e.event, ItemAdded)]
+    def items_added_after(self, offset: int, *, run_number: int | None = None) -> list[Any]:
+        """The items added to the session after its first `offset` events, in order; with
+        `run_number`, those of that life only: none when the session is another life now."""
+        try:
+            entries = list(self.log.read(self.session_id, offset, run_number=run_number))
+        except (RunReplacedError, UnknownRunError):
+            if run_number is None:
+                raise
+            return []
+        return [e.event.item for e in entries if isinstance(e.event, ItemAdded)]
 
     def items_at(self, offset: int) -> list[Any]:
         """The session's items as they were after its first `offset` events."""
