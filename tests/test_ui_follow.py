@@ -279,3 +279,21 @@ def test_a_pending_interrupt_shows_as_waiting_for_a_human_at_the_top(page: Any, 
             view = view_for_run(log, "t")
             after = range(head + 1, log.run_info("t").head + 1)  # the resume written, then the node's end
             assert [waiting(view, log, "t", at) for at in after] == [[] for _ in after]
+
+
+def test_the_timelines_header_sticks_right_under_the_panels_bar(page: Any, tmp_path: Path) -> None:
+    """Scrolled, the timeline's column header stays flush with the bar above it: no strip of
+    the rows scrolled past shows between the two."""
+    with eventlog.open(tmp_path / "log", durability="none") as log:
+        log.append_many("chat", [UserMessage(content=f"message {n}") for n in range(80)])
+        with serving(log) as base:
+            page.set_viewport_size({"width": 1400, "height": 900})
+            page.goto(f"{base}/run?id=chat&view=timeline")
+            state_at(page, 80)
+            page.eval_on_selector("#panel", "e => { e.scrollTop = 600; }")
+            page.wait_for_function("document.querySelector('#panel').scrollTop > 0")
+            bar, header = page.evaluate(
+                """() => [document.querySelector('#panel .panel-bar'), document.querySelector('#panel .timeline th')]
+                     .map(e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom]; })"""
+            )
+            assert header[0] == pytest.approx(bar[1], abs=0.5)
