@@ -488,10 +488,11 @@ def test_the_waterfall_tab_of_an_agents_sdk_session(page: Any, tmp_path: Path, c
             ]
             assert [r["took"] for r in rows[:6]] == ["1.10 s", "400 ms", "0.0 ms", "400 ms", "0.0 ms", "300 ms"]
             assert rows[-1]["took"].endswith("…") and rows[-2]["took"] == "0.0 ms"  # stored with its question
-            totals = "4 LLM calls · 0 → 0 tokens · 3 tool calls"
+            totals = "4 LLM calls · tokens not recorded · 3 tool calls"
             assert page.inner_text("#wf-page-totals").startswith(totals)
             assert page.inner_text("#wf-run-totals") == totals
             assert "items carry no tokens" in page.inner_text("#wf-timed-by")
+            assert page.inner_text("#wf-run-cost") == "not known: the session's items carry no tokens"
             page.click(f'.wf-row[data-offset="{rows[5]["offset"]}"]')
             page.wait_for_selector(f'#inspector .insp[data-kind="state"][data-at="{rows[5]["offset"]}"]')
             assert "1+2=3 and 3+4=7" in page.inner_text("#inspector")

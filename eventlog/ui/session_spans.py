@@ -63,7 +63,7 @@ def session_waterfall(entries: Sequence[Entry], first_page: bool = False, prices
     if _ADK in kinds:
         return placed(_adk(entries, first_page, prices), entries, timed_by=_TIMED_BY["adk"])
     if _ITEM in kinds:
-        return placed(_items(entries, first_page), entries, timed_by=_TIMED_BY["items"])
+        return placed(_items(entries, first_page), entries, timed_by=_TIMED_BY["items"], tokens=False)
     return placed(_run(entries, first_page, prices), entries, timed_by=_TIMED_BY["run"])
 
 

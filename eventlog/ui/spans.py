@@ -145,6 +145,8 @@ class Waterfall(msgspec.Struct):
     """A LangGraph thread's supersteps and tasks (no calls of its own: its messages carry them)."""
     timed_by: str = ""
     """What its times say, for spans no event starts or ends (an ADK or Agents SDK session's)."""
+    tokens: bool = True
+    """Whether its events carry tokens (an Agents SDK session's items do not: no count, no cost)."""
 
     @property
     def duration_ms(self) -> float:
@@ -212,10 +214,12 @@ def waterfall(entries: Sequence[Entry], first_page: bool = False, prices: Prices
     return placed(spans, entries)
 
 
-def placed(spans: list[Span], entries: Sequence[Entry], thread: bool = False, timed_by: str = "") -> Waterfall:
+def placed(
+    spans: list[Span], entries: Sequence[Entry], thread: bool = False, timed_by: str = "", tokens: bool = True
+) -> Waterfall:
     """The page's spans nested, added up and placed on the time axis of its events."""
     if not entries:
-        return Waterfall([], 0, 0, Totals(), thread, timed_by)
+        return Waterfall([], 0, 0, Totals(), thread, timed_by, tokens)
     last_ns = max(e.time_ns for e in entries)
     for span in spans:
         if span.open:
@@ -232,7 +236,7 @@ def placed(spans: list[Span], entries: Sequence[Entry], thread: bool = False, ti
         span.left = 1000.0 * (span.start_ns - start) / length
         span.width = max(2.0, 1000.0 * (span.end_ns - span.start_ns) / length)
         span.left = min(span.left, 1000.0 - span.width)
-    return Waterfall(spans, start, end, whole, thread, timed_by)
+    return Waterfall(spans, start, end, whole, thread, timed_by, tokens)
 
 
 def _nest(spans: list[Span]) -> None:
