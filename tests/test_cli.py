@@ -841,6 +841,46 @@ def test_control_characters_in_run_ids_are_shown_as_escapes(run: Run, tmp_path: 
     assert "evil\\x1b[31mRED" in run("--log", path, "runs")[1]
 
 
+# Characters JSON leaves as they are that a terminal acts on: a C1 CSI, bidi overrides, line separators.
+TERMINAL_ACTS_ON = ("\x9b", "\x85", "\u202e", "\u2066", "\u2028")
+
+
+def test_stored_text_reaches_the_terminal_as_text_in_tables_and_json(run: Run, tmp_path: Path) -> None:
+    """Stored text is neither read by rich (markup, emoji codes) nor written raw where JSON keeps
+    it as it is: `state` and every `--json` output escape such characters as `\\uXXXX` and read
+    back equal to the library's answer."""
+    path = tmp_path / "log"
+    hostile = "r:warning:[bold]B[/bold][link=https://evil.example]x[/link]"
+    text = "a\x9b31mb\x85c\u202ed\u2066e\u2028f :cross_mark: [red]R[/red]"
+    with eventlog.open(path) as log:
+        log.append(hostile, UserMessage(content=text))
+        log.append(hostile, StepCompleted(node=text, superstep=1, update={text: text}))
+        log.checkpoints.save(hostile, metadata={text: text})
+        answers = {
+            "runs": [msgspec.structs.asdict(log.run_info(r)) for r in log.runs()],
+            "events": _builtins(list(log.read(hostile))),
+            "state": _state(log.state_at(hostile, 2, reducer=reducer_of(log, hostile))),
+        }
+    commands = [("runs",), ("events", hostile), ("history", hostile), ("state", hostile), ("diff", hostile, 0, 2)]
+    for argv in commands:
+        for json_out in ((), ("--json",)):
+            code, out, err = run("--log", path, *argv, *json_out)
+            assert code == 0, (argv, err)
+            assert not any(c in out + err for c in TERMINAL_ACTS_ON), (argv, json_out, out)
+            assert "\u26a0" not in out and "\u274c" not in out, (argv, json_out)  # no emoji for :warning:
+            if json_out:
+                doc = json.loads(out)
+                if argv[0] in ("runs", "events"):
+                    assert doc == _builtins(answers[argv[0]]), argv
+                if argv[0] == "state":
+                    assert doc["state"] == answers["state"]
+    code, out, _ = run("--log", path, "runs")
+    assert hostile in out  # the run id as it is: the one to type
+    code, out, _ = run("--log", path, "state", hostile)
+    assert json.loads(out.split("\n", 1)[1]) == answers["state"]  # the pretty JSON reads back equal
+    assert "[red]R[/red]" in out and ":cross_mark:" in out
+
+
 def test_a_superscript_digit_is_not_an_offset(run: Run, demo_log: Path) -> None:
     code, _, err = run("--log", demo_log, "diff", "workflow-demo", "²", "head")
     assert code == cli.EXIT_NOT_FOUND and "²" in err and "Traceback" not in err

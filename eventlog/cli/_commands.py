@@ -31,10 +31,12 @@ from ._common import (
     _emit_json,
     _Fail,
     _fields,
+    _json_text,
     _key,
     _kind,
     _log_path,
     _open,
+    _pretty_json,
     _progress,
     _safe,
     _say,
@@ -105,7 +107,7 @@ def _cmd_events(args: argparse.Namespace) -> int:
             out = sys.stdout
             out.write("[")
             for i, entry in enumerate(entries):
-                out.write(("," if i else "") + msgspec.json.encode(entry).decode())
+                out.write(("," if i else "") + _json_text(msgspec.json.encode(entry)))
             out.write("]\n")
             return EXIT_OK
         rows = [(e.offset, _when(e.time_ns), _kind(e.event), _short(_fields(e.event))) for e in entries]
@@ -193,7 +195,7 @@ def _cmd_state(args: argparse.Namespace) -> int:
     console = _console()
     where = f"checkpoint {checkpoint_id}, offset {offset}" if checkpoint_id else f"offset {offset}"
     console.print(_safe(f"run {args.run} at {where}"), style="bold")
-    console.print_json(msgspec.json.encode(doc["state"]).decode())
+    console.print(_pretty_json(doc["state"]))
     return EXIT_OK
 
 

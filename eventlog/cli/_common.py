@@ -51,12 +51,13 @@ def _console(stderr: bool = False) -> Any:
 
     stream = sys.stderr if stderr else sys.stdout
     wide = None if stream.isatty() or "COLUMNS" in os.environ else 160  # piped: do not fold at 80
-    # markup=False: run ids, metadata and events are printed as they are, never read as markup.
-    return Console(file=stream, highlight=False, soft_wrap=False, width=wide, markup=False)
+    # markup=False, emoji=False: run ids, metadata and events are printed as they are, never read
+    # as markup (`[bold]`, `[link=...]`) or as emoji codes (`:warning:`).
+    return Console(file=stream, highlight=False, soft_wrap=False, width=wide, markup=False, emoji=False)
 
 
 def _emit_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+    sys.stdout.write(_json_text(msgspec.json.encode(value)) + "\n")
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -66,6 +67,23 @@ def _safe(text: object) -> str:
     """Text from the log as it may reach a terminal: control characters (ANSI escapes, bidi
     overrides) shown as escapes, never interpreted."""
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def _json_text(encoded: bytes) -> str:
+    """JSON text as it may reach a terminal: every character `_safe` escapes that JSON leaves
+    as it is (C1 controls such as CSI, bidi overrides, line separators) written as a `\\uXXXX`
+    escape. Such a character can only stand inside a string, so the JSON reads back equal."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded.decode())
+
+
+def _pretty_json(value: Any) -> Any:
+    """`value` as indented, highlighted JSON (rich's `print_json` look), escaped as `_json_text` escapes."""
+    from rich.highlighter import JSONHighlighter
+
+    text = JSONHighlighter()(_json_text(msgspec.json.format(msgspec.json.encode(value), indent=2)))
+    text.no_wrap = True
+    text.overflow = None
+    return text
 
 
 def _say(text: str, **style: Any) -> None:
