@@ -33,7 +33,7 @@ from .services.checkpoints import Checkpoints
 from .services.runwriter import Never, Policy, RunWriter
 from .store._base import Store, Txn
 
-__all__ = ["Entry", "EventLog", "Problem", "RunInfo", "VerifyReport"]
+__all__ = ["Entry", "EventLog", "Problem", "RunInfo", "VerifyReport", "made_by_append", "made_by_fork"]
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -89,6 +89,33 @@ def _pinned(log: EventLog[Any], run_id: str) -> Iterator[RunInfo]:
                 raise replaced from exc
         raise
     log.run_info(run_id, run_number=info.number)
+
+
+def made_by_append(
+    log: EventLog[Any],
+    run_id: str,
+    events: Iterable[Event],
+    *,
+    event_ids: Sequence[str | None] | None = None,
+    meta: dict[str, Any] | None = None,
+    time_ns: int | None = None,
+) -> tuple[list[int], int]:
+    """`log.append_many(run_id, events, expected_offset=0, ...)`, the append that makes a run: its
+    offsets and the run number of the life it made, told by the append itself. Read after it,
+    `life(run_id)` may be another life, made again meanwhile to the same head; a writer that
+    goes on names this number (docs/architecture.md, "Reads that span transactions")."""
+    commit = log.engine.commit
+    slot = commit.commit(
+        commit.check(run_id, events, event_ids=event_ids, meta=meta, time_ns=time_ns, expected_offset=0)
+    )
+    assert slot.number is not None  # set by every commit
+    return slot.offsets, slot.number
+
+
+def made_by_fork(log: EventLog[Any], run_id: str, at: int, new_run_id: str, *, run_number: int | None) -> int:
+    """`log.fork(run_id, at, new_run_id, run_number=...)`, and the run number of the fork it made,
+    told by the fork itself (see `made_by_append`)."""
+    return log._maintenance.fork(run_id, at, new_run_id, log.clock(), check_run_number(run_number))[1]
 
 
 def _check_options(clock: object, ids: object, record_size_bytes_max: int, reducer: object, policy: object) -> None:
@@ -352,7 +379,7 @@ class EventLog(Generic[S]):
 
     def fork(self, run_id: str, at: int, new_run_id: str, *, run_number: int | None = None) -> str:
         """A new run whose first `at` events are this run's (of life `run_number`), shared by reference."""
-        return self._maintenance.fork(run_id, at, new_run_id, self._commit.now(), check_run_number(run_number))
+        return self._maintenance.fork(run_id, at, new_run_id, self._commit.now(), check_run_number(run_number))[0]
 
     def prune(
         self, run_id: str, before: int, *, reducer: Reducer[Any] | None = None, run_number: int | None = None

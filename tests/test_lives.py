@@ -392,6 +392,59 @@ def test_an_import_writes_only_to_the_lives_it_made_and_undoes_only_those(
     assert [e.event.node for e in log.read("r")] == ["new1", "new2"]
 
 
+def _right_after(owner: Any, name: str, action: Callable[[], None]) -> None:
+    """Wrap `owner.name` (a write of the log) so that its next call runs `action` once it returned."""
+    real = getattr(owner, name)
+
+    def then(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        answer = real(*args, **kwargs)
+        action()
+        return answer
+
+    setattr(owner, name, then)
+
+
+@pytest.mark.parametrize("made", ["append", "fork"])
+def test_an_import_takes_the_life_of_a_run_it_made_from_the_write_that_made_it(
+    log: eventlog.EventLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: str
+) -> None:
+    """Another writer deletes a run right after the import's append (or fork) made it, and makes
+    it again to the same head, before the import reads the run back: the import's next write is
+    refused, and undoing the import leaves that writer's run alone. Before, the import took the
+    life it read back by id for its own: it wrote its next entries into the other writer's run,
+    then deleted that run as its own."""
+    from eventlog.transfer import _import
+
+    monkeypatch.setattr(_import, "_IMPORT_BATCH_EVENTS_MAX", 2)
+    with eventlog.open(":memory:") as source:
+        if made == "append":
+            source.append_many("r", steps("x", 1, 5))
+        else:
+            source.append_many("donor", steps("d", 1, 2))
+            source.fork("donor", 2, "r")
+            source.append_many("r", steps("x", 3, 6))
+        export_runs(source, tmp_path / "out.jsonl")
+
+    def made_again() -> None:  # by another writer, to the head the import's write left
+        log.delete_run("r")
+        if made == "append":
+            log.append_many("r", steps("new", 1, 2))
+        else:
+            log.append_many("other", steps("other", 1, 2))
+            log.fork("other", 2, "r")
+
+    if made == "append":  # the run's first batch, two events
+        _right_after(log.engine.commit, "commit", made_again)
+    else:  # the fork at 2
+        _right_after(log._maintenance, "fork", made_again)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        import_runs(log, tmp_path / "out.jsonl")
+    info = log.run_info("r")  # the other writer's life, as it left it
+    assert info.head == 2 and info.parent == (None if made == "append" else "other")
+    assert [e.event.node for e in log.read("r")] == (["new1", "new2"] if made == "append" else ["other1", "other2"])
+
+
 def test_verify_checks_the_life_it_finds_and_skips_a_deleted_run(
     log: eventlog.EventLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:

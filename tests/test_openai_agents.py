@@ -562,6 +562,31 @@ def test_a_second_runner_of_the_same_run_is_fenced(log: eventlog.EventLog) -> No
     assert kinds == [AgentRunStarted, RunStateSaved, ModelResponded, RunStateSaved]  # nothing after the other's
 
 
+def test_a_run_started_then_made_again_by_another_writer_is_not_written_into(log: eventlog.EventLog) -> None:
+    """Another writer deletes a run just started and starts it again (with its own input) before
+    the runner's next append: the runner stops at that append (RunTakenError), and the other
+    writer's run holds its own events only; before, the runner read the run's life back by id
+    after its first append, took the other writer's life (at the same head) for its own and
+    wrote its checkpoints and the model's answers into it."""
+    from eventlog.openai_agents import AgentRunStarted, RunTakenError
+
+    theirs = AgentRunStarted(agent="other", input="another input")
+    commit = log.engine.commit
+    real = commit.commit
+
+    def then_made_again(*args: Any, **kwargs: Any) -> Any:  # right after the run's first append commits
+        commit.commit = real  # type: ignore[method-assign]
+        slot = real(*args, **kwargs)
+        log.delete_run("job")
+        log.append("job", theirs)
+        return slot
+
+    commit.commit = then_made_again  # type: ignore[method-assign]
+    with pytest.raises(RunTakenError):
+        asyncio.run(RunCheckpointer(log).run("job", agent(ScriptedModel(ADD_SCRIPT)), "add"))
+    assert [e.event for e in log.read("job")] == [theirs]
+
+
 def test_run_with_a_session_resumes_without_duplicate_items(log: eventlog.EventLog) -> None:
     checkpointer = RunCheckpointer(log)
     session = EventLogSession("conv", log)

@@ -28,7 +28,7 @@ import msgspec
 from .._limits import conflict_attempts_max
 from ..aio import AsyncEventLog
 from ..errors import ConflictError, RunReplacedError, UnknownRunError
-from ..log import EventLog
+from ..log import EventLog, made_by_append
 from ._delta import diff
 from ._events import (
     AgentRunFailed,
@@ -178,10 +178,9 @@ class RunCheckpointer:
             if input is None:
                 raise CheckpointError(f"{run_id} does not exist: give the input to start it")
             started = AgentRunStarted(agent=agent.name, input=input, session_id=getattr(session, "session_id", None))
-            head = await asyncio.to_thread(self.log.append, run_id, started, expected_offset=0)
-            number, at = await asyncio.to_thread(self.log.life, run_id)
-            if at != head:  # another writer went on from it at once: this one stops
-                raise RunTakenError(f"{run_id}: another writer appended at offset {at} as the run started")
+            # every later append names the life this one made (the run read back by id may be
+            # another writer's already, made again to the same head): RunTakenError there
+            [head], number = await asyncio.to_thread(made_by_append, self.log, run_id, [started])
             start: Any = input
             last: Any = None
         else:

@@ -53,14 +53,15 @@ class Maintenance:
         self._store, self._codec, self._runs = store, codec, runs
         self._replay, self._checkpoints = replay, checkpoints
 
-    def fork(self, run_id: str, at: int, new_run_id: str, now: int, number: int | None = None) -> str:
-        """A new run whose first `at` events are this run's, shared by reference; returns its id.
-        With `number`, of that life of the run only (else RunReplacedError, before anything is written)."""
+    def fork(self, run_id: str, at: int, new_run_id: str, now: int, number: int | None = None) -> tuple[str, int]:
+        """A new run whose first `at` events are this run's, shared by reference; returns its id and
+        run number (the life made). With `number`, of that life of the run only (else
+        RunReplacedError, before anything is written)."""
         check_run_id(run_id)
         check_run_id(new_run_id)
         check_int("at", at, -(1 << 64), 1 << 64)
 
-        def write(txn: Txn) -> str:
+        def write(txn: Txn) -> tuple[str, int]:
             parent = self._runs.require(txn, run_id, number, "it was forked")
             check_offset(run_id, "at", at, parent.head)
             if at < parent.base:
@@ -76,7 +77,7 @@ class Maintenance:
             parent.forks += 1
             self._runs.put(txn, run_id, parent)
             self._runs.put(txn, new_run_id, child)
-            return new_run_id
+            return new_run_id, child.number
 
         return self._store.write(write)
 

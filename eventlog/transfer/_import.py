@@ -12,8 +12,8 @@ import msgspec
 
 from .. import _limits
 from ..core.fold import Reducer
-from ..errors import ConflictError, EventLogError, InvalidArgumentError, RunExistsError, named_os_error
-from ..log import EventLog
+from ..errors import EventLogError, InvalidArgumentError, RunExistsError, named_os_error
+from ..log import EventLog, made_by_append, made_by_fork
 from ..record._keys import check_id, check_run_id, check_time_ns
 from ..record.kinds import Event
 from ._format import (
@@ -265,30 +265,21 @@ def _write(
 ) -> None:
     batch: list[tuple[_Entry, dict[str, Any] | None, Event]] = []
 
-    def made(run_id: str, head: int) -> None:
-        """Know the life of a run just made: every later write to it goes to that life or nowhere."""
-        number, now = log.life(run_id)
-        if now != head:
-            raise ConflictError(run_id, head, now)
-        created[run_id] = number
-
     def flush() -> None:
         if not batch:
             return
         first, meta, _ = batch[0]
-        offsets = log.append_many(
-            first.run_id,
-            [event for _, _, event in batch],
-            expected_offset=first.offset - 1,
-            event_ids=[line.event_id for line, _, _ in batch],
-            meta=meta,
-            time_ns=first.time_ns,
-            run_number=created.get(first.run_id),
-        )
+        events, ids = [event for _, _, event in batch], [line.event_id for line, _, _ in batch]
+        number = created.get(first.run_id)
+        if number is None and first.offset == 1:  # the append that makes the run tells its life
+            offsets, created[first.run_id] = made_by_append(
+                log, first.run_id, events, event_ids=ids, meta=meta, time_ns=first.time_ns
+            )
+        else:  # every later write to a run the import made goes to that life or nowhere
+            offsets = log.append_many(first.run_id, events, expected_offset=first.offset - 1, event_ids=ids,
+                                      meta=meta, time_ns=first.time_ns, run_number=number)  # fmt: skip
         if offsets != list(range(first.offset, first.offset + len(batch))):
             raise ExportFileError(f"{path}: run {first.run_id!r} offsets {offsets} were not written as new entries")
-        if first.run_id not in created:
-            made(first.run_id, offsets[-1])
         summary.entries += len(batch)
         if progress is not None:
             progress(len(batch), planned.entries)
@@ -311,8 +302,9 @@ def _write(
         flush()
         if isinstance(line, _Run):
             if line.parent is not None:
-                log.fork(line.parent, at=line.fork_offset, new_run_id=line.run_id, run_number=created.get(line.parent))
-                made(line.run_id, line.fork_offset)
+                created[line.run_id] = made_by_fork(
+                    log, line.parent, line.fork_offset, line.run_id, run_number=created.get(line.parent)
+                )
             summary.runs += 1
         elif isinstance(line, _Checkpoint):
             reducer = by_tag.get((line.reducer, line.reducer_version))
