@@ -3,6 +3,7 @@ supersteps, state updates, interrupts and resumes, registered when this module i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -54,8 +55,9 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """`system`, `user`, `assistant` or `tool`."""
     content: str = ""
     """The text."""
-    tool_calls: list[ToolCall] = []
-    """Tool calls an assistant message asks for."""
+    tool_calls: Sequence[ToolCall] = ()
+    """Tool calls an assistant message asks for; read back as a list, and `()` when there are
+    none (a state of many messages keeps no empty list per message for the collector to walk)."""
     tool_call_id: str | None = None
     """For a `tool` message: the call it answers."""
     name: str | None = None

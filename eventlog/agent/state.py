@@ -136,7 +136,7 @@ class AgentReducer:
         s.messages.append(ev.Message(role="user", content=e.content))
 
     def _assistant_message(self, s: AgentState, e: ev.AssistantMessage) -> None:
-        s.messages.append(ev.Message(role="assistant", content=e.content, tool_calls=e.tool_calls))
+        s.messages.append(ev.Message(role="assistant", content=e.content, tool_calls=e.tool_calls or ()))
 
     def _llm_completed(self, s: AgentState, e: ev.LLMCallCompleted) -> None:
         s.messages.append(e.output)

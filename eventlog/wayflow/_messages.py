@@ -61,5 +61,5 @@ def message_event(message: Any, tool_names: Mapping[str, str]) -> Event | None:
         return UserMessage(content=_text(message))
     if message.role == "assistant":
         out = log_message(message)
-        return AssistantMessage(content=out.content, tool_calls=out.tool_calls)
+        return AssistantMessage(content=out.content, tool_calls=list(out.tool_calls))
     return None
