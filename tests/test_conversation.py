@@ -479,3 +479,44 @@ def test_a_tool_output_that_cannot_be_stored_fails_the_turn(log: eventlog.EventL
     assert isinstance(info.value.__cause__, TypeError | eventlog.errors.InvalidEventError)
     assert kinds(log, "chat")[-3:] == ["ToolCallStarted", "ToolCallFailed", "TurnFailed"]
     assert chat.send("hello").message.content == "echo: hello"
+
+
+def _right_after(owner: Any, name: str, action: Any) -> None:
+    """Wrap `owner.name` (a write of the log) so that its next call runs `action` once it returned."""
+    real = getattr(owner, name)
+
+    def then(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        answer = real(*args, **kwargs)
+        action()
+        return answer
+
+    setattr(owner, name, then)
+
+
+def test_a_rewind_into_a_new_conversation_writes_only_to_the_fork_it_made(log: eventlog.EventLog) -> None:
+    """Another writer deletes the conversation a rewind (`new_conversation_id`) just forked and
+    makes it again to the same head (a fork of its own conversation) before the rewind reads it
+    back: the rewind raises RunReplacedError and that writer's conversation holds only its own
+    events. Before, the conversation was read back by id and its turns were written into the
+    other writer's conversation."""
+    agent = make_agent()
+    for conversation_id, city in (("chat", "Rome"), ("other", "Oslo")):
+        chat = agent.start_conversation(log, conversation_id)
+        chat.send(f"weather {city}")
+        chat.send("thanks")
+    previous = log.checkpoints.list("chat")[-2]
+
+    def made_again() -> None:  # by another writer, to the head the fork left
+        log.delete_run("chat-b")
+        log.fork("other", previous.offset, "chat-b")
+
+    _right_after(log._maintenance, "fork", made_again)
+    with pytest.raises(eventlog.errors.RunReplacedError):
+        rewound = agent.start_conversation(
+            log, "chat", checkpoint_id=previous.checkpoint_id, new_conversation_id="chat-b"
+        )
+        rewound.send("weather Lima")
+    info = log.run_info("chat-b")  # the other writer's fork, as it left it
+    assert (info.parent, info.head) == ("other", previous.offset)
+    assert "Oslo" in log.state_at("chat-b").messages[-1].content

@@ -619,3 +619,42 @@ def test_the_listener_is_never_handed_a_checkpoint_of_another_life(log: eventlog
         runner.run("wf", {})
     assert [cp for cp in handed if cp is not None] == []
     assert log.checkpoints.load_latest("wf").checkpoint_id == "the other life's"
+
+
+def _right_after(owner: Any, name: str, action: Any) -> None:
+    """Wrap `owner.name` (a write of the log) so that its next call runs `action` once it returned."""
+    real = getattr(owner, name)
+
+    def then(*args: Any, **kwargs: Any) -> Any:
+        setattr(owner, name, real)
+        answer = real(*args, **kwargs)
+        action()
+        return answer
+
+    setattr(owner, name, then)
+
+
+def test_a_resume_from_a_checkpoint_continues_only_the_fork_it_made(log: eventlog.EventLog) -> None:
+    """Another writer deletes the fork a resume from a checkpoint just made and makes it again to
+    the same head (a fork of its own run) before the resume reads it back: the resume raises
+    RunReplacedError and that writer's run holds only its own events. Before, the resume read
+    the fork back by id, took the other writer's life for its own and ran the rest of the graph
+    into it."""
+    ran: list[str] = []
+    runner = three_step(ran).compile(log)
+    runner.run("wf", {"value": 0})
+    runner.run("other", {"value": 100})
+    cp2 = next(cp for cp in log.checkpoints.list("wf") if cp.summary["superstep"] == 2)
+
+    def made_again() -> None:  # by another writer, to the head the fork left
+        log.delete_run("wf-b")
+        log.fork("other", cp2.offset, "wf-b")
+
+    _right_after(log._maintenance, "fork", made_again)
+    ran.clear()
+    with pytest.raises(RunReplacedError):
+        runner.resume("wf", from_checkpoint=cp2.checkpoint_id, new_run_id="wf-b")
+    assert ran == []
+    info = log.run_info("wf-b")  # the other writer's fork, as it left it
+    assert (info.parent, info.head) == ("other", cp2.offset)
+    assert log.state_at("wf-b").values == {"value": 120}

@@ -50,7 +50,7 @@ from typing import Any
 import msgspec
 
 from ..errors import EventLogError, InvalidEventError, RecordTooLargeError, RunReplacedError
-from ..log import EventLog
+from ..log import EventLog, made_by_fork
 from ..record.kinds import Event
 from ..services.checkpoints import Checkpoint
 from ..services.runwriter import RunWriter
@@ -173,9 +173,10 @@ class Agent:
         With `checkpoint_id`, restore: the conversation keeps its id and continues from that
         checkpoint; the future after it stays readable as a branch run (`<id>~1`, ...), listed
         in `chat.branches`. With `new_conversation_id` as well, the conversation is left as it
-        is and the checkpoint is forked into that new conversation instead. Passing `messages`
-        with a checkpoint is refused (RestoreWithMessagesError): restore first, then send.
-        `messages` are user messages that open the next turn.
+        is and the checkpoint is forked into that new conversation instead, which writes to the
+        life the fork made only (RunReplacedError once another writer deleted it, or made it
+        again). Passing `messages` with a checkpoint is refused (RestoreWithMessagesError):
+        restore first, then send. `messages` are user messages that open the next turn.
         """
         if checkpoint_id is not None:
             if messages:
@@ -185,8 +186,8 @@ class Agent:
                 )
             cp = log.checkpoints.load(conversation_id, checkpoint_id)
             if new_conversation_id is not None:
-                log.fork(conversation_id, cp.offset, new_conversation_id, run_number=cp.run_number)
-                chat = Conversation(self, log, new_conversation_id)
+                made = made_by_fork(log, conversation_id, cp.offset, new_conversation_id, run_number=cp.run_number)
+                chat = Conversation(self, log, new_conversation_id, run_number=made)  # the fork's life only
             else:
                 chat = Conversation(self, log, conversation_id)
                 chat._restore(cp)
@@ -207,7 +208,13 @@ class Agent:
 class Conversation:
     """One conversation: a run of the log driven by an Agent."""
 
-    def __init__(self, agent: Agent, log: EventLog[Any], conversation_id: str) -> None:
+    def __init__(
+        self, agent: Agent, log: EventLog[Any], conversation_id: str, *, run_number: int | None = None
+    ) -> None:
+        """With `run_number`, the conversation is that life of the run only (RunReplacedError
+        when the run is another life now, or gone): a run made by a write (a fork) and read back
+        by id may be another writer's, made again to the same head (docs/architecture.md, "Reads
+        that span transactions")."""
         self.agent = agent
         self.log = log
         self.conversation_id = conversation_id
@@ -215,6 +222,8 @@ class Conversation:
         self.restored_from: Checkpoint[Any] | None = None
         """The checkpoint a restore started from."""
         self._rec: RunWriter[Any] = log.writer(conversation_id, reducer=self.reducer, policy=agent.policy)
+        if run_number is not None and self._rec.run_number != run_number:
+            raise RunReplacedError(conversation_id, run_number, self._rec.run_number, "the conversation was started")
         self._pending: list[str] = []
         self._metadata: dict[str, Any] = {}
         self._last: Event | None = None

@@ -47,7 +47,7 @@ from ..errors import (
     RunReplacedError,
     UnknownRunError,
 )
-from ..log import EventLog
+from ..log import EventLog, made_by_fork
 from ..record.kinds import Event
 from ..services.checkpoints import Checkpoint
 from ..services.runwriter import RunWriter
@@ -264,19 +264,23 @@ class CompiledGraph:
 
         With `value`, answer the interrupt the run is paused at. With `from_checkpoint`, fork
         the run at that checkpoint's offset into `new_run_id` (default `<run_id>@<offset>`)
-        and continue the fork; the original run is left as it is. A run of another graph, or
-        one paused at (or about to run) a node this graph lacks, is refused with
-        IncompatibleGraphError before anything is written. `metadata` goes on every
-        checkpoint the run takes by itself during this call.
+        and continue the fork (that life of it only: the fork deleted, or made again by another
+        writer, before this call is done raises RunReplacedError); the original run is left as
+        it is. A run of another graph, or one paused at (or about to run) a node this graph
+        lacks, is refused with IncompatibleGraphError before anything is written. `metadata`
+        goes on every checkpoint the run takes by itself during this call.
         """
+        made: int | None = None  # the run number of the fork this call makes
         if from_checkpoint is not None:
             cp = self.log.checkpoints.load(run_id, from_checkpoint, reducer=self.reducer)
             self._check_compatible(run_id, cp.state, cp.offset)
             new_run_id = new_run_id or f"{run_id}@{cp.offset}"
-            run_id = self.log.fork(run_id, cp.offset, new_run_id, run_number=cp.run_number)  # the checkpoint's life
+            # of the checkpoint's life; the fork tells the life it made, the only one this call writes
+            made = made_by_fork(self.log, run_id, cp.offset, new_run_id, run_number=cp.run_number)
+            run_id = new_run_id
         elif new_run_id is not None:
             raise GraphError(f"run {run_id!r}: new_run_id needs from_checkpoint (the checkpoint to fork at)")
-        rec = self._recorder(run_id, metadata)
+        rec = self._recorder(run_id, metadata, run_number=made)
         state: AgentState = rec.state
         if rec.offset == 0:
             raise UnknownRunError(run_id)
@@ -319,8 +323,16 @@ class CompiledGraph:
 
     # -- driving -----------------------------------------------------------------------
 
-    def _recorder(self, run_id: str, metadata: Mapping[str, Any] | None = None) -> RunWriter[AgentState]:
+    def _recorder(
+        self, run_id: str, metadata: Mapping[str, Any] | None = None, *, run_number: int | None = None
+    ) -> RunWriter[AgentState]:
+        """The run's writer; with `run_number` (the life a write of this call made), of that life
+        only: the run read back by id may be another writer's, made again to the same head, and
+        the writer's appends name the life it read (docs/architecture.md, "Reads that span
+        transactions")."""
         rec = self.log.writer(run_id, reducer=self.reducer, policy=self.policy)
+        if run_number is not None and rec.run_number != run_number:
+            raise RunReplacedError(run_id, run_number, rec.run_number, "it was resumed")
         if metadata:
             self._metadata[rec] = dict(metadata)
         return rec
