@@ -501,6 +501,48 @@ def test_a_pruned_session_and_a_fork_of_it_read_what_is_kept(log: eventlog.Event
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("again", [False, True])
+def test_a_fork_takes_the_life_of_the_run_it_made_from_the_fork(log: eventlog.EventLog, again: bool) -> None:
+    """Another writer deletes the new session's run right after fork_session forked it (and, with
+    `again`, makes it again as its own session, to the same head) before the service appends the
+    fork's mark: the fork fails with ADK's errors (SessionNotFoundError, StaleSessionError) and
+    the other writer's run holds its own events only. Before, the service read the run back by id
+    and took that life for the fork's: it appended the fork's mark into the other writer's session
+    and gave that session back as the fork (or, deleted, made a run of the mark alone and failed
+    on an assertion)."""
+    svc, two = EventLogSessionService(log, offload=False), EventLogSessionService(log, offload=False)
+    run = session_run(APP, USER, "b")
+    maintenance = log._maintenance
+    fork = maintenance.fork
+
+    def then_made_again(*args: Any, **kwargs: Any) -> Any:  # right after the fork commits
+        maintenance.fork = fork  # type: ignore[method-assign]
+        made = fork(*args, **kwargs)
+        log.delete_run(run)
+        if again:  # its own session "b", at the head the fork left (2)
+            theirs = two.sessions.create(APP, USER, {"owner": "two"}, "b")
+            two.sessions.append(theirs, said("user", "theirs", 50.0, "t0"))
+        return made
+
+    async def go() -> None:
+        s = await svc.create_session(app_name=APP, user_id=USER, session_id="a", state={"k": 0})
+        for i in range(2):
+            await svc.append_event(s, said("user", f"w{i}", 100.0 + i, f"e{i}", k=i))
+        maintenance.fork = then_made_again  # type: ignore[method-assign]
+        with pytest.raises(StaleSessionError if again else SessionNotFoundError, match="as it was forked"):
+            await svc.fork_session(app_name=APP, user_id=USER, session_id="a", new_session_id="b", num_events=1)
+        assert maintenance.fork is fork  # the other writer wrote
+        got = await two.get_session(app_name=APP, user_id=USER, session_id="b")
+        if again:
+            assert got is not None and [e.id for e in got.events] == ["t0"] and got.state == {"owner": "two"}
+        else:
+            assert got is None
+
+    asyncio.run(go())
+    kinds = [type(e.event).__name__ for e in log.read(run)] if log.head(run) else []
+    assert kinds == (["SessionCreated", "AdkEvent"] if again else [])  # no fork's mark in it
+
+
 def test_list_sessions_page(log: eventlog.EventLog) -> None:
     svc = EventLogSessionService(log, offload=False)
 

@@ -107,7 +107,9 @@ class EventLogSessionService(BaseSessionService):
         those before the first event of that invocation (ADK's rewind, as a branch: the session
         itself keeps its whole history). The new session's state is the session state after
         those events (app and user state are shared, as always). Raises SessionNotFoundError,
-        AlreadyExistsError for a `new_session_id` taken, InvocationNotFoundError."""
+        AlreadyExistsError for a `new_session_id` taken, InvocationNotFoundError; and, when another
+        writer deletes the new session's run as it is forked, SessionNotFoundError (StaleSessionError
+        when it makes the run again): the fork never writes to or gives back that writer's session."""
         return await self._call(
             self.sessions.fork, app_name, user_id, session_id, new_session_id, before_invocation_id, num_events
         )

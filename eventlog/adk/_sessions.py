@@ -41,7 +41,7 @@ from ..errors import (
     RunReplacedError,
     UnknownRunError,
 )
-from ..log import EventLog
+from ..log import EventLog, made_by_fork
 from ..services.runwriter import RunWriter
 from ._events import (
     APP_PREFIX,
@@ -366,23 +366,22 @@ class Sessions:
             if self.retrying(lambda: self.session(new_run)) is not None or self.log.head(new_run):
                 raise AlreadyExistsError(f"Session with id {new_sid} already exists.")
             try:
-                self.log.fork(run, at, new_run, run_number=number)
+                made = made_by_fork(self.log, run, at, new_run, run_number=number)
             except RunExistsError:
                 raise AlreadyExistsError(f"Session with id {new_sid} already exists.") from None
-            now = platform_time.get_time()
-            self.writer(new_run).append(
-                SessionForked(
-                    app_name=app_name,
-                    user_id=user_id,
-                    session_id=new_sid,
-                    time=now,
-                    source_session_id=sid,
-                    source_offset=at,
-                )
-            )
-        got = self.get(app_name, user_id, new_sid, None)
-        assert got is not None
-        return got
+            self._writers.pop(new_run, None)  # one kept of an older life of the id would refuse this one
+            w = self.writer(new_run)  # the run read back by id may be another writer's already, made
+            if w.run_number != made:  # again to the same head: the fork's life only ("Reads that span transactions")
+                raise _forked_away(new_sid, w.run_number is not None)
+            try:
+                w.append(SessionForked(app_name=app_name, user_id=user_id, session_id=new_sid,
+                                       time=platform_time.get_time(), source_session_id=sid, source_offset=at))  # fmt: skip
+            except RunReplacedError as exc:
+                raise _forked_away(new_sid, exc.now is not None) from None
+            got = self.get(app_name, user_id, new_sid, None)
+            if got is None or self.life_of(got) != (made, w.state.start):
+                raise _forked_away(new_sid, got is not None)
+            return got
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -415,6 +414,12 @@ class Sessions:
                 last_update_time=s.last_update_time,
             )
             return self.lived(session, number, s.start)
+
+
+def _forked_away(sid: str, again: bool) -> Exception:
+    """ADK's error for a fork another writer deleted (`again`: and made again) as it was made."""
+    said = f"Session {sid} was deleted{' and made again' if again else ''} by another writer as it was forked"
+    return StaleSessionError(said) if again else SessionNotFoundError(said)
 
 
 def _fork_point(
