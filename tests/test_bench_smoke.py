@@ -122,6 +122,18 @@ def test_fleet_suite(tmp_path: Path) -> None:
     ]
 
 
+def test_chat_async_suite(tmp_path: Path) -> None:
+    """Two turns with `ainvoke` on each saver, one round: the suite checks its thread and reports a
+    ratio and eventlog's commits per turn (a superstep's writes share its checkpoint's commit)."""
+    pytest.importorskip("langgraph.checkpoint.sqlite.aio", reason="pip install 'eventlog[bench]'")
+    env = {"EVENTLOG_BENCH_ASYNC_TURNS": "2", "EVENTLOG_BENCH_ASYNC_ROUNDS": "1"}
+    suite = _run(["chat_async", "--quick"], tmp_path, env=env)["suites"]["chat_async"]
+    assert suite["skipped"] is None
+    lmdb = suite["metrics"]["eventlog-lmdb"]
+    assert lmdb["turns_per_s"] > 0 and lmdb["theirs"] > 0 and lmdb["ratio"] > 0
+    assert 1 <= lmdb["commits_per_turn"] < 5  # five saver calls a turn
+
+
 def test_saver_replay(tmp_path: Path) -> None:
     """A two-turn chat's puts replayed into EventLogSaver and SqliteSaver: both rates printed."""
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install 'eventlog[bench]'")

@@ -633,6 +633,84 @@ def test_a_caller_that_puts_after_its_own_writes_waits_once(
     assert mine == theirs
 
 
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_an_async_superstep_writes_share_the_commit_of_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    """`ainvoke` as `invoke`: a superstep's `aput_writes` are committed with the `aput` that ends
+    it (the wait holds none of the saver's workers, one of them enough), and the thread reads
+    as on InMemorySaver."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 1.0)  # a loaded machine still shares
+    turns = 3
+    with eventlog.open(tmp_path / "log") as log:
+        saver = EventLogSaver(log, workers=1)
+        calls: list[str] = []
+        for name in ("aput", "aput_writes"):
+            method = getattr(saver, name)
+
+            async def counted(*a: Any, _m: Any = method, _n: str = name, **k: Any) -> Any:
+                calls.append(_n)
+                return await _m(*a, **k)
+
+            setattr(saver, name, counted)
+
+        async def play(s: Any) -> list[Any]:
+            graph = _one_node_chat(s)
+            cfg = {"configurable": {"thread_id": "shared"}}
+            for i in range(turns):
+                await graph.ainvoke(
+                    {"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg, durability=durability
+                )
+            return [snapshot(h) async for h in graph.aget_state_history(cfg)]
+
+        before = saver.log.engine.commit.commits
+        ours = asyncio.run(play(saver))
+        commits = saver.log.engine.commit.commits - before
+        assert ours == asyncio.run(play(InMemorySaver()))
+        assert calls.count("aput_writes") >= 2 * turns
+        assert calls.count("aput") <= commits < len(calls)  # writes went into a put's commit
+        saver.close()
+
+
+def test_an_async_caller_that_puts_after_its_own_writes_waits_once(
+    open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task that awaits `aput_writes` and then makes the next `aput` itself waits for a put
+    once; after that its writes are committed at once. Another task still shares."""
+    monkeypatch.setattr(saver_module, "SHARE_SECONDS", 1.5)
+    saver = EventLogSaver(open_log())
+    source = InMemorySaver()
+    graph = _one_node_chat(source)
+    cfg = {"configurable": {"thread_id": "moved"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg)
+    tuples = list(reversed(list(source.list(cfg))))
+    assert sum(len(t.pending_writes or []) > 0 for t in tuples) >= 3
+
+    async def move() -> float:
+        started = time.monotonic()
+        for t in tuples:
+            parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
+            at = await saver.aput(
+                {"configurable": {"thread_id": "moved", "checkpoint_ns": "", "checkpoint_id": parent}},
+                t.checkpoint,
+                t.metadata,
+                t.checkpoint["channel_versions"],
+            )
+            tasks: dict[str, list[tuple[str, Any]]] = {}
+            for task_id, channel, value in t.pending_writes or []:
+                tasks.setdefault(task_id, []).append((channel, value))
+            for task_id, writes in tasks.items():
+                await saver.aput_writes(at, writes, task_id)
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(move())
+    assert 1.5 <= elapsed < 2 * 1.5, f"{elapsed:.2f} s: aput_writes waited for a put other than once"
+    mine = [(w[0], w[1]) for t in saver.list(cfg) for w in t.pending_writes or []]
+    assert mine == [(w[0], w[1]) for t in source.list(cfg) for w in t.pending_writes or []]
+    saver.close()
+
+
 # -- a process killed in the middle of a superstep -------------------------------------------------
 
 _KILLED = textwrap.dedent(

@@ -3,7 +3,9 @@ the package that does the work (`_read`, `_write`, `_admin`), run in the saver's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,6 +40,9 @@ __all__ = ["SHARE_SECONDS", "EventLogSaver"]
 
 SHARE_SECONDS = 0.02
 """How long a `put_writes` waits for the `put` of its superstep, to share its commit."""
+
+_SEQUENTIAL = object()
+"""An async caller that makes the next put itself (see `EventLogSaver._async_caller`)."""
 
 
 class _Ops:
@@ -89,6 +94,11 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         self._caller = threading.local()
         """Per calling thread: `alone`, the checkpoint of its last put_writes no put took;
         `sequential`, True once that thread made the next put itself (it never waits again)."""
+        self._async_caller: contextvars.ContextVar[str | object | None] = contextvars.ContextVar(
+            "eventlog_saver_async_caller", default=None
+        )
+        """The same for an async caller's task: the checkpoint of its last `aput_writes` no put
+        took, then `_SEQUENTIAL` once that task made the next put itself."""
         self.log = log
         self.reducer = ThreadReducer()
         self._threads = Threads(log, self.reducer, cache_size)
@@ -162,8 +172,18 @@ class EventLogSaver(BaseCheckpointSaver[int]):
             self._caller.sequential = True  # it puts after its own writes: waiting would gain nothing
         return self._ops().write.put(config, checkpoint, metadata, new_versions)
 
-    aput = async_twin(put)
-    """Async `put`."""
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async `put`."""
+        parent = config["configurable"].get("checkpoint_id")
+        if parent is not None and self._async_caller.get() == parent:
+            self._async_caller.set(_SEQUENTIAL)  # this task puts after its own writes
+        return await self._workers.acall(self._ops().write.put, config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -190,23 +210,35 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         """Async `put_writes`: the writes are written in the caller's thread, as they are when it
-        calls, then committed in a worker."""
+        calls, and share the commit of their superstep's `aput` as `put_writes` does (the wait
+        for it holds no worker of the saver's); otherwise they are committed in a worker."""
         blobs = self._ops().write.blobs(writes)
-        await self._workers.acall(EventLogSaver._put_blobs, self, config, blobs, task_id, task_path)
+        if self._async_caller.get() is not _SEQUENTIAL:
+            if await asyncio.to_thread(self._shared, config, blobs, task_id, task_path):
+                return
+            self._async_caller.set(config["configurable"]["checkpoint_id"])
+        await self._workers.acall(self._ops().write.put_writes, config, blobs, task_id, task_path)
 
     def _put_blobs(self, config: RunnableConfig, blobs: _Blobs, task_id: str, task_path: str) -> None:
-        ops = self._ops()
-        # an async twin (in a worker) and a caller that makes the next put itself commit at once
+        # a sync call in a worker (a copy's, say) and a caller that makes the next put itself commit at once
         if not self._workers.inside() and not getattr(self._caller, "sequential", False):
-            run, waiting = ops.write.offer(config, blobs, task_id, task_path)
-            if not waiting.done.wait(SHARE_SECONDS) and not ops.write.withdraw(run, waiting):
-                waiting.done.wait()  # a put took it just now: it answers
-            if waiting.done.is_set():
-                if waiting.error is not None:
-                    raise waiting.error
+            if self._shared(config, blobs, task_id, task_path):
                 return
-            self._caller.alone = waiting.checkpoint_id
-        ops.write.put_writes(config, blobs, task_id, task_path)
+            self._caller.alone = config["configurable"]["checkpoint_id"]
+        self._ops().write.put_writes(config, blobs, task_id, task_path)
+
+    def _shared(self, config: RunnableConfig, blobs: _Blobs, task_id: str, task_path: str) -> bool:
+        """Offer the writes to the put of their superstep for `SHARE_SECONDS`: True once a put took
+        them and committed them (its error raised here), False when the caller must write them."""
+        write = self._ops().write
+        run, waiting = write.offer(config, blobs, task_id, task_path)
+        if not waiting.done.wait(SHARE_SECONDS) and not write.withdraw(run, waiting):
+            waiting.done.wait()  # a put took it just now: it answers
+        if not waiting.done.is_set():
+            return False
+        if waiting.error is not None:
+            raise waiting.error
+        return True
 
     def answer(self, thread_id: str, value: Any, *, checkpoint_id: str | None = None) -> RunnableConfig:
         """Store a human's answer to the `interrupt()` the thread waits on, from outside the graph's

@@ -23,6 +23,7 @@ SUITES: dict[str, str] = {
     "scale": "tools.bench.scale",
     "chat": "tools.bench.chat",
     "fleet": "tools.bench.fleet",
+    "chat_async": "tools.bench.chat_async",
     "wayflow": "tools.bench.wayflow",
     "openai_agents": "tools.bench.openai_agents",
     "adk": "tools.bench.adk",
