@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lives_support import right_after
 
 import eventlog
 from eventlog.agent.conversation import (
@@ -481,19 +482,6 @@ def test_a_tool_output_that_cannot_be_stored_fails_the_turn(log: eventlog.EventL
     assert chat.send("hello").message.content == "echo: hello"
 
 
-def _right_after(owner: Any, name: str, action: Any) -> None:
-    """Wrap `owner.name` (a write of the log) so that its next call runs `action` once it returned."""
-    real = getattr(owner, name)
-
-    def then(*args: Any, **kwargs: Any) -> Any:
-        setattr(owner, name, real)
-        answer = real(*args, **kwargs)
-        action()
-        return answer
-
-    setattr(owner, name, then)
-
-
 def test_a_rewind_into_a_new_conversation_writes_only_to_the_fork_it_made(log: eventlog.EventLog) -> None:
     """Another writer deletes the conversation a rewind (`new_conversation_id`) just forked and
     makes it again to the same head (a fork of its own conversation) before the rewind reads it
@@ -511,7 +499,7 @@ def test_a_rewind_into_a_new_conversation_writes_only_to_the_fork_it_made(log: e
         log.delete_run("chat-b")
         log.fork("other", previous.offset, "chat-b")
 
-    _right_after(log._maintenance, "fork", made_again)
+    right_after(log._maintenance, "fork", made_again)
     with pytest.raises(eventlog.errors.RunReplacedError):
         rewound = agent.start_conversation(
             log, "chat", checkpoint_id=previous.checkpoint_id, new_conversation_id="chat-b"

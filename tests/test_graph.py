@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lives_support import right_after
 
 import eventlog
 from eventlog.agent.graph import (
@@ -621,19 +622,6 @@ def test_the_listener_is_never_handed_a_checkpoint_of_another_life(log: eventlog
     assert log.checkpoints.load_latest("wf").checkpoint_id == "the other life's"
 
 
-def _right_after(owner: Any, name: str, action: Any) -> None:
-    """Wrap `owner.name` (a write of the log) so that its next call runs `action` once it returned."""
-    real = getattr(owner, name)
-
-    def then(*args: Any, **kwargs: Any) -> Any:
-        setattr(owner, name, real)
-        answer = real(*args, **kwargs)
-        action()
-        return answer
-
-    setattr(owner, name, then)
-
-
 def test_a_resume_from_a_checkpoint_continues_only_the_fork_it_made(log: eventlog.EventLog) -> None:
     """Another writer deletes the fork a resume from a checkpoint just made and makes it again to
     the same head (a fork of its own run) before the resume reads it back: the resume raises
@@ -650,7 +638,7 @@ def test_a_resume_from_a_checkpoint_continues_only_the_fork_it_made(log: eventlo
         log.delete_run("wf-b")
         log.fork("other", cp2.offset, "wf-b")
 
-    _right_after(log._maintenance, "fork", made_again)
+    right_after(log._maintenance, "fork", made_again)
     ran.clear()
     with pytest.raises(RunReplacedError):
         runner.resume("wf", from_checkpoint=cp2.checkpoint_id, new_run_id="wf-b")

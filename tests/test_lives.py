@@ -24,6 +24,7 @@ import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lives_support import right_after
 
 import eventlog
 import eventlog.aio
@@ -392,19 +393,6 @@ def test_an_import_writes_only_to_the_lives_it_made_and_undoes_only_those(
     assert [e.event.node for e in log.read("r")] == ["new1", "new2"]
 
 
-def _right_after(owner: Any, name: str, action: Callable[[], None]) -> None:
-    """Wrap `owner.name` (a write of the log) so that its next call runs `action` once it returned."""
-    real = getattr(owner, name)
-
-    def then(*args: Any, **kwargs: Any) -> Any:
-        setattr(owner, name, real)
-        answer = real(*args, **kwargs)
-        action()
-        return answer
-
-    setattr(owner, name, then)
-
-
 @pytest.mark.parametrize("made", ["append", "fork"])
 def test_an_import_takes_the_life_of_a_run_it_made_from_the_write_that_made_it(
     log: eventlog.EventLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: str
@@ -435,9 +423,9 @@ def test_an_import_takes_the_life_of_a_run_it_made_from_the_write_that_made_it(
             log.fork("other", 2, "r")
 
     if made == "append":  # the run's first batch, two events
-        _right_after(log.engine.commit, "commit", made_again)
+        right_after(log.engine.commit, "commit", made_again)
     else:  # the fork at 2
-        _right_after(log._maintenance, "fork", made_again)
+        right_after(log._maintenance, "fork", made_again)
     with pytest.raises(eventlog.errors.RunReplacedError):
         import_runs(log, tmp_path / "out.jsonl")
     info = log.run_info("r")  # the other writer's life, as it left it
