@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("langgraph.checkpoint.memory", reason="pip install 'eventlog[test]' (langgraph extras)")
@@ -226,6 +226,12 @@ class Alternating:
     deadline=None,
 )
 @given(ops=_OPS, strings=st.booleans(), schedule=st.lists(st.integers(0, 1), min_size=1, max_size=8))
+@example(  # a put made again by the worker that has not seen the thread since its first put
+    ops=[("put", "", 0, False, [], False), ("put", "", 0, False, [], False), ("writes", "", 0, "t1", ["a"]),
+         ("put", "", 0, False, [], True)],
+    strings=False,
+    schedule=[1, 0, 0, 1],
+)  # fmt: skip
 def test_two_workers_on_one_thread_read_what_in_memory_saver_reads(
     backend: str,
     open_log: Callable[..., eventlog.EventLog],

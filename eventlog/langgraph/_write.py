@@ -256,6 +256,12 @@ class Writer(Part):
                     saved = self.writes_event(run, rec.state, w, writes)
                     if saved is not None:
                         writes.append(saved)
+                if met is not None and self.saved_already(run, checkpoint, md, parent):
+                    # the run as it is now holds this checkpoint (another saver put it first): only
+                    # the writes are new, and those pending on it stay
+                    if writes:
+                        rec.append_many(writes)
+                    return
                 event, lists = self.checkpoint_event(run, rec.state, checkpoint, new_versions, parent)
                 rec.append_many([*writes, event], checkpoint_metadata=checkpoint_metadata(event.checkpoint_id, md))
             except ConflictError as exc:  # another writer appended (or made the run again): rebuild against it
