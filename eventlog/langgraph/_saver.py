@@ -33,7 +33,7 @@ from ._serde import SafeSerializer
 from ._threads import Threads
 from ._values import Values
 from ._workers import Workers, async_iter_twin, async_twin
-from ._write import Writer, next_version
+from ._write import Writer, next_version, withdrawn
 
 __all__ = ["SHARE_SECONDS", "EventLogSaver"]
 
@@ -232,7 +232,7 @@ class EventLogSaver(BaseCheckpointSaver[int]):
         them and committed them (its error raised here), False when the caller must write them."""
         write = self._ops().write
         run, waiting = write.offer(config, blobs, task_id, task_path)
-        if not waiting.done.wait(SHARE_SECONDS) and not write.withdraw(run, waiting):
+        if not waiting.done.wait(SHARE_SECONDS) and not withdrawn(run, waiting):
             waiting.done.wait()  # a put took it just now: it answers
         if not waiting.done.is_set():
             return False

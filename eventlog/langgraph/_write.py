@@ -38,7 +38,7 @@ from ._rewrite import Part
 from ._serde import SafeSerializer
 from ._threads import Mark, Run, Waiting, Written, checkpoint_metadata
 
-__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items", "written"]
+__all__ = ["CONFLICT_RETRIES", "KNOWN_KEYS", "Writer", "next_version", "same_items", "withdrawn", "written"]
 
 KNOWN_KEYS = frozenset({"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"})
 """The keys of a LangGraph checkpoint that `CheckpointSaved` has fields for; others go in its `extra`."""
@@ -391,22 +391,13 @@ class Writer(Part):
         task_path: str = "",
     ) -> tuple[Run, Waiting]:
         """A `put_writes` (its writes written: `blobs`) made to wait for the put of its
-        checkpoint's superstep (see `withdraw`)."""
+        checkpoint's superstep (see `withdrawn`)."""
         conf = config["configurable"]
         run = self.rewriter.run_of(config)
         waiting = Waiting(conf["checkpoint_id"], task_id, task_path, blobs)
         with run.waiting_lock:
             run.waiting.append(waiting)
         return run, waiting
-
-    @staticmethod
-    def withdraw(run: Run, waiting: Waiting) -> bool:
-        """Take back an offered `put_writes` no put took: True when the caller must write it itself."""
-        with run.waiting_lock:
-            if waiting.taken:
-                return False
-            run.waiting.remove(waiting)
-            return True
 
     def blobs(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[int, str, Blob]]:
         """The writes as stored, written when given (as InMemorySaver does): a caller's later edit is not theirs."""
@@ -468,3 +459,13 @@ class Writer(Part):
         if then is None or not self.threads.same_life(run):  # deleted (and made again) meanwhile
             raise RunReplacedError(run.run_id, run.number, self.log.life(run.run_id)[0] or None, "a write read it")
         return pending_writes(then.writes, late)
+
+
+def withdrawn(run: Run, waiting: Waiting) -> bool:
+    """Take back an offered `put_writes` (`Writer.offer`) no put took: True when the caller must
+    write it itself."""
+    with run.waiting_lock:
+        if waiting.taken:
+            return False
+        run.waiting.remove(waiting)
+        return True
