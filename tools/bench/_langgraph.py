@@ -100,6 +100,14 @@ def sqlite_available() -> bool:
     return True
 
 
+def sqlite_missing() -> str | None:
+    """Why a suite of LangGraph beside its `SqliteSaver` cannot run, or None when it can."""
+    why = missing()
+    if why is None and not sqlite_available():
+        why = "langgraph-checkpoint-sqlite is not installed; pip install 'eventlog[bench]'"
+    return why
+
+
 def _bytes_in(obj: Any) -> int:
     """Bytes held in the bytes objects of a nested structure (InMemorySaver's storage)."""
     if isinstance(obj, (bytes, bytearray, memoryview)):

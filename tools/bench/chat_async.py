@@ -103,9 +103,7 @@ def _one(ctx: Context, dsn: str | None, system: str, turns: int, r: int) -> tupl
 
 def run(ctx: Context) -> SuiteResult:
     res = SuiteResult("chat_async", __doc__.strip().splitlines()[0])
-    why = lg.missing()
-    if why is None and not lg.sqlite_available():
-        why = "langgraph-checkpoint-sqlite is not installed; pip install 'eventlog[bench]'"
+    why = lg.sqlite_missing()
     if why:
         res.skipped = why
         return res

@@ -167,9 +167,7 @@ def _pg_where(dsn: str, system: str, n: int) -> str:
 
 def run(ctx: Context) -> SuiteResult:
     res = SuiteResult("fleet", __doc__.strip().splitlines()[0])
-    why = lg.missing()
-    if why is None and not lg.sqlite_available():
-        why = "langgraph-checkpoint-sqlite is not installed; pip install 'eventlog[bench]'"
+    why = lg.sqlite_missing()
     if why:
         res.skipped = why
         return res
