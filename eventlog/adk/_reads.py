@@ -16,7 +16,7 @@ from ._events import AdkEvent, ScopedState
 __all__ = ["events_of", "session_runs", "set_after"]
 
 _READ_CHUNK_MIN = 32
-"""Offsets read at once from a session's end when `after_timestamp` alone bounds the read (doubling)."""
+"""Offsets read at least at once from a session's end when `num_recent_events` bounds the read (doubling)."""
 _SCAN_CHUNK = 16
 """Offsets of an app or user run read at once, from its end, when settling a session (doubling)."""
 
@@ -37,22 +37,26 @@ def events_of(
 def _events_of(
     log: EventLog[Any], run: str, number: int, start: int, head: int, config: GetSessionConfig | None
 ) -> list[AdkEvent]:
+    """ADK's filter (its three services alike): the events stamped at or after `after_timestamp`,
+    in order, then the last `num_recent_events` of them."""
     n = None if config is None else config.num_recent_events
     after_ts = None if config is None else config.after_timestamp
     if n == 0:
         return []
-    if n is None and after_ts is None:
-        return [e.event for e in log.read(run, start, head, run_number=number) if isinstance(e.event, AdkEvent)]
+    if n is None:  # every event may pass the stamp's filter: stamps need not grow
+        events = [e.event for e in log.read(run, start, head, run_number=number) if isinstance(e.event, AdkEvent)]
+        return events if after_ts is None else [ev for ev in events if ev.timestamp >= after_ts]
     out: list[AdkEvent] = []
-    upto, size = head, (n if n is not None else _READ_CHUNK_MIN)  # n events take n offsets but for a fork mark
+    upto, size = head, max(n, _READ_CHUNK_MIN)  # n events take n offsets but for a fork mark
     while upto > start:
         after = max(start, upto - size)
         chunk = [e.event for e in log.read(run, after, upto, run_number=number) if isinstance(e.event, AdkEvent)]
         for ev in reversed(chunk):
-            if (n is not None and len(out) >= n) or (after_ts is not None and ev.timestamp < after_ts):
-                out.reverse()
-                return out
-            out.append(ev)
+            if after_ts is None or ev.timestamp >= after_ts:
+                out.append(ev)
+                if len(out) >= n:
+                    out.reverse()
+                    return out
         upto, size = after, size * 2
     out.reverse()
     return out
