@@ -597,40 +597,46 @@ def test_writes_offered_while_a_put_commits_share_the_put_after_it(
     assert kinds[-3:] == ["CheckpointSaved", "WritesSaved", "CheckpointSaved"]
 
 
+def _a_chat_to_move() -> tuple[InMemorySaver, dict[str, Any], list[tuple[Any, Any, Any, dict[str, Any]]]]:
+    """A three-turn chat on InMemorySaver, and what moving it takes, oldest first: each put's
+    config, checkpoint and metadata, and the writes pending on it, by task."""
+    source = InMemorySaver()
+    graph = _one_node_chat(source)
+    cfg = {"configurable": {"thread_id": "moved"}}
+    for i in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg)
+    steps = []
+    for t in reversed(list(source.list(cfg))):
+        parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
+        tasks: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in t.pending_writes or []:
+            tasks.setdefault(task_id, []).append((channel, value))
+        conf = {"configurable": {"thread_id": "moved", "checkpoint_ns": "", "checkpoint_id": parent}}
+        steps.append((conf, t.checkpoint, t.metadata, tasks))
+    assert len(steps) >= 6 and sum(bool(tasks) for *_, tasks in steps) >= 3
+    return source, cfg, steps
+
+
+def _pending(saver: Any, cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(w[0], w[1]) for t in saver.list(cfg) for w in t.pending_writes or []]
+
+
 def test_a_caller_that_puts_after_its_own_writes_waits_once(
     open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A thread that calls `put_writes` and then makes the next `put` itself (a copy, a
     migration) waits for a put once; after that its writes are committed at once."""
     monkeypatch.setattr(saver_module, "SHARE_SECONDS", 3.0)  # waiting at every put_writes: >= 18 s
-    log = open_log()
-    saver = EventLogSaver(log)
-    source = InMemorySaver()
-    graph = _one_node_chat(source)
-    cfg = {"configurable": {"thread_id": "moved"}}
-    for i in range(3):
-        graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg)
-    tuples = list(reversed(list(source.list(cfg))))
-    assert len(tuples) >= 6 and any(t.pending_writes for t in tuples)
+    saver = EventLogSaver(open_log())
+    source, cfg, steps = _a_chat_to_move()
     started = time.monotonic()
-    for t in tuples:
-        parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
-        at = saver.put(
-            {"configurable": {"thread_id": "moved", "checkpoint_ns": "", "checkpoint_id": parent}},
-            t.checkpoint,
-            t.metadata,
-            t.checkpoint["channel_versions"],
-        )
-        tasks: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in t.pending_writes or []:
-            tasks.setdefault(task_id, []).append((channel, value))
+    for conf, checkpoint, metadata, tasks in steps:
+        at = saver.put(conf, checkpoint, metadata, checkpoint["channel_versions"])
         for task_id, writes in tasks.items():
             saver.put_writes(at, writes, task_id)
     elapsed = time.monotonic() - started
     assert elapsed < 2 * 3.0, f"{elapsed:.2f} s: put_writes waited for a put more than once"
-    mine = [(w[0], w[1]) for t in saver.list(cfg) for w in t.pending_writes or []]
-    theirs = [(w[0], w[1]) for t in source.list(cfg) for w in t.pending_writes or []]
-    assert mine == theirs
+    assert _pending(saver, cfg) == _pending(source, cfg)
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
@@ -676,38 +682,22 @@ def test_an_async_caller_that_puts_after_its_own_writes_waits_once(
     open_log: Callable[..., eventlog.EventLog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A task that awaits `aput_writes` and then makes the next `aput` itself waits for a put
-    once; after that its writes are committed at once. Another task still shares."""
+    once; after that its writes are committed at once."""
     monkeypatch.setattr(saver_module, "SHARE_SECONDS", 1.5)
     saver = EventLogSaver(open_log())
-    source = InMemorySaver()
-    graph = _one_node_chat(source)
-    cfg = {"configurable": {"thread_id": "moved"}}
-    for i in range(3):
-        graph.invoke({"messages": [HumanMessage(content=f"q{i}", id=f"q{i}")]}, cfg)
-    tuples = list(reversed(list(source.list(cfg))))
-    assert sum(len(t.pending_writes or []) > 0 for t in tuples) >= 3
+    source, cfg, steps = _a_chat_to_move()
 
     async def move() -> float:
         started = time.monotonic()
-        for t in tuples:
-            parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
-            at = await saver.aput(
-                {"configurable": {"thread_id": "moved", "checkpoint_ns": "", "checkpoint_id": parent}},
-                t.checkpoint,
-                t.metadata,
-                t.checkpoint["channel_versions"],
-            )
-            tasks: dict[str, list[tuple[str, Any]]] = {}
-            for task_id, channel, value in t.pending_writes or []:
-                tasks.setdefault(task_id, []).append((channel, value))
+        for conf, checkpoint, metadata, tasks in steps:
+            at = await saver.aput(conf, checkpoint, metadata, checkpoint["channel_versions"])
             for task_id, writes in tasks.items():
                 await saver.aput_writes(at, writes, task_id)
         return time.monotonic() - started
 
     elapsed = asyncio.run(move())
     assert 1.5 <= elapsed < 2 * 1.5, f"{elapsed:.2f} s: aput_writes waited for a put other than once"
-    mine = [(w[0], w[1]) for t in saver.list(cfg) for w in t.pending_writes or []]
-    assert mine == [(w[0], w[1]) for t in source.list(cfg) for w in t.pending_writes or []]
+    assert _pending(saver, cfg) == _pending(source, cfg)
     saver.close()
 
 
