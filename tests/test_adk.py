@@ -33,6 +33,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lives_support import right_after
 
 import eventlog
 from eventlog.adk import (
@@ -512,26 +513,23 @@ def test_a_fork_takes_the_life_of_the_run_it_made_from_the_fork(log: eventlog.Ev
     on an assertion)."""
     svc, two = EventLogSessionService(log, offload=False), EventLogSessionService(log, offload=False)
     run = session_run(APP, USER, "b")
-    maintenance = log._maintenance
-    fork = maintenance.fork
+    wrote: list[bool] = []
 
-    def then_made_again(*args: Any, **kwargs: Any) -> Any:  # right after the fork commits
-        maintenance.fork = fork  # type: ignore[method-assign]
-        made = fork(*args, **kwargs)
+    def made_again() -> None:  # right after the fork commits
         log.delete_run(run)
         if again:  # its own session "b", at the head the fork left (2)
             theirs = two.sessions.create(APP, USER, {"owner": "two"}, "b")
             two.sessions.append(theirs, said("user", "theirs", 50.0, "t0"))
-        return made
+        wrote.append(True)
 
     async def go() -> None:
         s = await svc.create_session(app_name=APP, user_id=USER, session_id="a", state={"k": 0})
         for i in range(2):
             await svc.append_event(s, said("user", f"w{i}", 100.0 + i, f"e{i}", k=i))
-        maintenance.fork = then_made_again  # type: ignore[method-assign]
+        right_after(log._maintenance, "fork", made_again)
         with pytest.raises(StaleSessionError if again else SessionNotFoundError, match="as it was forked"):
             await svc.fork_session(app_name=APP, user_id=USER, session_id="a", new_session_id="b", num_events=1)
-        assert maintenance.fork is fork  # the other writer wrote
+        assert wrote == [True]  # the other writer wrote
         got = await two.get_session(app_name=APP, user_id=USER, session_id="b")
         if again:
             assert got is not None and [e.id for e in got.events] == ["t0"] and got.state == {"owner": "two"}

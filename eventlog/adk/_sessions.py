@@ -370,10 +370,9 @@ class Sessions:
             except RunExistsError:
                 raise AlreadyExistsError(f"Session with id {new_sid} already exists.") from None
             self._writers.pop(new_run, None)  # one kept of an older life of the id would refuse this one
-            w = self.writer(new_run)  # the run read back by id may be another writer's already, made
-            if w.run_number != made:  # again to the same head: the fork's life only ("Reads that span transactions")
-                raise _forked_away(new_sid, w.run_number is not None)
+            w = self.writer(new_run)
             try:
+                w.expect_life(made, "it was forked")  # the run read back by id may be another writer's
                 w.append(SessionForked(app_name=app_name, user_id=user_id, session_id=new_sid,
                                        time=platform_time.get_time(), source_session_id=sid, source_offset=at))  # fmt: skip
             except RunReplacedError as exc:

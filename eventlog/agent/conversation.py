@@ -49,7 +49,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import EventLogError, InvalidEventError, RecordTooLargeError, RunReplacedError
+from ..errors import EventLogError, InvalidEventError, RecordTooLargeError
 from ..log import EventLog, made_by_fork
 from ..record.kinds import Event
 from ..services.checkpoints import Checkpoint
@@ -212,9 +212,7 @@ class Conversation:
         self, agent: Agent, log: EventLog[Any], conversation_id: str, *, run_number: int | None = None
     ) -> None:
         """With `run_number`, the conversation is that life of the run only (RunReplacedError
-        when the run is another life now, or gone): a run made by a write (a fork) and read back
-        by id may be another writer's, made again to the same head (docs/architecture.md, "Reads
-        that span transactions")."""
+        when the run is another life now, or gone: `RunWriter.expect_life`)."""
         self.agent = agent
         self.log = log
         self.conversation_id = conversation_id
@@ -222,8 +220,8 @@ class Conversation:
         self.restored_from: Checkpoint[Any] | None = None
         """The checkpoint a restore started from."""
         self._rec: RunWriter[Any] = log.writer(conversation_id, reducer=self.reducer, policy=agent.policy)
-        if run_number is not None and self._rec.run_number != run_number:
-            raise RunReplacedError(conversation_id, run_number, self._rec.run_number, "the conversation was started")
+        if run_number is not None:
+            self._rec.expect_life(run_number, "the conversation was started")
         self._pending: list[str] = []
         self._metadata: dict[str, Any] = {}
         self._last: Event | None = None
@@ -238,8 +236,7 @@ class Conversation:
     def _restore(self, cp: Checkpoint[Any]) -> None:
         """Bring the conversation back to `cp`, keeping the future after it as a branch run."""
         head = self._rec.offset
-        if cp.run_number != self._rec.run_number:  # a checkpoint of a life of the run that is gone
-            raise RunReplacedError(self.conversation_id, cp.run_number, self._rec.run_number, "it was restored")
+        self._rec.expect_life(cp.run_number, "it was restored")  # not a checkpoint of a life that is gone
         last = self.log.entry(self.conversation_id, head, run_number=cp.run_number).event
         if cp.offset == head or (isinstance(last, Restored) and last.checkpoint_id == cp.checkpoint_id):
             return  # it stands at the checkpoint already

@@ -327,12 +327,10 @@ class CompiledGraph:
         self, run_id: str, metadata: Mapping[str, Any] | None = None, *, run_number: int | None = None
     ) -> RunWriter[AgentState]:
         """The run's writer; with `run_number` (the life a write of this call made), of that life
-        only: the run read back by id may be another writer's, made again to the same head, and
-        the writer's appends name the life it read (docs/architecture.md, "Reads that span
-        transactions")."""
+        only (`RunWriter.expect_life`)."""
         rec = self.log.writer(run_id, reducer=self.reducer, policy=self.policy)
-        if run_number is not None and rec.run_number != run_number:
-            raise RunReplacedError(run_id, run_number, rec.run_number, "it was resumed")
+        if run_number is not None:
+            rec.expect_life(run_number, "it was resumed")
         if metadata:
             self._metadata[rec] = dict(metadata)
         return rec

@@ -286,6 +286,13 @@ class RunWriter(Generic[S]):
             Checkpoint(run_id, pending.record, lambda: replay.state_at(run_id, offset, reducer, number), None, number)
         )
 
+    def expect_life(self, number: int, doing: str) -> None:
+        """Raise RunReplacedError unless this writer is of life `number` of its run: the life a write
+        made (a fork, say), where the run read back by id may be another writer's, made again to
+        the same head (docs/architecture.md, "Reads that span transactions")."""
+        if self._number != number:
+            raise RunReplacedError(self.run_id, number, self._number, doing)
+
     def _check_life(self) -> None:
         """Raise RunReplacedError once the life of the run this writer knew has ended."""
         if self._ended:
