@@ -510,3 +510,29 @@ def test_a_server_that_cannot_be_reached_is_named_with_its_cause(where: str, cau
     with pytest.raises(eventlog.errors.NotALogError) as exc:
         eventlog.open(where.format(host=urlsplit(DSN).netloc.rpartition("@")[2]))
     assert "cannot connect to PostgreSQL" in str(exc.value) and cause in str(exc.value)
+
+
+def test_a_read_of_one_statement_is_one_message(schema: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read function of one statement runs as that statement alone: one message to the server,
+    and no COMMIT after it (there is no transaction to end). A read of several statements is a
+    transaction: its BEGIN goes with the first, and a COMMIT ends it."""
+    from eventlog.store import _pg_session
+
+    sent: list[str] = []
+    send = _pg_session.Session._exec
+
+    def counted(session: Any, text: str) -> Any:
+        sent.append(text)
+        return send(session, text)
+
+    monkeypatch.setattr(_pg_session.Session, "_exec", counted)
+    with eventlog.open(schema.url()) as log:
+        log.append("r", step(1))
+        for _ in range(2):  # the first of each learns that it reads with one statement
+            sent.clear()
+            assert log.head("r") == 1
+        assert len(sent) == 1 and "COMMIT" not in sent[0] and not sent[0].startswith("BEGIN")
+        for _ in range(2):
+            sent.clear()
+            assert log.entry("r", 1).event == step(1)
+        assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT"

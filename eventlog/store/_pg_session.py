@@ -248,7 +248,8 @@ class Session:
         return list(self._begin)
 
     def end(self) -> None:
-        """COMMIT what was begun (nothing when no statement was sent)."""
-        if self.begun:
+        """COMMIT what was begun (nothing when no statement was sent, or the session's one
+        statement ran by itself)."""
+        if self.begun and not self._once:
             self.committing = True
             self._exec("COMMIT")
