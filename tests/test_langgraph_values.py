@@ -486,31 +486,3 @@ def test_a_thread_another_worker_pruned_reads_as_pruned(open_log: Callable[..., 
     assert len(after) == len(list(graph_b.get_state_history(CONFIG))) < len(history)
     assert a.get_tuple(history[-1].config) is None  # a pruned checkpoint: gone, as on B
     graph_a.invoke({"messages": [HumanMessage(content="on")]}, CONFIG)
-
-
-@settings(max_examples=int(os.environ.get("EVENTLOG_TEST_EXAMPLES", "300")), deadline=None)
-@given(
-    pieces=st.lists(st.lists(_VALUES, max_size=20), min_size=2, max_size=6),
-    long=st.sampled_from([0, 0, 16, 65_536]),  # a last piece of that many items
-    message=st.booleans(),
-)
-def test_a_list_stored_in_pieces_reads_as_its_pieces_joined(pieces: list[list[Any]], long: int, message: bool) -> None:
-    """A list a thread grew turn by turn is stored as pieces and read in one decode
-    (`_values._joined`): it reads back as the pieces decoded one by one and joined, whatever
-    each piece's array header (up to 15 items, 65,535, more) and whatever the items."""
-    from eventlog.langgraph._events import Blob
-    from eventlog.langgraph._values import Values
-
-    if message:
-        pieces = [[AIMessage(content="x", additional_kwargs={"v": v}) for v in piece] for piece in pieces]
-    if long:
-        pieces = [*pieces, list(range(long))]
-    serde = SafeSerializer()
-    try:
-        chunks = [Blob(*serde.dumps_typed(piece)) for piece in pieces]
-    except TypeError:  # a value LangGraph cannot store (an int past 64 bits)
-        return
-    joined = Values(serde).value(chunks)
-    one_by_one = [item for chunk in chunks for item in serde.loads_typed((chunk.type, chunk.data))]
-    assert joined == one_by_one
-    assert [type(x) for x in joined] == [type(x) for x in one_by_one]

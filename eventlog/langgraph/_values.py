@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._events import Blob, ThreadState, Write, pending_writes
-from ._serde import RefusedValueError, SafeSerializer
+from ._serde import RefusedValueError
 from ._threads import Run
 
 __all__ = ["Values"]
@@ -22,7 +22,6 @@ class Values:
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
-        self._joins = isinstance(serde, SafeSerializer)  # its lists are msgpack arrays (`_joined`)
 
     def blob(self, value: Any) -> Blob:
         """`value` as the serializer writes it."""
@@ -43,8 +42,6 @@ class Values:
     def value(self, chunks: list[Blob]) -> Any:
         """A channel value decoded anew from its stored blobs (a list's pieces are concatenated):
         no object of it is shared with another value read, of this checkpoint or another."""
-        if len(chunks) > 1 and self._joins and (joined := _joined(chunks)) is not None:
-            return self.load(joined)  # one decode for the whole list, not one per piece
         first = self.load(chunks[0])
         if len(chunks) == 1:
             return first
@@ -102,32 +99,3 @@ class Values:
             ),
             pending_writes=[(w.task_id, w.channel, self.load(w.value)) for w in writes],
         )
-
-
-def _joined(chunks: list[Blob]) -> Blob | None:
-    """The pieces of a list, each a msgpack array, as one msgpack array of all their items in
-    order; None when one is not a msgpack array (then each is decoded by itself)."""
-    count = 0
-    bodies: list[bytes] = []
-    for blob in chunks:
-        data = blob.data
-        if blob.type != "msgpack" or not data:
-            return None
-        head = data[0]
-        if 0x90 <= head <= 0x9F:  # fixarray
-            count, skip = count + (head & 0x0F), 1
-        elif head == 0xDC and len(data) >= 3:  # array 16
-            count, skip = count + int.from_bytes(data[1:3], "big"), 3
-        elif head == 0xDD and len(data) >= 5:  # array 32
-            count, skip = count + int.from_bytes(data[1:5], "big"), 5
-        else:
-            return None
-        bodies.append(data[skip:])
-    if count >= 1 << 32:
-        return None
-    header = (
-        bytes([0x90 | count])
-        if count < 16
-        else (b"\xdc" + count.to_bytes(2, "big") if count < 1 << 16 else b"\xdd" + count.to_bytes(4, "big"))
-    )
-    return Blob("msgpack", header + b"".join(bodies))
