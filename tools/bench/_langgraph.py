@@ -72,6 +72,15 @@ def postgres_saver_available() -> bool:
     return True
 
 
+def pg_missing() -> str | None:
+    """Why the PostgreSQL side by side cannot run (no DSN, no `PostgresSaver`), or None when it can."""
+    if pg_dsn() is None:
+        return f"PostgreSQL: set {PG_DSN_ENV} to a PostgreSQL DSN to run it"
+    if not postgres_saver_available():
+        return "PostgreSQL: langgraph-checkpoint-postgres is not installed"
+    return None
+
+
 def _pg_schema_bytes(dsn: str, schema: str) -> int:
     """Bytes of every table of a schema, with its indexes and TOAST (`pg_total_relation_size`)."""
     import psycopg

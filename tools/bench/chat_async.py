@@ -111,10 +111,11 @@ def run(ctx: Context) -> SuiteResult:
     rounds = max(1, int(os.environ.get(ROUNDS_ENV, "3")))
     dsn = lg.pg_dsn()
     pairs = [("eventlog-lmdb", "langgraph-sqlite")]
-    if dsn is not None and lg.postgres_saver_available():
-        pairs.append(("eventlog-pg", "langgraph-postgres"))
+    why_not_pg = lg.pg_missing()
+    if why_not_pg:
+        res.metrics["skipped"] = why_not_pg
     else:
-        res.metrics["skipped"] = f"PostgreSQL: set {lg.PG_DSN_ENV} (and install langgraph-checkpoint-postgres)"
+        pairs.append(("eventlog-pg", "langgraph-postgres"))
     for ours, theirs in pairs:
         seen: dict[str, list[tuple[float, float]]] = {ours: [], theirs: []}
         for r in range(rounds):

@@ -175,10 +175,9 @@ def run(ctx: Context) -> SuiteResult:
     counts = [int(x) for x in os.environ.get(N_ENV, "1,4,8").split(",") if x.strip()]
     dsn = lg.pg_dsn()
     pairs = list(PAIRS[:1])
-    if dsn is None:
-        res.metrics["skipped"] = f"PostgreSQL: set {lg.PG_DSN_ENV} to a PostgreSQL DSN to run it"
-    elif not lg.postgres_saver_available():
-        res.metrics["skipped"] = "PostgreSQL: langgraph-checkpoint-postgres is not installed"
+    why_not_pg = lg.pg_missing()
+    if why_not_pg:
+        res.metrics["skipped"] = why_not_pg
     else:
         pairs.append(PAIRS[1])
     rounds = max(1, int(os.environ.get(ROUNDS_ENV, "1")))

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = record(args.turns)
     dsn = lg.pg_dsn()
     pairs = [("eventlog-lmdb", "langgraph-sqlite", None)]
-    if dsn is not None and lg.postgres_saver_available():
+    if lg.pg_missing() is None:
         pairs.append(("eventlog-pg", "langgraph-postgres", dsn))
     print(f"{len(calls)} puts for {args.turns} turns; CPU ms per turn, least of {args.rounds} rounds")
     for ours, theirs, where in pairs:
