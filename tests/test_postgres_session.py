@@ -512,26 +512,20 @@ def test_a_server_that_cannot_be_reached_is_named_with_its_cause(where: str, cau
     assert "cannot connect to PostgreSQL" in str(exc.value) and cause in str(exc.value)
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every message the store's sessions send to the server from now on, in order."""
-    from eventlog.store import _pg_session
-
-    out: list[str] = []
-    send = _pg_session.Session._exec
-
-    def counted(session: Any, text: str) -> Any:
-        out.append(text)
-        return send(session, text)
-
-    monkeypatch.setattr(_pg_session.Session, "_exec", counted)
-    return out
-
-
-def test_a_read_of_one_statement_is_one_message(schema: Schema, sent: list[str]) -> None:
+def test_a_read_of_one_statement_is_one_message(schema: Schema, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read function of one statement runs as that statement alone: one message to the server,
     and no COMMIT after it (there is no transaction to end). A read of several statements is a
     transaction: its BEGIN goes with the first, and a COMMIT ends it."""
+    from eventlog.store import _pg_session
+
+    sent: list[str] = []
+    send = _pg_session.Session._exec
+
+    def counted(session: Any, text: str) -> Any:
+        sent.append(text)
+        return send(session, text)
+
+    monkeypatch.setattr(_pg_session.Session, "_exec", counted)
     with eventlog.open(schema.url()) as log:
         log.append("r", step(1))
         for _ in range(2):  # the first of each learns that it reads with one statement
@@ -544,13 +538,24 @@ def test_a_read_of_one_statement_is_one_message(schema: Schema, sent: list[str])
         assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT"
 
 
-def test_an_append_of_the_run_a_writer_wrote_last_is_one_message(schema: Schema, sent: list[str]) -> None:
+def test_an_append_of_the_run_a_writer_wrote_last_is_one_message(
+    schema: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A writer that wrote the run last takes its record unread: the append is one message (the
     BEGIN, the locks, the rows, the check of the record, the COMMIT). After another writer
     appended, the check fails, nothing of the message is committed, and the append is made
     again reading the run: fences are decided on the run as it is, never on the record held."""
     from eventlog.errors import ConflictError
+    from eventlog.store import _pg_session
 
+    sent: list[str] = []
+    send = _pg_session.Session._exec
+
+    def counted(session: Any, text: str) -> Any:
+        sent.append(text)
+        return send(session, text)
+
+    monkeypatch.setattr(_pg_session.Session, "_exec", counted)
     with eventlog.open(schema.url()) as one, eventlog.open(schema.url()) as two:
         one.append("r", step(1))
         sent.clear()
