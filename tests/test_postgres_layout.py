@@ -243,29 +243,14 @@ def test_a_new_run_made_by_two_writers_at_once_is_made_once(schema: str) -> None
             log.close()
 
 
-def _load_dump(schema: str, name: str = "pg-kv-923256f", dumped: str = "kv_923256f") -> None:
+def _load_dump(schema: str) -> None:
     import psycopg
 
     assert DSN is not None
-    lines = (FIXTURES / f"{name}.sql").read_text().splitlines()
-    sql = "\n".join(line for line in lines if not line.startswith("\\")).replace(dumped, schema)
+    lines = (FIXTURES / "pg-kv-923256f.sql").read_text().splitlines()
+    sql = "\n".join(line for line in lines if not line.startswith("\\")).replace("kv_923256f", schema)
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(sql)
-
-
-def _reads_as(log: eventlog.EventLog, expected: dict[str, Any]) -> None:
-    """The log reads back what the fixture's code read: runs, feed, entries, states, checkpoints."""
-    assert log.runs() == expected["runs"]
-    assert [[e.run_id, e.offset, e.position, e.event_id] for e in log.feed()] == expected["feed"]
-    for run_id, run in expected["by_run"].items():
-        info = log.run_info(run_id)
-        assert msgspec.to_builtins(info) == run["info"]
-        assert msgspec.to_builtins(list(log.read(run_id, after=info.base))) == run["entries"]
-        for k, state in run["states"].items():
-            assert msgspec.to_builtins(log.state_at(run_id, int(k))) == state
-        assert [[cp.checkpoint_id, cp.offset, cp.reducer, cp.metadata] for cp in log.checkpoints.list(run_id)] == run[
-            "checkpoints"
-        ]
 
 
 def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema: str) -> None:
@@ -275,7 +260,17 @@ def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema:
     expected = json.loads((FIXTURES / "pg-kv-923256f.json").read_text())
     log = eventlog.open(_store(schema))  # migrates
     try:
-        _reads_as(log, expected)
+        assert log.runs() == expected["runs"]
+        assert [[e.run_id, e.offset, e.position, e.event_id] for e in log.feed()] == expected["feed"]
+        for run_id, run in expected["by_run"].items():
+            info = log.run_info(run_id)
+            assert msgspec.to_builtins(info) == run["info"]
+            assert msgspec.to_builtins(list(log.read(run_id, after=info.base))) == run["entries"]
+            for k, state in run["states"].items():
+                assert msgspec.to_builtins(log.state_at(run_id, int(k))) == state
+            assert [
+                [cp.checkpoint_id, cp.offset, cp.reducer, cp.metadata] for cp in log.checkpoints.list(run_id)
+            ] == run["checkpoints"]
         assert log.verify().ok
         last = expected["feed"][-1][2]
         log.append("chat", step(1))
@@ -293,51 +288,6 @@ def test_a_schema_of_the_key_value_layout_is_migrated_and_reads_the_same(schema:
         assert log.verify().ok
     finally:
         log.close()
-
-
-def test_a_schema_of_layout_1_reads_the_same_and_is_raised_to_2_when_written(schema: str) -> None:
-    """Relational layout 1 (6e64bf9, tests/fixtures/pg-layout1-6e64bf9.sql): its entries hold their
-    feed positions, new ones hold 0 and take theirs from the feed row. Read-only, it reads as its
-    own code read it and stays layout 1; a writable open makes it layout 2, and entries of both
-    read in one feed, in order, with `read()` giving the feed's positions."""
-    _load_dump(schema, "pg-layout1-6e64bf9", "layout1_6e64bf9")
-    # Written on another server: its positions are made of that server's transaction ids, so the
-    # offset is set as on the server that wrote it (every new position above every old one).
-    ((greatest, xid),) = _rows(f'SELECT max(position), pg_current_xact_id()::text::bigint FROM "{schema}".feed')
-    _set_layout(schema, "xid_offset", max(0, (greatest >> 20) + 2 - xid))
-    expected = json.loads((FIXTURES / "pg-layout1-6e64bf9.json").read_text())
-    with eventlog.open(_store(schema, readonly=True)) as log:
-        _reads_as(log, expected)
-    assert _layout(schema)["version"] == 1
-    with eventlog.open(_store(schema)) as log:
-        assert _layout(schema)["version"] == 2
-        _reads_as(log, expected)
-        last = expected["feed"][-1][2]
-        log.append("chat", step(1))
-        log.append_many("after", [step(1), step(2)])
-        new = list(log.feed(after=last))
-        assert [(e.run_id, e.offset) for e in new] == [
-            ("chat", expected["by_run"]["chat"]["info"]["head"] + 1),
-            ("after", 1),
-            ("after", 2),
-        ]
-        assert new[0].position > last and [e.position for e in new] == sorted({e.position for e in new})
-        chat = list(log.read("chat"))
-        assert [e.position for e in chat[:-1]] == [e.position for e in log.feed() if e.run_id == "chat"][:-1]
-        assert chat[-1].position == new[0].position
-        assert log.verify().ok
-
-
-def _layout(schema: str) -> dict[str, int]:
-    return dict(_rows(f'SELECT name, value FROM "{schema}".layout'))  # type: ignore[arg-type]
-
-
-def _rows(sql: str) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    assert DSN is not None
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        return conn.execute(sql).fetchall()
 
 
 def test_delete_and_prune_are_set_based_and_leave_nothing(schema: str) -> None:

@@ -536,39 +536,3 @@ def test_a_read_of_one_statement_is_one_message(schema: Schema, monkeypatch: pyt
             sent.clear()
             assert log.entry("r", 1).event == step(1)
         assert sent[0].startswith("BEGIN") and sent[-1] == "COMMIT"
-
-
-def test_an_append_of_the_run_a_writer_wrote_last_is_one_message(
-    schema: Schema, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A writer that wrote the run last takes its record unread: the append is one message (the
-    BEGIN, the locks, the rows, the check of the record, the COMMIT). After another writer
-    appended, the check fails, nothing of the message is committed, and the append is made
-    again reading the run: fences are decided on the run as it is, never on the record held."""
-    from eventlog.errors import ConflictError
-    from eventlog.store import _pg_session
-
-    sent: list[str] = []
-    send = _pg_session.Session._exec
-
-    def counted(session: Any, text: str) -> Any:
-        sent.append(text)
-        return send(session, text)
-
-    monkeypatch.setattr(_pg_session.Session, "_exec", counted)
-    with eventlog.open(schema.url()) as one, eventlog.open(schema.url()) as two:
-        one.append("r", step(1))
-        sent.clear()
-        assert one.append("r", step(2)) == 2
-        assert len(sent) == 1 and sent[0].startswith("BEGIN") and sent[0].endswith("COMMIT")
-        assert two.append("r", step(3), expected_offset=2) == 3  # `one` holds the record of head 2
-        assert one.append("r", step(4), expected_offset=3) == 4  # refused on the held record, then read
-        with pytest.raises(ConflictError):
-            one.append("r", step(5), expected_offset=3)
-        two.append("r", step(5))
-        assert one.append_many("r", [step(6), step(7)]) == [6, 7]
-        entries = list(one.read("r"))
-        assert [e.event for e in entries] == [step(i) for i in range(1, 8)]
-        assert [e.position for e in entries] == [e.position for e in one.feed()]
-        assert [e.position for e in entries] == sorted({e.position for e in entries})
-        assert one.verify().ok

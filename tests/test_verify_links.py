@@ -2,9 +2,7 @@
 it names (number to run id, an offset of the run's own, the entry there holding that position),
 and each run's number against the run number index. Every variant of damage is written raw
 through the store's own transactions, on every store, and must be named by run, offset and
-feed position. On PostgreSQL, whose entries hold no position (the server gives it as it writes
-them), each entry must have exactly one feed position and a run's must grow with its offsets:
-that is what names a swapped, duplicated or re-pointed position there."""
+feed position."""
 
 from __future__ import annotations
 
@@ -90,8 +88,6 @@ def swap_across_runs(log: Log) -> set[Any]:
     one, four = feed_ref(log, p(log, 1)), feed_ref(log, p(log, 4))
     put(log, "feed", u64(p(log, 1)), four)
     put(log, "feed", u64(p(log, 4)), one)
-    if not log.store.dense:  # entries hold no position: a's go p4, p2, p3, out of order; b's still in order
-        return {("feed", "a", 2, p(log, 2))}
     return {
         ("feed", "b", 1, p(log, 1)),
         ("feed", "a", 1, p(log, 4)),
@@ -104,15 +100,11 @@ def swap_within_a_run(log: Log) -> set[Any]:
     two, three = feed_ref(log, p(log, 2)), feed_ref(log, p(log, 3))
     put(log, "feed", u64(p(log, 2)), three)
     put(log, "feed", u64(p(log, 3)), two)
-    if not log.store.dense:
-        return {("feed", "a", 3, p(log, 2))}
     return {("feed", "a", 3, p(log, 2)), ("feed", "a", 2, p(log, 3))}
 
 
 def duplicate(log: Log) -> set[Any]:
     put(log, "feed", u64(p(log, 5)), feed_ref(log, p(log, 4)))
-    if not log.store.dense:  # two positions point at b 1, none at b 2
-        return {("feed", "b", 1, p(log, 5)), ("feed", "b", 2, None)}
     return {("feed", "b", 1, p(log, 5)), ("feed", "b", 2, p(log, 5))}
 
 
@@ -130,8 +122,6 @@ def extra_position_at_a_deleted_run(log: Log) -> set[Any]:
 def repointed_at_a_deleted_run(log: Log) -> set[Any]:
     gone = number(log, "b") + 1
     put(log, "feed", u64(p(log, 6)), u64(gone) + u64(2))
-    if not log.store.dense:
-        return {("feed", f"#{gone}", 2, p(log, 6)), ("feed", "b", 3, None)}
     return {("feed", f"#{gone}", 2, p(log, 6)), ("feed", "b", 3, p(log, 6))}
 
 

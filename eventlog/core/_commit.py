@@ -44,17 +44,6 @@ checkpoint. `checked`: the commit is made again because the index refused a draw
 the hook draws are looked up before they are written (`GroupCommit.commit_batch`)."""
 
 
-def _checked_time(clock: Callable[[], int]) -> int:
-    """What `clock` gives, checked as a time in nanoseconds."""
-    try:
-        value = clock()
-    except Exception as exc:
-        raise InvalidArgumentError(f"the log's clock raised {exc!r}") from exc
-    if type(value) is int and 0 <= value <= _limits.time_ns_max:
-        return value
-    return check_time_ns("the log's clock", value)
-
-
 class Append(msgspec.Struct, frozen=True):
     """One append, checked and encoded before it queues: what is to be written, never changed."""
 
@@ -118,8 +107,6 @@ class Kept:
         first: a run's record is decoded only when it is not the one written here, and not read
         at all while this writer's commits follow one another. A stale one costs a decode."""
         self._after: After | None = None  # what the last commit left, on a store that numbers its commits
-        self.dictionary: tuple[bytes | None, int] | None = None
-        """The dictionary's meta value and id as the last write transaction read or took them."""
 
     def after(self, generation: int | None) -> After | None:
         """What this writer's last commit left, when the write transaction numbered `generation`
@@ -166,7 +153,13 @@ class GroupCommit:
 
     def now(self) -> int:
         """The log's clock, checked."""
-        return _checked_time(self._clock)
+        try:
+            value = self._clock()
+        except Exception as exc:
+            raise InvalidArgumentError(f"the log's clock raised {exc!r}") from exc
+        if type(value) is int and 0 <= value <= _limits.time_ns_max:
+            return value
+        return check_time_ns("the log's clock", value)
 
     def check(
         self,
@@ -315,13 +308,10 @@ class GroupCommit:
         wrote)."""
         checkpointed = False
         generation = txn.generation()
-        kept = self._kept
-        after = kept.after(generation)
-        begun = self._runs.commit_start(txn, [s.append.run_id for s in slots], kept.records, after, kept.dictionary)
-        if begun.dictionary is not None:
-            kept.dictionary = begun.dictionary  # a value read, or one taken unread: the next commit checks it
-        start = position = begun.base
-        dict_id, records = begun.dict_id, begun.records
+        after = self._kept.after(generation)
+        run_ids = [s.append.run_id for s in slots]
+        start, dict_id, records = self._runs.commit_start(txn, run_ids, self._kept.records, after)
+        position = start
         for slot in slots:
             slot.error = None
             slot.writing = False
@@ -407,13 +397,10 @@ class GroupCommit:
         filled = cast(list[str], ids)  # every id was given or drawn above
         writes = []
         offset = head
-        dense, shift = txn.dense, position - head  # an entry of a store that is not dense holds position 0
         for i in fresh:
             offset += 1
             key = _event_key(number, offset)
-            value = encode(
-                shift + offset if dense else 0, time_ns, filled[i], meta, event_bytes[i], dict_id, (EVENTS, key)
-            )
+            value = encode(position + offset - head, time_ns, filled[i], meta, event_bytes[i], dict_id, (EVENTS, key))
             writes.append((i, key, value))
         slot.writing = True
         if rec is None:

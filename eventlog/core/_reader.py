@@ -78,9 +78,6 @@ class Piece(NamedTuple):
     values: list[bytes]
     life: int
     """The run number of the run read, the same for every piece of one read."""
-    positions: dict[int, int] | None = None
-    """Offset -> feed position, read with the values where entries do not hold theirs (a store
-    that is not dense) and the reader asked for them."""
 
 
 class Reader:
@@ -100,16 +97,10 @@ class Reader:
             raise exc.at(run_id, offset) from None
 
     def chunks(
-        self,
-        run_id: str,
-        after: int,
-        upto: int | None,
-        chunk: int,
-        number: int | None = None,
-        positions: bool = False,
+        self, run_id: str, after: int, upto: int | None, chunk: int, number: int | None = None
     ) -> Iterator[Piece]:
         """Stored values of offsets (after, upto] in pieces by the run that stores them, each chunk
-        read in its own read transaction; with `positions`, each piece's `Piece.positions`.
+        read in its own read transaction.
 
         Every chunk is of the run number the first one read (or `number`): RunReplacedError when
         the run is deleted, or deleted and made again, between two chunks."""
@@ -118,22 +109,16 @@ class Reader:
 
             def read(
                 txn: Txn, after: int = after, end: int | None = end, number: int | None = number
-            ) -> tuple[int, int, list[tuple[str, int, int, list[bytes]]], list[dict[int, int] | None]]:
+            ) -> tuple[int, int, list[tuple[str, int, int, list[bytes]]]]:
                 rec = self._runs.require(txn, run_id, number)
                 stop = check_range(run_id, rec, after, end)
-                pieces = self.pieces(txn, run_id, rec, after, stop, chunk)
-                held: list[dict[int, int] | None] = [None] * len(pieces)
-                if positions and not txn.dense:
-                    for i, (_, owner_number, first, values) in enumerate(pieces):
-                        found = txn.feed_of(owner_number, first, first + len(values) - 1) or []
-                        held[i] = dict(reversed(found))  # the least position of each offset
-                return rec.number, stop, pieces, held
+                return rec.number, stop, self.pieces(txn, run_id, rec, after, stop, chunk)
 
-            number, stop, pieces, held = self._store.read(read)
+            number, stop, pieces = self._store.read(read)
             end = stop
             last = after
-            for (owner, owner_number, first, values), at in zip(pieces, held, strict=True):
-                yield Piece(owner, owner_number, first, values, number, at)
+            for owner, owner_number, first, values in pieces:
+                yield Piece(owner, owner_number, first, values, number)
                 last = first + len(values) - 1
             if not pieces or last >= stop:
                 return
@@ -167,8 +152,8 @@ class Reader:
         """Entries with offsets in (after, upto] in order, all of one life of the run (see `chunks`)."""
         step = _limits.fold_decode_entries
         decode_records = partial(self._codec.decode_records, events_only=False)
-        for owner, owner_number, chunk_first, chunk, life, positions in self.chunks(
-            run_id, after, upto, _limits.read_chunk_entries, number, positions=True
+        for owner, owner_number, chunk_first, chunk, life in self.chunks(
+            run_id, after, upto, _limits.read_chunk_entries, number
         ):
             for at in range(0, len(chunk), step):  # checked and decoded a group at a time (see Replay.fold)
                 first = chunk_first + at
@@ -180,8 +165,7 @@ class Reader:
                     else (self.decode(owner, EVENTS.key(owner_number, first + i), v) for i, v in enumerate(values))
                 )
                 for offset, r in enumerate(records, first):
-                    position = r.position or (0 if positions is None else positions.get(offset, 0))
-                    yield Entry(run_id, offset, position, r.event_id, r.time_ns, r.meta, r.event, life)
+                    yield Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, life)
 
     def feed(self, after: int = 0, limit: int | None = None) -> Iterator[Entry]:
         """Every entry of every run with position > after, in commit order.
@@ -228,11 +212,11 @@ class Reader:
             if value is None:
                 raise CorruptRecordError("the feed points at a missing entry", run_id, offset, position)
             r = self.decode(run_id, ref, value, position)
-            if r.position and r.position != position:  # 0: the entry does not hold its position
+            if r.position != position:
                 raise CorruptRecordError(
                     f"the feed points at an entry of position {r.position}", run_id, offset, position
                 )
-            out.append(Entry(run_id, offset, position, r.event_id, r.time_ns, r.meta, r.event, number))
+            out.append(Entry(run_id, offset, r.position, r.event_id, r.time_ns, r.meta, r.event, number))
         return out, position
 
 

@@ -242,7 +242,7 @@ class Replay:
         decode = self._codec.decode_entry_event
         decode_records = partial(self._codec.decode_records, events_only=True)
         step = _limits.fold_decode_entries
-        for owner, owner_number, chunk_first, chunk, _, _ in self._reader.chunks(
+        for owner, owner_number, chunk_first, chunk, _ in self._reader.chunks(
             run_id, after, upto, _limits.fold_chunk_entries, number
         ):
             for at in range(0, len(chunk), step):

@@ -61,19 +61,6 @@ class After(NamedTuple):
     every record the writer holds from a commit of that run or later is the stored one."""
 
 
-class Start(NamedTuple):
-    """What a write transaction's appends start from (`Runs.commit_start`)."""
-
-    base: int
-    """The base of the transaction's feed positions (`Txn.position_base`)."""
-    dict_id: int
-    """The dictionary new records use."""
-    records: dict[str, RunRecord | None]
-    """The records of the runs appended to."""
-    dictionary: tuple[bytes | None, int] | None
-    """The dictionary's meta value as read or taken unread, and its id (None: neither)."""
-
-
 class Link(NamedTuple):
     """Offsets (lo, hi] of the run being read live under `rec.number`, the run `run_id`."""
 
@@ -225,12 +212,11 @@ class Runs:
         run_ids: list[str] | None = None,
         known: dict[str, Held] | None = None,
         after: After | None = None,
-        dictionary: tuple[bytes | None, int] | None = None,
-    ) -> Start:
-        """The base of this transaction's feed positions, the dictionary new records use and
-        the records of `run_ids`, read in one round trip. A dense store gives positions after
-        the last one given; PostgreSQL as it writes them (`Txn.position_base`), and locks the
-        records read.
+    ) -> tuple[int, int, dict[str, RunRecord | None]]:
+        """(the base of this transaction's feed positions, id of the dictionary new records use,
+        the records of `run_ids`), read in one round trip. A dense store gives positions after
+        the last one given; PostgreSQL from its transaction id (`Txn.position_base`), and locks
+        the records read.
 
         `known`: run id -> (value, record, generation) of records the caller wrote and still
         holds. A stored value equal to the one held is the held record (a copy), not decoded
@@ -241,11 +227,7 @@ class Runs:
         `after`: the caller's own last commit was the store's last one (`Txn.generation`), so
         the last position and dictionary are as that commit left them, and a held record
         written since `After.since` is the stored one: none of these is read
-        (docs/architecture.md, "An append").
-
-        `dictionary`: the meta value and id of the dictionary the caller last used. In a
-        transaction that is `expecting` (PostgreSQL) with every record held, the records and it
-        are taken unread, checked by the commit (`Txn.expect`): the append is one round trip."""
+        (docs/architecture.md, "An append")."""
         ids = run_ids or []
         if len(ids) > 1:
             ids = list(dict.fromkeys(ids))
@@ -261,14 +243,7 @@ class Runs:
             if unread:
                 values = txn.get_many(RUNS, [RUNS.key(run_id) for run_id in unread])
                 self._held_or_decoded(records, unread, values, known)
-            return Start(after.position, after.dict_id, records, None)
-        if txn.expecting and known is not None and dictionary is not None and all(r in known for r in ids):
-            txn.expect(META, _keys.META_DICT_CURRENT, dictionary[0])
-            for run_id in ids:
-                held = known[run_id]
-                txn.expect(RUNS, RUNS.key(run_id), held[0])
-                records[run_id] = replace(held[1])
-            return Start(txn.position_base(0), dictionary[1], records, dictionary)
+            return after.position, after.dict_id, records
         # A dense store also reads the last position given; PostgreSQL draws positions from the
         # transaction id. (A new run's number is drawn when it is made: `new_number`.)
         dense = txn.dense
@@ -290,7 +265,7 @@ class Runs:
         if dict_id is None:
             dict_id = self._counter(_keys.META_DICT_CURRENT, raw)
         self._held_or_decoded(records, ids, values[first:], known)
-        return Start(txn.position_base(position), dict_id, records, (raw, dict_id))
+        return txn.position_base(position), dict_id, records
 
     def _held_or_decoded(
         self,

@@ -52,9 +52,7 @@ class Links:
                 found: list[Problem] = []
                 own = unread = seen = 0
                 last = None
-                pairs = txn.scan(EVENTS, start, stop, limit=_CHUNK)
-                given = _given(txn, number, pairs)
-                for key, value in pairs:
+                for key, value in txn.scan(EVENTS, start, stop, limit=_CHUNK):
                     seen += 1
                     last = key
                     offset = EVENTS.second(key)
@@ -65,22 +63,15 @@ class Links:
                     except CorruptRecordError:
                         unread += 1
                         continue  # named by the fold
-                    if position == 0 and given is not None:  # the store gave it: the feed's rows are the entry's
-                        held = given.get(offset, [])
-                        if len(held) != 1:
-                            message = f"feed positions {held} point at it" if held else "no feed position points at it"
-                            found.append(Problem(run_id, offset, "feed", message, held[-1] if held else None))
-                        position = held[0] if held else 0
-                    elif txn.get(FEED, FEED.key(position)) != key:
+                    if txn.get(FEED, FEED.key(position)) != key:
                         message = f"feed position {position} does not point at it"
                         found.append(Problem(run_id, offset, "feed", message, position))
-                    if position and position <= before[0]:
+                    if position <= before[0]:
                         message = (
                             f"feed position {position} is not above {before[0]}, the position of offset {before[1]}"
                         )
                         found.append(Problem(run_id, offset, "feed", message, position))
-                    if position:
-                        before = (position, offset)
+                    before = (position, offset)
                     if own_slot(prefix, event_id) == (number, offset):
                         own += 1
                     elif ids_indexed and txn.get(EVENT_IDS, EVENT_IDS.key(number, event_id)) != EVENTS.tail(key):
@@ -133,17 +124,6 @@ class Links:
             problems.extend(found)
             if seen < _CHUNK:
                 return problems
-
-
-def _given(txn: Txn, number: int, pairs: list[tuple[bytes, bytes]]) -> dict[int, list[int]] | None:
-    """Offset -> the feed positions that point at it, of the entries `pairs`, on a store that
-    finds them itself (`Txn.feed_of`); None on a store whose entries hold their own."""
-    if not pairs or txn.dense:
-        return None
-    out: dict[int, list[int]] = {}
-    for offset, position in txn.feed_of(number, EVENTS.second(pairs[0][0]), EVENTS.second(pairs[-1][0])) or []:
-        out.setdefault(offset, []).append(position)
-    return out
 
 
 def number_problems(runs: Runs, txn: Txn, run_id: str, rec: RunRecord) -> list[Problem]:
@@ -245,6 +225,6 @@ def _position_problem(
         held, _ = codec.decode_entry_id(value, ref)
     except CorruptRecordError:
         return None  # named by the fold
-    if held and held != position:  # 0: the entry holds none (verify's check of the entry counts its positions)
+    if held != position:
         return Problem(run_id, offset, "feed", f"{where}, whose entry has position {held}", position)
     return None

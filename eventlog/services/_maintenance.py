@@ -328,7 +328,7 @@ class Maintenance:
                 if entry is None:
                     txn.delete(FEED, key)
                     done.append(f"feed position {position} pointed at a missing entry")
-                elif (held := _position_held(self._codec, txn, entry, ref)) not in (None, position):
+                elif (held := _position_held(self._codec, entry, ref)) not in (None, position):
                     txn.delete(FEED, key)  # the entry's sealed position is its own: this one is a stray
                     done.append(f"feed position {position} pointed at the entry of position {held}")
             for key, value in scan_chunks(txn, EVENT_IDS, b"", None):
@@ -348,19 +348,12 @@ class Maintenance:
         return self._store.write(write)
 
 
-def _position_held(codec: Codec, txn: Txn, value: bytes, ref: bytes) -> int | None:
-    """The feed position sealed in an entry, or for an entry that holds none (0: a store that
-    is not dense gave it) the least position that points at it; None when it does not decode
-    (`verify` names it)."""
+def _position_held(codec: Codec, value: bytes, ref: bytes) -> int | None:
+    """The feed position sealed in an entry; None when it does not decode (`verify` names it)."""
     try:
-        held = codec.decode_entry_id(value, ref)[0]
+        return codec.decode_entry_id(value, ref)[0]
     except CorruptRecordError:
         return None
-    if held == 0:
-        number, offset = FEED.parse_ref(ref)
-        given = txn.feed_of(number, offset, offset)
-        return min((p for _, p in given), default=None) if given is not None else held
-    return held
 
 
 def _remove_strays(runs: Runs, txn: Txn) -> list[str]:

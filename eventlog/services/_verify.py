@@ -171,7 +171,7 @@ class Verifier:
             _unfolded(run_id, pruned, reducer, report)
         pending = 0
         try:
-            for owner, number, first, values, _, _ in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
+            for owner, number, first, values, _ in self._reader.chunks(run_id, start, rec.head, _CHUNK, rec.number):
                 for i, value in enumerate(values):
                     offset = first + i
                     try:

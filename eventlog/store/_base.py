@@ -94,29 +94,9 @@ class Txn(Protocol):
     def position_base(self, last: int) -> int:
         """The base of this write transaction's feed positions: its entries take base + 1,
         base + 2, … (at most 2**20 - 1 of them). `last` is the last position the log gave: a
-        dense store returns it. A store that is not dense (PostgreSQL) gives the positions itself
-        as the transaction commits: it returns 0, the feed keys put after it are the entries'
-        places in the transaction (1, 2, …), which the store makes positions above every position
-        a transaction that began before it gave, and entries hold position 0 (`feed_of` gives
-        their positions; docs/architecture.md, "PostgreSQL without a global lock")."""
-        ...
-
-    def feed_of(self, number: int, lo: int, hi: int) -> list[tuple[int, int]] | None:
-        """(offset, position) of every feed position that points at an offset in [lo, hi] of run
-        number `number`, by offset then position; None when the store keeps no index to find
-        them (memory, LMDB: every entry holds its own position)."""
-        ...
-
-    expecting: bool
-    """This write transaction may take values the caller holds, unread, as what the store holds
-    (`expect`); False on memory and LMDB, and on PostgreSQL when the transaction is made again
-    after one that expected failed."""
-
-    def expect(self, table: str, key: bytes, value: bytes | None) -> None:
-        """Take `value` as what `key` holds (None: absent) without reading it, in a transaction
-        that is `expecting`: the commit fails unless it is so when the transaction commits, and
-        the store then makes the transaction again, `expecting` False (so a refusal the caller
-        decided on a value taken unread that was not so is made again too)."""
+        dense store returns it; PostgreSQL returns one derived from its transaction id, above every
+        position a transaction that began before it gave (docs/architecture.md, "PostgreSQL
+        without a global lock")."""
         ...
 
     def run_number(self, last: int) -> int:
@@ -143,24 +123,6 @@ class Txn(Protocol):
 
 class KeyExistsError(EventLogError):
     """`Txn.insert` found its key taken; the transaction was rolled back."""
-
-
-class DenseTxn:
-    """What a dense store's transactions share (memory, LMDB): every entry holds its own feed
-    position, and nothing is taken unread."""
-
-    __slots__ = ()
-    dense = True
-    expecting = False
-
-    def delete_feed_of(self, number: int, upto: int) -> int | None:
-        return None
-
-    def feed_of(self, number: int, lo: int, hi: int) -> list[tuple[int, int]] | None:
-        return None
-
-    def expect(self, table: str, key: bytes, value: bytes | None) -> None:
-        raise EventLogError("this store takes no value unread")
 
 
 class Store(Protocol):

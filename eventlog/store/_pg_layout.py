@@ -218,14 +218,11 @@ TABLES: dict[str, Table] = {
 }
 """Every table of the log as a relation, by the name the log layer uses."""
 
-LAYOUT_VERSION = 2
-"""The version of this relational layout, in the schema's `layout` table: 2 since entries hold no
-feed position (the server gives it as the entry is written); 1 before, which reads the same and
-is raised to 2 at a writable open."""
+LAYOUT_VERSION = 1
+"""The version of this relational layout, in the schema's `layout` table."""
 
 POSITION_SHIFT = 20
 """A feed position is (transaction id + the log's xid offset) << 20 | its index in the transaction."""
-_POSITION_XIDS_MAX = 1 << (62 - POSITION_SHIFT)  # a transaction's base below 2^62: half of bigint's room kept
 
 
 WRITERS_LOCK_CLASS = 0x45564C47
@@ -337,12 +334,10 @@ def migrate_kv_sql(schema: str) -> list[str]:
     return out
 
 
-def layout_of(conn: Any, schema: str, writable: bool) -> dict[str, Any]:
+def layout_of(conn: Any, schema: str) -> dict[str, Any]:
     """The `layout` table's rows of a schema that holds a log's tables, once each table is
     checked to have the layout's columns, of their types, and its primary key (the database
-    keeps a run's order and an id's uniqueness by it): NotALogError naming what differs, or a
-    version this layout does not read. A writable open raises layout 1 to 2, which differs only
-    in what new entries hold (docs/format.md, "PostgreSQL")."""
+    keeps a run's order and an id's uniqueness by it): NotALogError naming what differs."""
     rows = conn.execute(
         "SELECT c.relname, (SELECT array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) "
         "ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), "
@@ -364,67 +359,4 @@ def layout_of(conn: Any, schema: str, writable: bool) -> dict[str, Any]:
         else:
             continue
         raise NotALogError(f"schema {schema!r} is not a log of relational layout {LAYOUT_VERSION}: {what}")
-    layout = dict(conn.execute(f'SELECT name, value FROM "{schema}".layout').fetchall())
-    version = layout.get("version")
-    if version == 1 and writable:
-        conn.execute(f"UPDATE \"{schema}\".layout SET value = {LAYOUT_VERSION} WHERE name = 'version'")
-    elif version not in (1, LAYOUT_VERSION):
-        raise NotALogError(
-            f"schema {schema!r} holds a log of relational layout {version}; "
-            f"this eventlog reads layouts 1 and {LAYOUT_VERSION}"
-        )
-    return layout
-
-
-def holds_log(conn: Any, schema: str) -> str | None:
-    """ "log" when the schema holds a log, "kv" when it holds one of the key-value layout,
-    None when it holds no relation at all. NotALogError, naming a few of them, when it
-    holds relations but no log."""
-    found = conn.execute(
-        "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND NOT c.relispartition "
-        "ORDER BY c.relname",
-        (schema,),
-    ).fetchall()
-    if not found:
-        return None
-    names = {name for name, _ in found}
-    if "layout" in names and set(TABLES) <= names:
-        return "log"
-    if ("kv", "r") in found:
-        columns = conn.execute(
-            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-            "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-            (f'"{schema}".kv',),
-        ).fetchall()
-        if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
-            return "kv"
-    listed = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-    raise NotALogError(
-        f"schema {schema!r} holds relations of another program ({listed}) and no eventlog log; "
-        "give eventlog.open another schema (?schema=...)"
-    )
-
-
-def checked_xid_offset(conn: Any, schema: str, value: Any) -> int:
-    """The layout's xid offset, refused (NotALogError) unless the positions it gives from now on
-    lie above every feed position held and far below bigint's end: an offset set back would give
-    positions below held ones (the feed out of order, entries skipped), one set forward too far
-    would overflow the positions and the feed's horizon (docs/format.md, "PostgreSQL")."""
-    (next_xid, greatest) = conn.execute(
-        f'SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, (SELECT max(position) FROM "{schema}".feed)'
-    ).fetchone()
-    if type(value) is not int or value < 0:
-        raise NotALogError(f"schema {schema!r}: the layout's xid_offset is {value!r}, not a count from 0")
-    least = 0 if greatest is None else max(0, (greatest >> POSITION_SHIFT) + 1 - next_xid)
-    if value < least:
-        raise NotALogError(
-            f"schema {schema!r}: the layout's xid_offset {value} would give feed positions below those held "
-            f"(up to {greatest}); it must be at least {least}"
-        )
-    if next_xid + value >= _POSITION_XIDS_MAX:
-        raise NotALogError(
-            f"schema {schema!r}: the layout's xid_offset {value} would give feed positions past 2**62, near "
-            "the end of their 63 bits"
-        )
-    return value
+    return dict(conn.execute(f'SELECT name, value FROM "{schema}".layout').fetchall())

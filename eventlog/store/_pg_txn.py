@@ -8,9 +8,6 @@ deletes of one run serialize on that row, those of different runs never wait for
 
 Each round trip is one message (`Session.run`): the BEGIN goes with the first statement, the
 COMMIT with the last, so an append that reads is two round trips and one that does not is one.
-Feed positions are given by the server as the writes go (`position_base`), so a writer that
-holds the run's record takes it unread (`expect`): the commit checks it, and an append is one
-round trip (docs/architecture.md, "PostgreSQL without a global lock").
 """
 
 from __future__ import annotations
@@ -30,18 +27,15 @@ class PgTxn:
 
     dense = False
 
-    def __init__(self, session: Session, schema: str, xid_offset: int, write: bool, expecting: bool = False) -> None:
+    def __init__(self, session: Session, schema: str, xid_offset: int, write: bool) -> None:
         self._session, self._s, self._write, self._xid_offset = session, schema, write, xid_offset
-        self.expecting = write and expecting
+        self._run = session.run
+        self._xid: int | None = None  # the transaction id, read with the first fetch of a write
         self._puts: dict[tuple[str, bytes], bytes] = {}
         self._inserts: dict[tuple[str, bytes], bytes] = {}
         self._known: dict[tuple[str, bytes], bytes | None] = {}
-        self._given = False  # feed keys are the entries' places in the transaction (`position_base`)
+        self._base: int | None = None
         self._locked: set[bytes] = set()  # the `runs` keys whose run lock this transaction holds
-        self._unlocked: list[bytes] = []  # `runs` keys expected, whose run lock the next message takes
-        self._expected: dict[tuple[str, bytes], bytes | None] = {}  # checked by the next flush
-        self.expected = False
-        """Values were taken unread (`expect`): a failure of the commit may be theirs."""
         self.wrote = False
         self.held = 0
         """The greatest feed position this read left out because an older transaction may still
@@ -54,23 +48,6 @@ class PgTxn:
         """Positions below this are settled: every writer of the log that could give one has ended."""
         return f"(({horizon_sql(self._s)} + {self._xid_offset}) << {POSITION_SHIFT})"
 
-    def _run(self, sql: str, params: Any = (), then: str = "", lead: str = "") -> list[tuple[Any, ...]]:
-        """`Session.run`, the run locks of the runs expected since the last message first."""
-        if self._unlocked:
-            more = _run_locks(self, [("runs", key) for key in self._unlocked])
-            self._unlocked = []
-            lead = ", ".join(x for x in (lead, more) if x)
-        return self._session.run(sql, params, then=then, lead=lead)
-
-    def expect(self, table: str, key: bytes, value: bytes | None) -> None:
-        if not self.expecting:
-            raise EventLogError("expect in a transaction that is not expecting")
-        at = (table, bytes(key))
-        self._known[at] = self._expected[at] = None if value is None else bytes(value)
-        self.expected = True
-        if table == "runs" and at[1] not in self._locked:
-            self._unlocked.append(at[1])  # locked before the check, as a read of the row is
-
     # -- writes ------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -81,12 +58,11 @@ class PgTxn:
 
     def _flush_statement(self) -> tuple[str, list[Any]] | None:
         """The buffered inserts and puts as one statement, taken from the buffers: an INSERT per
-        table (an upsert for puts), joined as data-modifying CTEs when there are several, and
-        the check of the values expected since the last flush (`_check_sql`). A key is buffered
-        once. The statement's text depends only on the tables and row counts (one append: the
-        same text every time, prepared once per connection), so it is built once per shape.
-        None when nothing is buffered or expected."""
-        if not self._inserts and not self._puts and not self._expected:
+        table (an upsert for puts), joined as data-modifying CTEs when there are several. A key
+        is buffered once. The statement's text depends only on the tables and row counts (one
+        append: the same text every time, prepared once per connection), so it is built once
+        per shape. None when nothing is buffered."""
+        if not self._inserts and not self._puts:
             return None
         shape: list[tuple[bool, str, int]] = []
         params: list[Any] = []
@@ -105,21 +81,12 @@ class PgTxn:
                 else:
                     params += t.parse_rows(pairs)
             rows.clear()
-        expected: list[tuple[str, int]] = []
-        if self._expected:
-            checks: dict[str, list[Any]] = {}
-            for (table, key), held in self._expected.items():
-                checks.setdefault(table, []).extend([*TABLES[table].parse_key(key), held])
-            for table, values in checks.items():
-                expected.append((table, len(values) // (len(TABLES[table].key) + 1)))
-                params += values
-            self._expected.clear()
-        at = (self._s, self._xid_offset if self._given else -1, tuple(shape), tuple(expected))
+        at = (self._s, tuple(shape))
         sql = _FLUSH_SQL.get(at)
         if sql is None:
             if len(_FLUSH_SQL) >= _SQL_HELD:
                 _FLUSH_SQL.clear()
-            sql = _FLUSH_SQL[at] = _flush_sql(self._s, at[1], shape, expected)
+            sql = _FLUSH_SQL[at] = _flush_sql(self._s, shape)
         return sql, params
 
     def commit(self) -> None:
@@ -158,11 +125,11 @@ class PgTxn:
         self._inserts[at] = self._known[at] = bytes(value)
 
     def _check_position(self, table: str, key: bytes) -> None:
-        if table == "feed" and self._given:
-            place = int.from_bytes(key, "big")
-            if not 0 < place < 1 << POSITION_SHIFT:
+        if table == "feed" and self._base is not None:
+            position = int.from_bytes(key, "big")
+            if not self._base < position < self._base + (1 << POSITION_SHIFT):
                 raise EventLogError(
-                    f"PostgreSQL store: feed place {place} is not one of this transaction's "
+                    f"PostgreSQL store: feed position {position} is not one of this transaction's "
                     f"(at most {(1 << POSITION_SHIFT) - 1} entries per transaction)"
                 )
 
@@ -205,17 +172,14 @@ class PgTxn:
         return None
 
     def position_base(self, last: int) -> int:
-        """0: the feed keys put after it are places in the transaction, 1, 2, …, which the
-        INSERT makes positions, `(transaction id + xid offset) << 20 | place` (`_flush_sql`)."""
-        if not self._write:
-            raise ReadOnlyError("feed positions are given in write transactions only")
-        self._given = True
-        return 0
-
-    def feed_of(self, number: int, lo: int, hi: int) -> list[tuple[int, int]]:
-        self.flush()
-        sql = f"SELECT off, position FROM {self._t('feed')} WHERE run = %s AND off >= %s AND off <= %s ORDER BY off, position"
-        return [(int(o), int(p)) for o, p in self._run(sql, [number, lo, min(hi, (1 << 63) - 1)])]
+        if self._base is None:
+            if not self._write:
+                raise ReadOnlyError("feed positions are given in write transactions only")
+            if self._xid is None:
+                ((xid,),) = self._run("SELECT pg_current_xact_id()::text::bigint")
+                self._xid = int(xid)
+            self._base = (self._xid + self._xid_offset) << POSITION_SHIFT
+        return self._base
 
     def events_given(self, last: int) -> int:
         feed = f"'\"{self._s}\".feed'::regclass"
@@ -253,6 +217,8 @@ class PgTxn:
             for kind, number, key, value in self._run(sql, params, lead=_run_locks(self, missing)):
                 if kind == 1:
                     known[(_NAMES[number], bytes(key))] = bytes(value)
+                elif kind == 3:
+                    self._xid = int.from_bytes(key, "big")
                 else:
                     ends[_NAMES[number]] = None if key is None else bytes(key)
                     if value is not None:
@@ -276,13 +242,49 @@ class PgTxn:
             tuple((table, len(keys) == 1) for table, keys in by_table.items()),
             tuple(lasts),
             self._write,
+            self._write and self._xid is None,
         )
         sql = _FETCH_SQL.get(at)
         if sql is None:
             if len(_FETCH_SQL) >= _SQL_HELD:
                 _FETCH_SQL.clear()
-            sql = _FETCH_SQL[at] = _fetch_sql(self._s, self._write, self._horizon(), at[2], lasts)
+            sql = _FETCH_SQL[at] = self._build_fetch_sql(at[2], lasts)
         return sql, params
+
+    def _build_fetch_sql(self, tables: tuple[tuple[str, bool], ...], lasts: list[str]) -> str:
+        ctes: list[str] = []
+        parts: list[str] = []
+        for n, (table, one) in enumerate(tables):
+            t = TABLES[table]
+            lock = " ORDER BY " + t.order() + " FOR UPDATE OF x" if self._write and table == "runs" else ""
+            if one:
+                where = " AND ".join(f"x.{c} = %s::{_type(kind)}" for c, kind in t.key)
+                ctes.append(f"g{n} AS (SELECT x.* FROM {self._t(table)} x WHERE {where}{lock})")
+            else:
+                arrays = ", ".join(f"%s::{_type(kind)}[]" for _, kind in t.key)
+                on = " AND ".join(f"x.{c} = q.{c}" for c in t.columns)
+                ctes.append(
+                    f"g{n} AS (SELECT x.* FROM {self._t(table)} x JOIN unnest({arrays}) AS q({', '.join(t.columns)}) "
+                    f"ON {on}{lock})"
+                )
+            parts.append(f"SELECT 1, {_NUMBERS[table]}, {t.key_sql()}, {t.value_sql()} FROM g{n}")
+        for table in lasts:
+            t = TABLES[table]
+            if table == "feed" and not self._write:
+                last = f"(SELECT int8send(position) FROM {self._t(table)} WHERE position %s h.p ORDER BY position DESC LIMIT 1)"
+                # the horizon computed once: the settled last and the held last split the feed at one place
+                parts.append(
+                    f"SELECT 2, {_NUMBERS['feed']}, {last % '<'}, {last % '>='} FROM (SELECT {self._horizon()} AS p) h"
+                )
+            else:
+                parts.append(
+                    f"SELECT 2, {_NUMBERS[table]}, (SELECT {t.key_sql()} FROM {self._t(table)} "
+                    f"ORDER BY {t.order(reverse=True)} LIMIT 1), NULL::bytea"
+                )
+        if self._write and self._xid is None:  # the id feed positions derive from, in the same round trip
+            parts.append("SELECT 3, 0, int8send(pg_current_xact_id()::text::bigint), NULL::bytea")
+        head = ("WITH " + ", ".join(ctes) + " ") if ctes else ""
+        return head + " UNION ALL ".join(parts)
 
     def scan(
         self, table: str, start: bytes, stop: bytes | None, *, reverse: bool = False, limit: int | None = None
@@ -322,42 +324,6 @@ class PgTxn:
         return [v for _, v in pairs], (pairs[-1][0] if pairs else None)
 
 
-def _fetch_sql(schema: str, write: bool, horizon: str, tables: tuple[tuple[str, bool], ...], lasts: list[str]) -> str:
-    """The read statement of a fetch: the rows of each table's keys (one key, or arrays of
-    them), locked `FOR UPDATE` in a write when they are runs' rows, then each table's last key
-    (the feed's below `horizon` in a read)."""
-    ctes: list[str] = []
-    parts: list[str] = []
-    for n, (table, one) in enumerate(tables):
-        t = TABLES[table]
-        name = f'"{schema}".{t.name}'
-        lock = " ORDER BY " + t.order() + " FOR UPDATE OF x" if write and table == "runs" else ""
-        if one:
-            where = " AND ".join(f"x.{c} = %s::{_type(kind)}" for c, kind in t.key)
-            ctes.append(f"g{n} AS (SELECT x.* FROM {name} x WHERE {where}{lock})")
-        else:
-            arrays = ", ".join(f"%s::{_type(kind)}[]" for _, kind in t.key)
-            on = " AND ".join(f"x.{c} = q.{c}" for c in t.columns)
-            ctes.append(
-                f"g{n} AS (SELECT x.* FROM {name} x JOIN unnest({arrays}) AS q({', '.join(t.columns)}) ON {on}{lock})"
-            )
-        parts.append(f"SELECT 1, {_NUMBERS[table]}, {t.key_sql()}, {t.value_sql()} FROM g{n}")
-    for table in lasts:
-        t = TABLES[table]
-        name = f'"{schema}".{t.name}'
-        if table == "feed" and not write:
-            last = f"(SELECT int8send(position) FROM {name} WHERE position %s h.p ORDER BY position DESC LIMIT 1)"
-            # the horizon computed once: the settled last and the held last split the feed at one place
-            parts.append(f"SELECT 2, {_NUMBERS['feed']}, {last % '<'}, {last % '>='} FROM (SELECT {horizon} AS p) h")
-        else:
-            parts.append(
-                f"SELECT 2, {_NUMBERS[table]}, (SELECT {t.key_sql()} FROM {name} "
-                f"ORDER BY {t.order(reverse=True)} LIMIT 1), NULL::bytea"
-            )
-    head = ("WITH " + ", ".join(ctes) + " ") if ctes else ""
-    return head + " UNION ALL ".join(parts)
-
-
 def _run_locks(txn: PgTxn, missing: list[tuple[str, bytes]]) -> str:
     """The expressions that take, in a write, the run lock of each `runs` row about to be read
     `FOR UPDATE` that the transaction does not hold yet ("" for none): an exclusive advisory
@@ -384,21 +350,16 @@ encoding (text comes back as bytes under SQL_ASCII)."""
 
 _SQL_HELD = 256
 """Statements held per kind (by schema and shape) before the cache starts again."""
-_FLUSH_SQL: dict[tuple[str, int, tuple[tuple[bool, str, int], ...], tuple[tuple[str, int], ...]], str] = {}
-"""Write statements by (schema, xid offset or -1 when the feed's keys are positions, shape, values
-expected): a few shapes per log (one append, a batch, a new run)."""
+_FLUSH_SQL: dict[tuple[str, tuple[tuple[bool, str, int], ...]], str] = {}
+"""Write statements by (schema, shape): a few shapes per log (one append, a batch, a new run)."""
 
 
-_FETCH_SQL: dict[tuple[str, int, tuple[tuple[str, bool], ...], tuple[str, ...], bool], str] = {}
-"""Read statements by (schema, xid offset, tables and whether one key each, lasts, write)."""
+_FETCH_SQL: dict[tuple[str, int, tuple[tuple[str, bool], ...], tuple[str, ...], bool, bool], str] = {}
+"""Read statements by (schema, xid offset, tables and whether one key each, lasts, write, reads the xid)."""
 
 
-def _flush_sql(
-    schema: str, xid_offset: int, shape: list[tuple[bool, str, int]], expected: list[tuple[str, int]]
-) -> str:
-    """The write statement of a flush of this shape: (upsert, table, one row) per table, then
-    the check of `expected` ((table, how many keys) taken unread). `xid_offset` >= 0: the feed's
-    keys are places in the transaction, made positions here."""
+def _flush_sql(schema: str, shape: list[tuple[bool, str, int]]) -> str:
+    """The write statement of a flush of this shape: (upsert, table, one row) per table."""
     parts: list[str] = []
     for upsert, table, one in shape:
         t = TABLES[table]
@@ -407,33 +368,14 @@ def _flush_sql(
             rows = "VALUES (" + ", ".join(f"%s::{ty}" for ty in t.types()) + ")"
         else:
             rows = "SELECT * FROM unnest(" + ", ".join(f"%s::{ty}[]" for ty in t.types()) + ")"
-        if table == "feed" and xid_offset >= 0:
-            base = f"((pg_current_xact_id()::text::bigint + {xid_offset}) << {POSITION_SHIFT})"
-            rows = f"SELECT {base} | r.position, r.run, r.off FROM ({rows}) AS r(position, run, off)"
         sql = f'INSERT INTO "{schema}".{t.name} ({", ".join(names)}) {rows}'
         if upsert:
             sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in t.value_columns)
             sql += f" ON CONFLICT ({', '.join(t.columns)}) DO UPDATE SET {sets}"
         parts.append(sql)
-    if len(parts) == 1 and not expected:
+    if len(parts) == 1:
         return parts[0]
-    head = ("WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " ") if parts else ""
-    return head + (_check_sql(schema, expected) if expected else "SELECT 1")
-
-
-def _check_sql(schema: str, expected: list[tuple[str, int]]) -> str:
-    """A SELECT that fails (division by zero) unless every key expected holds the value taken
-    (NULL: absent), as the statement's snapshot sees it: the run locks taken before it keep a
-    run's row as it is until the commit (`PostgresStore.write` makes a transaction that failed
-    so again, reading)."""
-    checks: list[str] = []
-    for table, count in expected:
-        t = TABLES[table]
-        (value,) = t.value_columns
-        where = " AND ".join(f"{c} = %s::{_type(kind)}" for c, kind in t.key)
-        one = f'(SELECT {value} FROM "{schema}".{t.name} WHERE {where}) IS NOT DISTINCT FROM %s::bytea'
-        checks += [one] * count
-    return f"SELECT 1 / (CASE WHEN {' AND '.join(checks)} THEN 1 ELSE 0 END)"
+    return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(parts)) + " SELECT 1"
 
 
 def _type(kind: str) -> str:

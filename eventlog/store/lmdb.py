@@ -31,7 +31,7 @@ from ..errors import (
     ReadOnlyError,
     named_os_error,
 )
-from ._base import APPENDED, TABLES, DenseTxn, KeyExistsError, numbers_by_seeking
+from ._base import APPENDED, TABLES, KeyExistsError, numbers_by_seeking
 from ._gate import Gate
 from ._lmdb_files import check_directory, is_errno, translate
 
@@ -40,9 +40,10 @@ T = TypeVar("T")
 DURABILITY = ("sync", "batch", "none")
 
 
-class _LMDBTxn(DenseTxn):
+class _LMDBTxn:
     __slots__ = ("_dbs", "_txn", "_write")
 
+    dense = True
     numbers = numbers_by_seeking
 
     def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any], write: bool) -> None:
@@ -145,6 +146,9 @@ class _LMDBTxn(DenseTxn):
                 if not cur.delete() or not cur.key():  # the cursor moves to the next key, if any
                     break
         return count
+
+    def delete_feed_of(self, number: int, upto: int) -> int | None:
+        return None
 
     def position_base(self, last: int) -> int:
         return last

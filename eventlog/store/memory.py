@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import ClosedError, ReadOnlyError
-from ._base import TABLES, DenseTxn, KeyExistsError, numbers_by_seeking
+from ._base import TABLES, KeyExistsError, numbers_by_seeking
 
 T = TypeVar("T")
 
@@ -21,7 +21,9 @@ class _Table:
         self.values: dict[bytes, bytes] = {}
 
 
-class _MemoryTxn(DenseTxn):
+class _MemoryTxn:
+    dense = True
+
     def __init__(self, tables: dict[str, _Table], write: bool, generation: int | None = None) -> None:
         self._tables = tables
         self._write = write
@@ -99,6 +101,9 @@ class _MemoryTxn(DenseTxn):
         for key in keys:
             self.delete(table, key)
         return len(keys)
+
+    def delete_feed_of(self, number: int, upto: int) -> int | None:
+        return None
 
     def position_base(self, last: int) -> int:
         return last

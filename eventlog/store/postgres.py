@@ -36,16 +36,7 @@ from ..errors import (
 )
 from ._base import KeyExistsError
 from ._pg_channel import Channel
-from ._pg_layout import (
-    POSITION_SHIFT,
-    TABLES,
-    checked_xid_offset,
-    holds_log,
-    horizon_sql,
-    layout_of,
-    migrate_kv_sql,
-    schema_sql,
-)
+from ._pg_layout import LAYOUT_VERSION, POSITION_SHIFT, TABLES, horizon_sql, layout_of, migrate_kv_sql, schema_sql
 from ._pg_session import READ_BEGIN, SETTINGS, Session, SeveralStatements, write_begin
 from ._pg_txn import PgTxn
 
@@ -176,7 +167,7 @@ class PostgresStore:
         missing schema. A schema that holds other relations but no log belongs to another
         program: it is refused, never written."""
         with self._pool.connection() as conn, conn.transaction():
-            found = holds_log(conn, self.schema)
+            found = _holds_log(conn, self.schema)
             if found == "log":
                 return self._open_layout(conn)
             if self.readonly or not create:
@@ -187,7 +178,7 @@ class PostgresStore:
                     )
                 raise NoLogError(f"no log in schema {self.schema!r}")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
-            found = holds_log(conn, self.schema)  # another process may have made or migrated it meanwhile
+            found = _holds_log(conn, self.schema)  # another process may have made or migrated it meanwhile
             if found == "log":
                 return self._open_layout(conn)
             if found == "kv":
@@ -204,8 +195,13 @@ class PostgresStore:
             self._open_layout(conn)
 
     def _open_layout(self, conn: Any) -> None:
-        rows = layout_of(conn, self.schema, writable=not self.readonly)
-        self._xid_offset = checked_xid_offset(conn, self.schema, rows.get("xid_offset"))
+        rows = layout_of(conn, self.schema)
+        if rows.get("version") != LAYOUT_VERSION:
+            raise NotALogError(
+                f"schema {self.schema!r} holds a log of relational layout {rows.get('version')}; "
+                f"this eventlog reads layout {LAYOUT_VERSION}"
+            )
+        self._xid_offset = _checked_xid_offset(conn, self.schema, rows.get("xid_offset"))
 
     # -- transactions ------------------------------------------------------------------
 
@@ -300,18 +296,12 @@ class PostgresStore:
         self._check_open()
         errors = self._psycopg.errors
         lost = 0
-        expecting = True
-        failure: Exception
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                return self._write_once(fn, expecting)
-            except _Expected as exc:
-                # It took values unread (`PgTxn.expect`) and failed: made again at once, reading them.
-                failure, expecting = exc.error, False
-                continue
+                return self._write_once(fn)
             except (errors.DeadlockDetected, errors.SerializationFailure, errors.InvalidSqlStatementName) as exc:
                 # made again; a statement deallocated behind the store is prepared again (`Session.run`)
-                failure = exc
+                failure: Exception = exc
             except errors.UniqueViolation as exc:
                 if exc.diag.table_name != "runs":
                     raise _translate(self._psycopg, exc) from None
@@ -329,15 +319,15 @@ class PostgresStore:
             time.sleep(0.001 * attempt)
         raise _translate(self._psycopg, failure)
 
-    def _write_once(self, fn: Callable[[PgTxn], T], expecting: bool) -> T:
+    def _write_once(self, fn: Callable[[PgTxn], T]) -> T:
         with self._pool.connection() as conn:
             session = Session(conn, self._write_begin)
             self._local.session = session
             try:
-                txn = PgTxn(session, self.schema, self._xid_offset, write=True, expecting=expecting)
                 try:
                     # The BEGIN goes with the first statement (a read, or the writes of a
                     # transaction that reads nothing), the buffered writes with the COMMIT.
+                    txn = PgTxn(session, self.schema, self._xid_offset, write=True)
                     result = fn(txn)
                     txn.commit()
                 except BaseException as exc:
@@ -346,8 +336,6 @@ class PostgresStore:
                         # The connection went before the COMMIT was sent: the server rolled the
                         # transaction back. After it, whether it committed is not known: raised.
                         raise _Lost(exc) from None
-                    if txn.expected and isinstance(exc, self._psycopg.Error) and not self._broken(conn):
-                        raise _Expected(exc) from None  # nothing committed: an error stops the message
                     raise
                 if txn.wrote:
                     self._channel_io.notify_soon()
@@ -408,11 +396,6 @@ class _Lost(Exception):
         self.error = error
 
 
-class _Expected(_Lost):
-    """A write transaction that took values unread failed and committed nothing: made again,
-    reading them (`PgTxn.expect`)."""
-
-
 def _configure(conn: Any) -> None:
     """Each pooled connection plans its prepared statements once: their plans do not depend on
     the keys bound to them, and planning again on every call costs more than running them. Its
@@ -438,11 +421,67 @@ def _reach(psycopg: Any, dsn: str) -> None:
 
 
 _SETTLE_SECONDS = 1.0
-"""How long a read of the feed waits for older transactions to end before it returns what was settled."""
 _SEVERAL: set[Any] = set()
 """The code of the read functions that asked for a second statement: run in a transaction."""
 _SQL_CODES_HELD = 4096
+_POSITION_XIDS_MAX = 1 << (62 - POSITION_SHIFT)  # a transaction's base below 2^62: half of bigint's room kept
 
+
+def _holds_log(conn: Any, schema: str) -> str | None:
+    """ "log" when the schema holds a log, "kv" when it holds one of the key-value layout,
+    None when it holds no relation at all. NotALogError, naming a few of them, when it
+    holds relations but no log."""
+    found = conn.execute(
+        "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND NOT c.relispartition "
+        "ORDER BY c.relname",
+        (schema,),
+    ).fetchall()
+    if not found:
+        return None
+    names = {name for name, _ in found}
+    if "layout" in names and set(TABLES) <= names:
+        return "log"
+    if ("kv", "r") in found:
+        columns = conn.execute(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            (f'"{schema}".kv',),
+        ).fetchall()
+        if columns == [("tbl", "smallint"), ("k", "bytea"), ("v", "bytea")]:
+            return "kv"
+    listed = ", ".join(name for name, _ in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise NotALogError(
+        f"schema {schema!r} holds relations of another program ({listed}) and no eventlog log; "
+        "give eventlog.open another schema (?schema=...)"
+    )
+
+
+def _checked_xid_offset(conn: Any, schema: str, value: Any) -> int:
+    """The layout's xid offset, refused (NotALogError) unless the positions it gives from now on
+    lie above every feed position held and far below bigint's end: an offset set back would give
+    positions below held ones (the feed out of order, entries skipped), one set forward too far
+    would overflow the positions and the feed's horizon (docs/format.md, "PostgreSQL")."""
+    (next_xid, greatest) = conn.execute(
+        f'SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, (SELECT max(position) FROM "{schema}".feed)'
+    ).fetchone()
+    if type(value) is not int or value < 0:
+        raise NotALogError(f"schema {schema!r}: the layout's xid_offset is {value!r}, not a count from 0")
+    least = 0 if greatest is None else max(0, (greatest >> POSITION_SHIFT) + 1 - next_xid)
+    if value < least:
+        raise NotALogError(
+            f"schema {schema!r}: the layout's xid_offset {value} would give feed positions below those held "
+            f"(up to {greatest}); it must be at least {least}"
+        )
+    if next_xid + value >= _POSITION_XIDS_MAX:
+        raise NotALogError(
+            f"schema {schema!r}: the layout's xid_offset {value} would give feed positions past 2**62, near "
+            "the end of their 63 bits"
+        )
+    return value
+
+
+"""How long a read of the feed waits for older transactions to end before it returns what was settled."""
 
 _SETTLE_POLL_SECONDS = 0.002
 
